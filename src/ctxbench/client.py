@@ -1,0 +1,393 @@
+"""Streaming client for OpenAI-compatible `/v1/chat/completions` and `/v1/completions`.
+
+One asyncio process drives any number of concurrent streams. The client records raw
+`perf_counter_ns` stamps and the server's words; it derives nothing (see `metrics`).
+A failed request comes back as a `RequestRecord` with a typed `error`, never as an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from time import perf_counter_ns
+from typing import Any, Literal
+
+import httpx
+
+from .records import Chunk, RequestError, RequestRecord, Usage
+from .sse import SseDecoder
+
+Message = Mapping[str, Any]
+TransportFactory = Callable[[], httpx.AsyncBaseTransport]
+
+# A 1M-token prompt is ~4 MB of JSON and a prefill can be silent for minutes: the read timeout
+# is the longest silence we accept between two bytes, not a limit on the whole request.
+DEFAULT_READ_TIMEOUT_S = 1800.0
+_MALFORMED_KEEP_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Connect: TCP connect. Read: longest silence between bytes. Total: whole request, None for none."""
+
+    connect_s: float = 10.0
+    read_s: float = DEFAULT_READ_TIMEOUT_S
+    write_s: float = 300.0
+    total_s: float | None = None
+
+    def to_httpx(self) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect_s, read=self.read_s, write=self.write_s, pool=None)
+
+
+def _default_transport() -> httpx.AsyncBaseTransport:
+    # retries=0: httpx's own connect retries would hide failures we want to record.
+    return httpx.AsyncHTTPTransport(retries=0, limits=httpx.Limits(max_connections=None))
+
+
+class Client:
+    """Sends streamed requests to one OpenAI-compatible server and returns `RequestRecord`s.
+
+    `transport_factory` makes the transport for the shared connection pool and for the one
+    fresh connection a retry uses; tests pass one that returns `httpx.MockTransport`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        timeouts: Timeouts | None = None,
+        api_key: str | None = None,
+        transport_factory: TransportFactory = _default_transport,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeouts = timeouts or Timeouts()
+        self._headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._transport_factory = transport_factory
+        self._http = self._new_http()
+
+    def _new_http(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            transport=self._transport_factory(), timeout=self.timeouts.to_httpx(), headers=self._headers
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        request_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        enqueued_ns: int | None = None,
+    ) -> RequestRecord:
+        """Stream one chat completion. `extra_body` is merged into the JSON (e.g. `temperature`)."""
+        body: dict[str, Any] = {"model": self.model, "messages": list(messages)}
+        return await self._send("chat", body, max_tokens, request_id, labels, extra_body, enqueued_ns)
+
+    async def complete(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int | None = None,
+        request_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        enqueued_ns: int | None = None,
+    ) -> RequestRecord:
+        """Stream one text completion."""
+        body: dict[str, Any] = {"model": self.model, "prompt": prompt}
+        return await self._send("completions", body, max_tokens, request_id, labels, extra_body, enqueued_ns)
+
+    async def _send(
+        self,
+        endpoint: Literal["chat", "completions"],
+        body: dict[str, Any],
+        max_tokens: int | None,
+        request_id: str | None,
+        labels: Mapping[str, str] | None,
+        extra_body: Mapping[str, Any] | None,
+        enqueued_ns: int | None,
+    ) -> RequestRecord:
+        enqueued = enqueued_ns if enqueued_ns is not None else perf_counter_ns()
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        body.update(extra_body or {})
+        payload = json.dumps(body, ensure_ascii=False).encode()
+        path = "/v1/chat/completions" if endpoint == "chat" else "/v1/completions"
+        attempt = _Attempt(
+            url=self.base_url + path,
+            endpoint=endpoint,
+            request_id=request_id or uuid.uuid4().hex,
+            labels=dict(labels or {}),
+            model=self.model,
+            payload=payload,
+            max_tokens=max_tokens,
+            enqueued_ns=enqueued,
+        )
+        outcome = await self._run(attempt, self._http)
+        if outcome.retryable:
+            # The server closed a pooled keep-alive connection under us before answering anything:
+            # the request never reached it, so sending it again on a new connection is safe.
+            fresh = self._new_http()
+            try:
+                retry = await self._run(attempt, fresh)
+            finally:
+                await fresh.aclose()
+            return retry.record(retried=True, retry_reason=outcome.error.message if outcome.error else None)
+        return outcome.record()
+
+    async def _run(self, attempt: _Attempt, http: httpx.AsyncClient) -> _Outcome:
+        outcome = _Outcome(attempt)
+        try:
+            if self.timeouts.total_s is None:
+                await outcome.stream(http)
+            else:
+                async with asyncio.timeout(self.timeouts.total_s):
+                    await outcome.stream(http)
+        except TimeoutError:
+            outcome.fail("timeout", f"no complete answer within {self.timeouts.total_s} s (total timeout)")
+        except httpx.TimeoutException as exc:
+            outcome.fail("timeout", f"{type(exc).__name__}: {exc or 'timed out'}")
+        except httpx.ConnectError as exc:
+            outcome.fail("connect", f"cannot connect to {attempt.url}: {exc}")
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            outcome.fail("disconnected", f"{type(exc).__name__}: {exc}")
+        outcome.end_ns = outcome.end_ns or perf_counter_ns()
+        return outcome
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    url: str
+    endpoint: Literal["chat", "completions"]
+    request_id: str
+    labels: dict[str, str]
+    model: str
+    payload: bytes
+    max_tokens: int | None
+    enqueued_ns: int
+
+
+class _Outcome:
+    """Mutable state of one attempt while its stream runs; frozen into a record at the end."""
+
+    def __init__(self, attempt: _Attempt) -> None:
+        self.attempt = attempt
+        self.sent_ns = 0
+        self.first_byte_ns: int | None = None
+        self.end_ns = 0
+        self.status: int | None = None
+        self.chunks: list[tuple[int, str, str]] = []
+        self.usage: Usage | None = None
+        self.finish_reason: str | None = None
+        self.timings: dict[str, Any] | None = None
+        self.error: RequestError | None = None
+        self.malformed: list[str] = []
+        self.done = False
+        self.opened_connection = False
+
+    @property
+    def retryable(self) -> bool:
+        return (
+            self.error is not None
+            and self.error.kind == "disconnected"
+            and self.first_byte_ns is None
+            and not self.opened_connection
+        )
+
+    async def _trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if event.startswith("connection.connect_tcp") or event.startswith("connection.connect_unix"):
+            self.opened_connection = True
+
+    def fail(self, kind: str, message: str, **extra: Any) -> None:
+        if self.error is None:
+            self.error = RequestError(kind=kind, message=message, **extra)  # type: ignore[arg-type]
+
+    async def stream(self, http: httpx.AsyncClient) -> None:
+        request = http.build_request(
+            "POST",
+            self.attempt.url,
+            content=self.attempt.payload,
+            headers={"Content-Type": "application/json"},
+            extensions={"trace": self._trace},
+        )
+        self.sent_ns = perf_counter_ns()
+        response = await http.send(request, stream=True)
+        try:
+            self.first_byte_ns = perf_counter_ns()
+            self.status = response.status_code
+            if response.status_code != 200:
+                body = await response.aread()
+                self.end_ns = perf_counter_ns()
+                self.error = _http_error(response.status_code, body)
+                return
+            decoder = SseDecoder()
+            async for raw in response.aiter_bytes():
+                arrived_ns = perf_counter_ns()
+                for data in decoder.feed(raw):
+                    self._event(data, arrived_ns)
+            self.end_ns = perf_counter_ns()
+            for data in decoder.close():
+                self._event(data, self.end_ns)
+        finally:
+            await response.aclose()
+        if not self.done and self.finish_reason is None:
+            self.fail("incomplete", "the stream ended without a finish reason or [DONE]")
+
+    def _event(self, data: str, arrived_ns: int) -> None:
+        if data.strip() == "[DONE]":
+            self.done = True
+            return
+        try:
+            event = json.loads(data)
+        except json.JSONDecodeError:
+            self._lines_one_by_one(data, arrived_ns)
+            return
+        if not isinstance(event, dict):
+            self.malformed.append(data[:_MALFORMED_KEEP_CHARS])
+            return
+        self._json_event(event, data, arrived_ns)
+
+    def _lines_one_by_one(self, data: str, arrived_ns: int) -> None:
+        # Some servers omit the blank line between events, so several JSON objects arrive as one
+        # multi-line event; parse each line before calling the data malformed.
+        lines = data.split("\n")
+        if len(lines) > 1:
+            for line in lines:
+                self._event(line, arrived_ns)
+        else:
+            self.malformed.append(data[:_MALFORMED_KEEP_CHARS])
+
+    def _json_event(self, event: dict[str, Any], data: str, arrived_ns: int) -> None:
+        if "error" in event:
+            error = event["error"]
+            message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+            self.fail("stream_error", message)
+            return
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            self.usage = _usage(usage)
+        timings = event.get("timings")
+        if isinstance(timings, dict):
+            self.timings = timings
+        choices = event.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            self.malformed.append(data[:_MALFORMED_KEEP_CHARS])
+            return
+        if choice.get("finish_reason"):
+            self.finish_reason = str(choice["finish_reason"])
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            text = delta.get("content") or ""
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        else:
+            text, reasoning = choice.get("text") or "", ""
+        if text or reasoning:
+            self.chunks.append((arrived_ns, text, reasoning))
+
+    def record(self, *, retried: bool = False, retry_reason: str | None = None) -> RequestRecord:
+        attempt = self.attempt
+        return RequestRecord(
+            request_id=attempt.request_id,
+            endpoint=attempt.endpoint,
+            url=attempt.url,
+            model=attempt.model,
+            labels=attempt.labels,
+            request_bytes=len(attempt.payload),
+            max_tokens=attempt.max_tokens,
+            enqueued_ns=attempt.enqueued_ns,
+            sent_ns=self.sent_ns or self.end_ns,
+            first_byte_ns=self.first_byte_ns,
+            end_ns=self.end_ns,
+            http_status=self.status,
+            chunks=tuple(Chunk(arrived_ns=t, text=text, reasoning=r) for t, text, r in self.chunks),
+            usage=self.usage,
+            finish_reason=self.finish_reason,
+            server_timings=self.timings,
+            error=self.error,
+            retried=retried,
+            retry_reason=retry_reason,
+            malformed_lines=tuple(self.malformed),
+        )
+
+
+def _usage(usage: Mapping[str, Any]) -> Usage:
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage(
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        cached_tokens=cached,
+    )
+
+
+# How each engine words an over-limit rejection; the first group is the limit.
+_LIMIT_PATTERNS = (
+    re.compile(r"maximum context length is (\d+)"),  # vLLM, OpenAI
+    re.compile(r"context length \((\d+) tokens?\)"),  # SGLang
+    re.compile(r"context size \((\d+) tokens?\)"),  # llama.cpp
+)
+_PROMPT_PATTERNS = (
+    re.compile(r"request(?:ed)? \(?(\d+) tokens"),
+    re.compile(r"input \((\d+) tokens?\)"),
+    re.compile(r"has (\d+) input tokens"),
+)
+
+
+def _http_error(status: int, body: bytes) -> RequestError:
+    """Classify a non-200 answer; over-limit rejections become `context_limit` with the limit."""
+    text = body.decode("utf-8", errors="replace")
+    message, info = text.strip()[:2000], {}
+    try:
+        parsed = json.loads(text)
+        error = parsed.get("error", parsed) if isinstance(parsed, dict) else {}
+        if isinstance(error, dict):
+            info = error
+            message = str(error.get("message", message))
+        elif isinstance(error, str):
+            message = error
+    except json.JSONDecodeError:
+        pass
+    limit = info.get("n_ctx") if isinstance(info.get("n_ctx"), int) else _first_int(_LIMIT_PATTERNS, message)
+    prompt = info.get("n_prompt_tokens")
+    if not isinstance(prompt, int):
+        prompt = _first_int(_PROMPT_PATTERNS, message)
+    error_type = str(info.get("type", ""))
+    is_limit = status in (400, 413, 422) and (
+        "context" in error_type or limit is not None or "context length" in message.lower()
+    )
+    if is_limit:
+        return RequestError(
+            kind="context_limit", message=message, context_limit=limit, server_prompt_tokens=prompt
+        )
+    return RequestError(kind="http_status", message=f"HTTP {status}: {message}")
+
+
+def _first_int(patterns: Sequence[re.Pattern[str]], text: str) -> int | None:
+    for pattern in patterns:
+        match = pattern.search(text)
+        if match:
+            return int(match.group(1))
+    return None

@@ -1,0 +1,94 @@
+"""The demo campaign: SmolLM2-135M-Instruct (F16) on the embedded CPU llama-server.
+
+Runs what exists today (the probe) and writes `results/runs/<run_id>/` plus a report. Each
+later check extends it. The model is real, so its answers are real findings at 135M scale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .checks.probe import ProbeSpec, run_probe
+from .client import Client
+from .engines.build import LlamaCppBuild
+from .engines.llamacpp import LlamaServer, LlamaServerConfig
+from .engines.models import DEMO_CONTEXT, demo_model_path
+from .errors import EngineNotReady
+from .records import RequestRecord
+from .report.render import probe_report
+from .results.store import RunDir, git_revision, new_run_id
+
+DEMO_SLOTS = 2
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def clock_anchor() -> dict[str, int]:
+    """One `perf_counter_ns` reading paired with wall-clock time, to place a run's stamps on a calendar."""
+    return {"perf_counter_ns": time.perf_counter_ns(), "unix_ns": time.time_ns()}
+
+
+def run_demo(
+    results: Path,
+    *,
+    spec: ProbeSpec | None = None,
+    on_status: Callable[[str], None] = lambda message: None,
+    on_record: Callable[[RequestRecord], None] | None = None,
+) -> RunDir:
+    """Start llama-server with the demo model, run the probe, stop, and write the report."""
+    spec = spec or ProbeSpec()
+    build = LlamaCppBuild()
+    model = demo_model_path()
+    if not build.is_built() or not model.exists():
+        raise EngineNotReady(
+            "the demo needs the built engine and the demo model: run `ctxbench engine build llamacpp` and "
+            "`ctxbench model prepare demo` (or `make demo`, which does both)."
+        )
+    run = RunDir.create(results, new_run_id("demo", "smollm2-135m-f16", "probe"))
+    config = LlamaServerConfig(
+        binary=build.server, model=model, ctx_size=DEMO_CONTEXT * DEMO_SLOTS, parallel=DEMO_SLOTS,
+        alias="smollm2-135m-instruct",
+    )
+    manifest: dict[str, Any] = {
+        "ctxbench_version": __version__,
+        "git_revision": git_revision(),
+        "deployment": "smollm2-135m-f16 on llama.cpp (CPU)",
+        "model": str(model),
+        "check": "probe",
+        "check_parameters": dataclasses.asdict(spec),
+        "started_at": utc_now(),
+        "clock": clock_anchor(),
+        "note": "SmolLM2-135M-Instruct, real weights, F16, on CPU: speeds are this machine's, not a GPU's.",
+    }
+    on_status(f"starting llama-server with {model.name}")
+    with LlamaServer(config, run.path / "server.log") as server:
+        manifest["engine"] = {
+            "name": "llama.cpp llama-server",
+            "version": server.version(),
+            "command": server.command,
+            "cold_start_s": server.ready_s,
+            "context_limit_per_slot": server.slot_context_limit(),
+        }
+        run.write_manifest(manifest)
+        run.write_metrics_snapshot("before", server.metrics())
+        on_status(f"server ready in {server.ready_s:.1f} s at {server.base_url}; probing")
+
+        async def probe() -> None:
+            async with Client(server.base_url, config.alias) as client:
+                await run_probe(client, spec, run, on_record)
+
+        asyncio.run(probe())
+        run.write_metrics_snapshot("after", server.metrics())
+    manifest["ended_at"] = utc_now()
+    run.write_manifest(manifest)
+    (run.path / "report.md").write_text(probe_report(run))
+    return run

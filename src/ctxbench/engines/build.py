@@ -1,0 +1,146 @@
+"""Build llama.cpp's `llama-server` (and `llama-quantize`) from the source vendored in the
+MIT-licensed `llama-cpp-python` sdist, once per machine, into the cache keyed by version.
+
+`GGML_NATIVE=OFF` matters: a native build crashed in the AMX path on this kind of machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..cache import cache_root, pip_download
+from ..errors import EngineBuildError
+
+LLAMACPP_SDIST_VERSION = "0.3.36"
+TARGETS = ("llama-server", "llama-quantize")
+_SKIPPED_TREES = ("docs", "models", "tests", ".git")
+COMMON_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF",
+)
+VARIANT_FLAGS = {
+    "cpu": ("-DGGML_NATIVE=OFF",),
+    "cuda": ("-DGGML_NATIVE=OFF", "-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90"),
+}
+_PERCENT = re.compile(rb"^\[\s*(\d+)%\]")
+
+Progress = Callable[[int, str], None]
+
+
+@dataclass(frozen=True)
+class LlamaCppBuild:
+    """Where one build of llama.cpp lives in the cache."""
+
+    variant: str = "cpu"
+    version: str = LLAMACPP_SDIST_VERSION
+
+    @property
+    def root(self) -> Path:
+        return cache_root() / "engines" / f"llamacpp-{self.version}-{self.variant}"
+
+    @property
+    def server(self) -> Path:
+        return self.root / "bin" / "llama-server"
+
+    @property
+    def quantize(self) -> Path:
+        return self.root / "bin" / "llama-quantize"
+
+    def is_built(self) -> bool:
+        return self.server.exists() and self.quantize.exists()
+
+
+def build_llamacpp(
+    build: LlamaCppBuild,
+    *,
+    jobs: int | None = None,
+    sdist: Path | None = None,
+    progress: Progress | None = None,
+    force: bool = False,
+) -> LlamaCppBuild:
+    """Build `llama-server` and `llama-quantize` unless the cache has them; return where they are.
+
+    `progress(percent, line)` is called for each line CMake prints with a percentage.
+    """
+    if build.variant not in VARIANT_FLAGS:
+        raise EngineBuildError(f"unknown llama.cpp variant {build.variant!r}; use one of {sorted(VARIANT_FLAGS)}")
+    if build.is_built() and not force:
+        return build
+    if sdist is None:
+        sdist = pip_download(
+            f"llama-cpp-python=={build.version}", f"llama_cpp_python-{build.version}.tar.gz", source_only=True
+        )
+    work = build.root.with_name(build.root.name + ".work")
+    shutil.rmtree(work, ignore_errors=True)
+    source = extract_llamacpp_source(sdist, work / "src")
+    log_path = work / "build.log"
+    started = time.perf_counter()
+    configure = ["cmake", "-S", str(source), "-B", str(work / "build"), *COMMON_FLAGS, *VARIANT_FLAGS[build.variant]]
+    compile_ = ["cmake", "--build", str(work / "build"), "--target", *TARGETS, "-j", str(jobs or os.cpu_count() or 2)]
+    with log_path.open("wb") as log:
+        for command in (configure, compile_):
+            log.write(("$ " + " ".join(command) + "\n").encode())
+            _run_logged(command, log, progress, log_path)
+    bin_dir = build.root / "bin"
+    shutil.rmtree(build.root, ignore_errors=True)
+    bin_dir.mkdir(parents=True)
+    for target in TARGETS:
+        shutil.copy2(work / "build" / "bin" / target, bin_dir / target)
+    info = {
+        "sdist": f"llama-cpp-python=={build.version}",
+        "variant": build.variant,
+        "configure": configure[5:],
+        "targets": list(TARGETS),
+        "build_seconds": round(time.perf_counter() - started, 1),
+    }
+    (build.root / "build.json").write_text(json.dumps(info, indent=2))
+    shutil.copy2(log_path, build.root / "build.log")
+    shutil.rmtree(work, ignore_errors=True)
+    return build
+
+
+def extract_llamacpp_source(sdist: Path, target: Path) -> Path:
+    """Extract `vendor/llama.cpp` from the sdist without docs/, models/, tests/ and .git (~11 MB)."""
+    try:
+        with tarfile.open(sdist) as archive:
+            members = []
+            for member in archive.getmembers():
+                parts = Path(member.name).parts
+                if len(parts) < 3 or parts[1:3] != ("vendor", "llama.cpp"):
+                    continue
+                if len(parts) > 3 and parts[3] in _SKIPPED_TREES:
+                    continue
+                member.name = str(Path(*parts[3:])) if len(parts) > 3 else "."
+                members.append(member)
+            if not members:
+                raise EngineBuildError(f"{sdist} holds no vendor/llama.cpp; is it the llama-cpp-python sdist?")
+            archive.extractall(target, members=members, filter="data")
+    except (tarfile.TarError, OSError) as exc:
+        raise EngineBuildError(f"cannot read {sdist}: {exc}; delete it and run the build again.") from exc
+    return target
+
+
+def _run_logged(command: list[str], log, progress: Progress | None, log_path: Path) -> None:  # type: ignore[no-untyped-def]
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    except FileNotFoundError as exc:
+        raise EngineBuildError(f"{command[0]} is not installed; install cmake and a C++ compiler.") from exc
+    assert process.stdout is not None
+    for line in process.stdout:
+        log.write(line)
+        match = _PERCENT.match(line)
+        if match and progress is not None:
+            progress(int(match.group(1)), line.decode(errors="replace").strip())
+    if process.wait() != 0:
+        log.flush()
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
+        raise EngineBuildError(f"`{' '.join(command)}` failed (exit {process.returncode}); log {log_path}:\n{tail}")

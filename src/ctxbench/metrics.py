@@ -1,0 +1,186 @@
+"""Formulas over `RequestRecord`s, computed in a second pass. docs/metrics.md is the contract:
+each docstring here states the same formula in the same words, and the peer definition it matches.
+
+All stamps are `perf_counter_ns`; results are in seconds or tokens per second. A metric that
+cannot be computed for a record (a failed request, a one-token answer) is `None`, never 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .records import RequestRecord
+
+NS = 1e9
+TokenSource = Literal["usage", "chunks"]
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    """A token count and where it came from: the server's `usage`, or a fallback (marked)."""
+
+    tokens: int
+    source: TokenSource
+
+
+@dataclass(frozen=True)
+class Gap:
+    """One inter-chunk gap; `tokens` is the chunk's token count when known, else None."""
+
+    gap_s: float
+    tokens: int | None
+
+
+def _first_token_ns(record: RequestRecord) -> int | None:
+    return record.chunks[0].arrived_ns if record.chunks else None
+
+
+def queue_s(record: RequestRecord) -> float:
+    """Client-side queueing: send - enqueue. Kept apart from TTFT, never hidden inside it."""
+    return (record.sent_ns - record.enqueued_ns) / NS
+
+
+def ttft_s(record: RequestRecord) -> float | None:
+    """TTFT = (arrival of the first chunk carrying non-empty generated text) - send.
+
+    Reasoning text counts as generated text. Matches vLLM `bench serve` and AIPerf (first
+    non-empty content); GuideLLM also starts at request send.
+    """
+    first = _first_token_ns(record)
+    return None if first is None else (first - record.sent_ns) / NS
+
+
+def e2e_s(record: RequestRecord) -> float:
+    """End-to-end latency = end of the response stream - send (vLLM E2EL, AIPerf request latency)."""
+    return (record.end_ns - record.sent_ns) / NS
+
+
+def output_tokens(record: RequestRecord) -> TokenCount | None:
+    """Output tokens = `usage.completion_tokens`; fallback: the number of text chunks (marked `chunks`)."""
+    if record.usage is not None and record.usage.completion_tokens is not None:
+        return TokenCount(record.usage.completion_tokens, "usage")
+    if record.chunks:
+        return TokenCount(len(record.chunks), "chunks")
+    return None
+
+
+def prompt_tokens(record: RequestRecord) -> int | None:
+    """Prompt tokens = `usage.prompt_tokens` as the server counted them (template included)."""
+    return None if record.usage is None else record.usage.prompt_tokens
+
+
+def cached_tokens(record: RequestRecord) -> int | None:
+    """Prompt tokens served from the prefix cache = `usage.prompt_tokens_details.cached_tokens`."""
+    return None if record.usage is None else record.usage.cached_tokens
+
+
+def decode_time_s(record: RequestRecord) -> float | None:
+    """Decode time = last text chunk arrival - first text chunk arrival."""
+    if len(record.chunks) < 2:
+        return None
+    return (record.chunks[-1].arrived_ns - record.chunks[0].arrived_ns) / NS
+
+
+def decode_rate(record: RequestRecord) -> float | None:
+    """Decode rate (per user) = (output tokens - 1) / (last token time - first token time), tokens/s.
+
+    The first token is excluded because its time is TTFT. Unlike 1/TPOT in vLLM `bench serve`,
+    the window ends at the last text chunk, not at the end of the stream (the trailing usage
+    chunk and [DONE] are not decoding). Equals AIPerf's "output token throughput per user" when
+    the stream ends with the last token.
+    """
+    tokens = output_tokens(record)
+    window = decode_time_s(record)
+    if tokens is None or window is None or window <= 0 or tokens.tokens < 2:
+        return None
+    return (tokens.tokens - 1) / window
+
+
+def tpot_s(record: RequestRecord) -> float | None:
+    """TPOT = (E2E latency - TTFT) / (output tokens - 1). Matches vLLM `bench serve` TPOT and
+    AIPerf/GuideLLM inter-token latency; GuideLLM's own "TPOT" (E2E / output tokens) includes TTFT.
+    """
+    tokens = output_tokens(record)
+    ttft = ttft_s(record)
+    if tokens is None or ttft is None or tokens.tokens < 2:
+        return None
+    return (e2e_s(record) - ttft) / (tokens.tokens - 1)
+
+
+def itl(record: RequestRecord) -> list[Gap]:
+    """ITL = the gaps between consecutive text chunks, each with its token count when known.
+
+    A chunk's token count is known (1) when the server's completion tokens equal the number of
+    text chunks, i.e. one token per chunk; otherwise `tokens` is None. Matches vLLM
+    `bench serve` ITL (per-chunk gaps) and AIPerf's inter-chunk latency.
+    """
+    chunks = record.chunks
+    tokens = output_tokens(record)
+    per_chunk = 1 if tokens is not None and tokens.source == "usage" and tokens.tokens == len(chunks) else None
+    return [Gap((b.arrived_ns - a.arrived_ns) / NS, per_chunk) for a, b in zip(chunks, chunks[1:])]
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0-100) with linear interpolation between closest ranks, as NumPy's default
+    (and so vLLM `bench serve`, which calls `np.percentile`)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Summary of one metric over many requests."""
+
+    n: int
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+    @classmethod
+    def of(cls, values: Iterable[float | None]) -> Distribution:
+        present = [v for v in values if v is not None]
+        mean = sum(present) / len(present) if present else None
+        return cls(
+            len(present), mean, percentile(present, 50), percentile(present, 90), percentile(present, 99)
+        )
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Per-request metrics over a set of records; failed requests are counted, not measured."""
+
+    requests: int
+    failed: int
+    ttft_s: Distribution
+    decode_rate: Distribution
+    tpot_s: Distribution
+    itl_s: Distribution
+    e2e_s: Distribution
+    queue_s: Distribution
+    output_tokens_source: frozenset[TokenSource]
+
+
+def summarize(records: Sequence[RequestRecord]) -> Summary:
+    """Distributions of the per-request metrics over the successful records."""
+    ok = [r for r in records if r.ok]
+    sources = frozenset(t.source for t in (output_tokens(r) for r in ok) if t is not None)
+    return Summary(
+        requests=len(records),
+        failed=len(records) - len(ok),
+        ttft_s=Distribution.of(ttft_s(r) for r in ok),
+        decode_rate=Distribution.of(decode_rate(r) for r in ok),
+        tpot_s=Distribution.of(tpot_s(r) for r in ok),
+        itl_s=Distribution.of(g.gap_s for r in ok for g in itl(r)),
+        e2e_s=Distribution.of(e2e_s(r) for r in ok),
+        queue_s=Distribution.of(queue_s(r) for r in ok),
+        output_tokens_source=sources,
+    )
