@@ -30,8 +30,10 @@ class SseDecoder:
     def close(self) -> Iterator[str]:
         """Yield what is left at the end of the stream (an unterminated last line or event)."""
         rest, self._buffer = self._buffer, b""
-        if rest:
-            self._line(rest.rstrip(b"\r"))
+        for line in rest.split(b"\r") if rest else ():
+            event = self._line(line)
+            if event is not None:
+                yield event
         if self._data_lines:
             yield self._dispatch()
 

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Callable
@@ -84,8 +85,9 @@ def build_llamacpp(
     source = extract_llamacpp_source(sdist, work / "src")
     log_path = work / "build.log"
     started = time.perf_counter()
-    configure = ["cmake", "-S", str(source), "-B", str(work / "build"), *COMMON_FLAGS, *VARIANT_FLAGS[build.variant]]
-    compile_ = ["cmake", "--build", str(work / "build"), "--target", *TARGETS, "-j", str(jobs or os.cpu_count() or 2)]
+    cmake = _cmake()
+    configure = [cmake, "-S", str(source), "-B", str(work / "build"), *COMMON_FLAGS, *VARIANT_FLAGS[build.variant]]
+    compile_ = [cmake, "--build", str(work / "build"), "--target", *TARGETS, "-j", str(jobs or os.cpu_count() or 2)]
     with log_path.open("wb") as log:
         for command in (configure, compile_):
             log.write(("$ " + " ".join(command) + "\n").encode())
@@ -106,6 +108,14 @@ def build_llamacpp(
     shutil.copy2(log_path, build.root / "build.log")
     shutil.rmtree(work, ignore_errors=True)
     return build
+
+
+def _cmake() -> str:
+    """cmake from PATH, else the one pip installs into this environment (`pip install cmake`)."""
+    found = shutil.which("cmake") or shutil.which("cmake", path=str(Path(sys.executable).parent))
+    if found is None:
+        raise EngineBuildError("cmake is not installed: `pip install cmake` (or apt-get install cmake), then retry.")
+    return found
 
 
 def extract_llamacpp_source(sdist: Path, target: Path) -> Path:
@@ -133,7 +143,7 @@ def _run_logged(command: list[str], log, progress: Progress | None, log_path: Pa
     try:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     except FileNotFoundError as exc:
-        raise EngineBuildError(f"{command[0]} is not installed; install cmake and a C++ compiler.") from exc
+        raise EngineBuildError(f"{command[0]} could not be started: {exc}") from exc
     assert process.stdout is not None
     for line in process.stdout:
         log.write(line)

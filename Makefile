@@ -1,0 +1,28 @@
+# The README's two commands: `make demo` and `make test`. Both start from nothing but Python.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+.PHONY: demo test engine demo-model clean
+
+$(INSTALLED): pyproject.toml
+	@$(PYTHON) -m venv $(VENV) || { echo "error: '$(PYTHON) -m venv' failed; on Debian install python3-venv (apt-get install python3-venv) and run make again."; exit 1; }
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@command -v cmake >/dev/null 2>&1 || $(BIN)/python -m pip install --quiet --disable-pip-version-check 'cmake>=3.25'
+	@touch $@
+
+engine: $(INSTALLED)
+	$(BIN)/ctxbench engine build llamacpp
+
+demo-model: engine
+	$(BIN)/ctxbench model prepare demo
+
+demo: demo-model
+	$(BIN)/ctxbench demo
+
+test: demo-model
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) results .pytest_cache

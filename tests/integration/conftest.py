@@ -1,0 +1,52 @@
+"""Fixtures that start a real llama-server on 127.0.0.1 (built by `ctxbench engine build llamacpp`).
+
+A missing engine or model fails the tests (it never skips them): `make test` prepares both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ctxbench.engines.build import LlamaCppBuild
+from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
+from ctxbench.engines.models import TinyModel, demo_model_path, tiny_model
+
+TINY_SLOT_CONTEXT = 2048
+TINY_SLOTS = 2
+
+
+@pytest.fixture(scope="session")
+def llama_build() -> LlamaCppBuild:
+    build = LlamaCppBuild()
+    if not build.is_built():
+        pytest.fail(f"llama-server is not built at {build.server}: run `make test` (or `ctxbench engine build llamacpp`).")
+    return build
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> TinyModel:
+    return tiny_model()
+
+
+@pytest.fixture(scope="session")
+def tiny_server(llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    config = LlamaServerConfig(
+        binary=llama_build.server, model=tiny.gguf, ctx_size=TINY_SLOT_CONTEXT * TINY_SLOTS, parallel=TINY_SLOTS,
+        alias="tiny",
+    )
+    with LlamaServer(config, tmp_path_factory.mktemp("tiny-server") / "server.log") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def demo_server(llama_build: LlamaCppBuild, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    model = demo_model_path()
+    if not model.exists():
+        pytest.fail(f"the demo model is missing at {model}: run `make test` (or `ctxbench model prepare demo`).")
+    config = LlamaServerConfig(binary=llama_build.server, model=model, ctx_size=8192, alias="smollm2")
+    with LlamaServer(config, tmp_path_factory.mktemp("demo-server") / "server.log") as server:
+        yield server
+

@@ -1,0 +1,129 @@
+"""The streaming client and the metrics against a real llama-server (tiny random model, 2 slots)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ctxbench import metrics
+from ctxbench.client import Client, Timeouts
+from ctxbench.engines.llamacpp import LlamaServer
+from ctxbench.errors import ContextLimitExceeded
+from ctxbench.text.corpus import ProseGenerator
+from loopback import KeepAliveDropper
+
+pytestmark = pytest.mark.engine
+
+# Random weights rarely pick the end token, but ignore_eos makes the output length exact.
+EXACT = {"temperature": 0.0, "ignore_eos": True}
+
+
+def prose(chars: int, seed: str) -> str:
+    return ProseGenerator(seed).text(chars)
+
+
+def ask(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+async def test_streamed_chat_returns_usage_and_every_token(tiny_server: LlamaServer) -> None:
+    async with Client(tiny_server.base_url, "tiny") as client:
+        record = await client.chat(ask(prose(400, "usage")), max_tokens=24, extra_body=EXACT)
+    assert record.ok, record.error
+    assert record.http_status == 200
+    assert record.usage is not None and record.usage.completion_tokens == 24
+    assert record.usage.prompt_tokens is not None and record.usage.prompt_tokens > 50
+    assert record.finish_reason == "length"
+    assert metrics.output_tokens(record) == metrics.TokenCount(24, "usage")
+    assert all(c.arrived_ns >= record.sent_ns for c in record.chunks)
+    # llama.cpp streams one token per chunk, so ITL knows each chunk's token count.
+    assert {gap.tokens for gap in metrics.itl(record)} == {1}
+
+
+async def test_ttft_and_decode_rate_agree_with_the_servers_own_timings(tiny_server: LlamaServer) -> None:
+    """Tolerance: TTFT is at least the server's prompt time and at most prompt time + one decode step
+    + 150 ms of HTTP and scheduling; decode rate within 25% of the server's predicted tokens/s."""
+    async with Client(tiny_server.base_url, "tiny") as client:
+        record = await client.chat(ask(prose(3000, "timings")), max_tokens=64, extra_body=EXACT)
+    assert record.ok, record.error
+    timings = record.server_timings
+    assert timings is not None
+    ttft = metrics.ttft_s(record)
+    rate = metrics.decode_rate(record)
+    assert ttft is not None and rate is not None
+    prompt_s = timings["prompt_ms"] / 1000
+    step_s = timings["predicted_per_token_ms"] / 1000
+    assert prompt_s <= ttft <= prompt_s + step_s + 0.150, (ttft, timings)
+    assert rate == pytest.approx(timings["predicted_per_second"], rel=0.25), (rate, timings)
+
+
+async def test_prompt_over_the_limit_raises_context_limit_exceeded(tiny_server: LlamaServer) -> None:
+    limit = tiny_server.slot_context_limit()
+    async with Client(tiny_server.base_url, "tiny") as client:
+        record = await client.chat(ask(prose(limit * 6, "over")), max_tokens=8)
+    assert record.error is not None and record.error.kind == "context_limit"
+    assert record.http_status == 400
+    assert record.error.context_limit == limit
+    with pytest.raises(ContextLimitExceeded) as raised:
+        record.raise_for_error()
+    assert raised.value.limit == limit
+    assert raised.value.prompt_tokens is not None and raised.value.prompt_tokens > limit
+
+
+async def test_four_megabyte_body_is_sent_whole_and_rejected_cleanly(tiny_server: LlamaServer) -> None:
+    text = prose(4 * 1024 * 1024, "four-mb")
+    async with Client(tiny_server.base_url, "tiny") as client:
+        record = await client.chat(ask(text), max_tokens=8)
+    assert record.request_bytes > 4 * 1024 * 1024
+    assert record.error is not None and record.error.kind == "context_limit", record.error
+    assert record.error.server_prompt_tokens is not None and record.error.server_prompt_tokens > 500_000
+
+
+async def test_repeated_prompt_reports_cached_tokens(tiny_server: LlamaServer) -> None:
+    messages = ask(prose(1500, "cache-me"))
+    async with Client(tiny_server.base_url, "tiny") as client:
+        first = await client.chat(messages, max_tokens=4, extra_body=EXACT)
+        second = await client.chat(messages, max_tokens=4, extra_body=EXACT)
+    assert first.usage is not None and second.usage is not None
+    # A fresh prompt shares at most the chat template's opening with earlier requests.
+    assert first.usage.cached_tokens is not None and first.usage.cached_tokens < 8
+    assert second.usage.prompt_tokens == first.usage.prompt_tokens
+    assert second.usage.cached_tokens is not None
+    assert second.usage.cached_tokens >= first.usage.prompt_tokens - 2  # llama.cpp re-evaluates the last token
+
+
+async def test_two_concurrent_streams_both_complete_and_overlap(tiny_server: LlamaServer) -> None:
+    async with Client(tiny_server.base_url, "tiny") as client:
+        a, b = await asyncio.gather(
+            client.chat(ask(prose(600, "user-a")), max_tokens=48, extra_body=EXACT),
+            client.chat(ask(prose(600, "user-b")), max_tokens=48, extra_body=EXACT),
+        )
+    assert a.ok and b.ok, (a.error, b.error)
+    assert len(a.chunks) == len(b.chunks) == 48
+    # Two slots decode together: each stream's tokens arrive while the other is still streaming.
+    assert a.chunks[0].arrived_ns < b.chunks[-1].arrived_ns and b.chunks[0].arrived_ns < a.chunks[-1].arrived_ns
+
+
+async def test_stale_kept_alive_connection_is_retried_once_on_a_fresh_one(tiny_server: LlamaServer) -> None:
+    proxy = KeepAliveDropper(tiny_server.port)
+    url = await proxy.start()
+    try:
+        async with Client(url, "tiny") as client:
+            first = await client.chat(ask("first"), max_tokens=4, extra_body=EXACT)
+            second = await client.chat(ask("second"), max_tokens=4, extra_body=EXACT)
+    finally:
+        await proxy.close()
+    assert first.ok and not first.retried
+    assert second.ok, second.error
+    assert second.retried and second.retry_reason and "RemoteProtocolError" in second.retry_reason
+    assert proxy.dropped == 1 and proxy.served == 2
+
+
+async def test_nothing_listening_is_a_recorded_connect_error() -> None:
+    from ctxbench.engines.llamacpp import free_port
+
+    async with Client(f"http://127.0.0.1:{free_port()}", "none", timeouts=Timeouts(connect_s=2)) as client:
+        record = await client.chat(ask("hello"), max_tokens=4)
+    assert record.error is not None and record.error.kind == "connect"
+    assert not record.retried

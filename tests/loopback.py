@@ -1,0 +1,94 @@
+"""Small loopback servers the tests start in their own event loop (127.0.0.1 only).
+
+- `KeepAliveDropper`: a proxy in front of a real server that answers each connection's first
+  request, keeps the connection open as if kept alive, then drops it unanswered when the next
+  request arrives: llama.cpp's stale keep-alive quirk, made deterministic.
+- `ScriptedSse`: answers every request with a fixed SSE stream after a delay, and remembers
+  the size of each request body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+
+def _without_connection_header(head: bytes, value: bytes | None) -> bytes:
+    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"connection:")]
+    if value is not None:
+        lines.insert(1, b"Connection: " + value)
+    return b"\r\n".join(lines)
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    return head, await reader.readexactly(length)
+
+
+class KeepAliveDropper:
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.served = 0
+        self.dropped = 0
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head, body = await _read_request(reader)
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+            up_writer.write(_without_connection_header(head, b"close") + body)
+            response_head = await up_reader.readuntil(b"\r\n\r\n")
+            writer.write(_without_connection_header(response_head, None))
+            while chunk := await up_reader.read(65536):
+                writer.write(chunk)
+                await writer.drain()
+            up_writer.close()
+            self.served += 1
+            if await reader.read(1):
+                self.dropped += 1
+        finally:
+            writer.close()
+
+
+class ScriptedSse:
+    def __init__(self, events: list[dict[str, object]], delay_s: float = 0.0) -> None:
+        self.events = events
+        self.delay_s = delay_s
+        self.body_sizes: list[int] = []
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            _, body = await _read_request(reader)
+            self.body_sizes.append(len(body))
+            await asyncio.sleep(self.delay_s)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for event in [*(json.dumps(e) for e in self.events), "[DONE]"]:
+                data = f"data: {event}\n\n".encode()
+                writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                await writer.drain()
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        finally:
+            writer.close()

@@ -1,0 +1,80 @@
+"""Metric formulas on hand-built records with fixed clocks (stamps in ns)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ctxbench import metrics
+from ctxbench.records import Chunk, RequestError, RequestRecord, Usage
+
+MS = 1_000_000
+
+
+def record(
+    chunk_ms: list[float], *, completion: int | None = None, sent_ms: float = 0, end_ms: float | None = None,
+    enqueued_ms: float = 0, error: RequestError | None = None, reasoning_first: bool = False,
+) -> RequestRecord:
+    chunks = tuple(
+        Chunk(arrived_ns=int(t * MS), text="" if (reasoning_first and i == 0) else "x",
+              reasoning="think" if (reasoning_first and i == 0) else "")
+        for i, t in enumerate(chunk_ms)
+    )
+    return RequestRecord(
+        request_id="r", endpoint="chat", url="http://127.0.0.1:1/v1/chat/completions", model="m",
+        request_bytes=10, enqueued_ns=int(enqueued_ms * MS), sent_ns=int(sent_ms * MS),
+        end_ns=int((end_ms if end_ms is not None else (chunk_ms[-1] if chunk_ms else sent_ms)) * MS),
+        chunks=chunks, usage=None if completion is None else Usage(prompt_tokens=100, completion_tokens=completion),
+        error=error,
+    )
+
+
+def test_ttft_is_send_to_first_chunk_with_text() -> None:
+    r = record([250, 260, 270], completion=3, sent_ms=50, enqueued_ms=10)
+    assert metrics.ttft_s(r) == pytest.approx(0.200)
+    assert metrics.queue_s(r) == pytest.approx(0.040)
+
+
+def test_reasoning_text_counts_as_generated_for_ttft() -> None:
+    r = record([100, 300], completion=2, reasoning_first=True)
+    assert metrics.ttft_s(r) == pytest.approx(0.100)
+
+
+def test_decode_rate_excludes_the_first_token_and_the_stream_tail() -> None:
+    # 11 tokens, first at 100 ms, last at 600 ms; the stream ends 400 ms later (usage, [DONE]).
+    r = record([100 + 50 * i for i in range(11)], completion=11, end_ms=1000)
+    assert metrics.decode_rate(r) == pytest.approx(10 / 0.5)
+    # vLLM's TPOT divides (E2E - TTFT) instead, so it includes the tail.
+    assert metrics.tpot_s(r) == pytest.approx((1.0 - 0.1) / 10)
+
+
+def test_output_tokens_fall_back_to_chunks_and_say_so() -> None:
+    r = record([100, 200, 300])
+    assert metrics.output_tokens(r) == metrics.TokenCount(3, "chunks")
+    assert metrics.output_tokens(record([100, 200], completion=5)) == metrics.TokenCount(5, "usage")
+
+
+def test_itl_knows_tokens_per_chunk_only_when_counts_match() -> None:
+    assert [g.tokens for g in metrics.itl(record([0, 10, 30], completion=3))] == [1, 1]
+    assert [g.tokens for g in metrics.itl(record([0, 10, 30], completion=6))] == [None, None]
+    assert [g.gap_s for g in metrics.itl(record([0, 10, 30], completion=3))] == pytest.approx([0.010, 0.020])
+
+
+def test_one_token_answers_have_no_decode_rate() -> None:
+    r = record([100], completion=1)
+    assert metrics.decode_rate(r) is None and metrics.tpot_s(r) is None
+
+
+@pytest.mark.parametrize("q", [0, 10, 50, 90, 99, 100])
+def test_percentile_matches_numpy_linear(q: float) -> None:
+    values = [3.0, 1.0, 4.0, 1.5, 9.0, 2.6, 5.3]
+    assert metrics.percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
+
+
+def test_summary_counts_failures_without_measuring_them() -> None:
+    failed = record([], error=RequestError(kind="timeout", message="t"))
+    ok = record([100, 200, 300], completion=3)
+    summary = metrics.summarize([ok, failed])
+    assert (summary.requests, summary.failed) == (2, 1)
+    assert summary.ttft_s.n == 1 and summary.ttft_s.p50 == pytest.approx(0.1)
+    assert summary.output_tokens_source == frozenset({"usage"})

@@ -1,0 +1,41 @@
+"""The results store: safe names, appended records, atomic manifests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ctxbench.records import RequestRecord
+from ctxbench.results.store import RunDir, new_run_id, safe_name
+
+
+def a_record(request_id: str) -> RequestRecord:
+    return RequestRecord(request_id=request_id, endpoint="chat", url="http://127.0.0.1:1/x", model="m",
+                         request_bytes=1, enqueued_ns=0, sent_ns=1, end_ns=2)
+
+
+def test_names_become_safe_file_names() -> None:
+    assert safe_name("deepseek-ai/DeepSeek V4:fp8") == "deepseek-ai-DeepSeek-V4-fp8"
+    assert safe_name("../../etc") == "etc"
+    assert safe_name("///") == "unnamed"
+    run_id = new_run_id("a b", "c/d")
+    assert "/" not in run_id and " " not in run_id and run_id.endswith("-a-b-c-d")
+
+
+def test_records_round_trip_and_a_torn_last_line_is_skipped(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "run-1")
+    run.append(a_record("one"))
+    run.append(a_record("two"))
+    with run.requests_path.open("a") as handle:
+        handle.write('{"request_id": "thr')  # a crash mid-write
+    assert [r.request_id for r in run.records()] == ["one", "two"]
+    assert list(run.records())[0] == a_record("one")
+
+
+def test_manifest_is_replaced_whole(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "run-1")
+    run.write_manifest({"started_at": "t0"})
+    run.write_manifest({"started_at": "t0", "ended_at": "t1"})
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    assert manifest == {"manifest_version": 1, "started_at": "t0", "ended_at": "t1"}
+    assert not list(run.path.glob("*.partial"))
