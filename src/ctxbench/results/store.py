@@ -1,0 +1,99 @@
+"""The results layout on disk, written as the run goes.
+
+`results/runs/<run_id>/`: `manifest.json` (replaced atomically: write, then rename),
+`requests.jsonl` (one raw record a line, appended and flushed as each request ends), the server
+log, `/metrics` snapshots and the run's report. An interrupted run keeps every line written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..records import RequestRecord
+
+MANIFEST_VERSION = 1
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(name: str, max_length: int = 80) -> str:
+    """A file-name-safe form of any deployment or check name (`a/b c:1` -> `a-b-c-1`)."""
+    cleaned = _UNSAFE.sub("-", name).strip("-.")
+    return cleaned[:max_length] or "unnamed"
+
+
+def new_run_id(*parts: str) -> str:
+    """`<UTC timestamp>-<parts...>`: sortable by start time and safe as a directory name."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return "-".join([stamp, *(safe_name(p) for p in parts if p)])
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True, default=str)
+        handle.flush()
+        os.fsync(handle.fileno())
+    partial.replace(path)
+
+
+def git_revision(start: Path | None = None) -> str | None:
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=start or Path(__file__).parent
+        )
+    except OSError:
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+class RunDir:
+    """One run's directory. Create it with `RunDir.create(results, run_id)`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def create(cls, results: Path, run_id: str) -> RunDir:
+        path = results / "runs" / run_id
+        path.mkdir(parents=True, exist_ok=True)
+        return cls(path)
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def requests_path(self) -> Path:
+        return self.path / "requests.jsonl"
+
+    def append(self, record: RequestRecord) -> None:
+        """Append one record and flush it to disk before returning."""
+        with self.requests_path.open("a") as handle:
+            handle.write(record.model_dump_json() + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def records(self) -> Iterator[RequestRecord]:
+        """Every complete record written so far (a torn last line from a crash is skipped)."""
+        if not self.requests_path.exists():
+            return
+        for line in self.requests_path.read_text().splitlines():
+            if line.strip():
+                try:
+                    yield RequestRecord.model_validate_json(line)
+                except ValueError:
+                    continue
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json_atomic(self.path / "manifest.json", {"manifest_version": MANIFEST_VERSION, **manifest})
+
+    def write_metrics_snapshot(self, label: str, samples: dict[str, float]) -> None:
+        write_json_atomic(self.path / f"metrics-{safe_name(label)}.json", samples)
