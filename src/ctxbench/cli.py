@@ -18,7 +18,7 @@ from .checks.probe import ProbeSpec, probe_request_count, run_probe
 from .client import Client
 from .errors import CtxbenchError
 from .records import RequestRecord
-from .report.render import COLUMNS, probe_report, request_row
+from .report.render import COLUMNS, claims_summary, request_row, run_report
 from .results.store import RunDir, new_run_id, safe_name
 
 app = typer.Typer(
@@ -152,21 +152,21 @@ def probe(
 
     records = asyncio.run(main())
     _print_records(records)
-    (run.path / "report.md").write_text(probe_report(run))
+    (run.path / "report.md").write_text(run_report(run))
     console.print(f"records: {run.requests_path}\nreport:  {run.path / 'report.md'}")
 
 
 @app.command()
 def demo(results: ResultsOption = Path("results")) -> None:
     """Run the demo campaign on SmolLM2 through the embedded llama-server and write its report."""
-    from .demo import run_demo
+    from .demo import demo_request_count, run_demo
 
     spec = ProbeSpec()
     with _progress() as progress:
-        task = progress.add_task("probe requests", total=probe_request_count(spec))
+        task = progress.add_task("requests", total=demo_request_count(spec))
         try:
             run = run_demo(
-                results, spec=spec, on_status=progress.console.print, on_record=lambda _: progress.advance(task)
+                results, spec=spec, on_status=progress.console.print, on_request_done=lambda: progress.advance(task)
             )
         except CtxbenchError as exc:
             raise _fail(exc) from exc
@@ -179,6 +179,8 @@ def demo(results: ResultsOption = Path("results")) -> None:
         if summary.ttft_s.p50 is not None and summary.decode_rate.p50 is not None
         else f"{summary.failed} of {summary.requests} requests failed; see {run.requests_path}"
     )
+    for line in claims_summary(run):
+        console.print(line)
     console.print(f"report: {run.path / 'report.md'}")
 
 
@@ -191,5 +193,136 @@ def report(results: ResultsOption = Path("results")) -> None:
         raise typer.Exit(code=1)
     for manifest in runs:
         run = RunDir(manifest.parent)
-        (run.path / "report.md").write_text(probe_report(run))
+        (run.path / "report.md").write_text(run_report(run))
         console.print(f"rebuilt {run.path / 'report.md'}")
+
+
+TokenizerOption = Annotated[
+    Path | None, typer.Option(help="Hugging Face tokenizer.json or model directory (preferred for counting).")
+]
+GgufOption = Annotated[Path | None, typer.Option(help="Count with the vocabulary inside this GGUF file.")]
+CorpusOption = Annotated[Path | None, typer.Option(help="Directory of your own .txt files for the haystack.")]
+CampaignOption = Annotated[str, typer.Option(help="Campaign name; part of every request's seed.")]
+
+_SUFFIXES = {"k": 1024, "m": 1024 * 1024}
+
+
+def parse_token_count(text: str) -> int:
+    """`8192`, `8K` (8192), `1M` (1048576), `1.5K`: context sizes are counted in powers of two."""
+    cleaned = text.strip().lower()
+    try:
+        if cleaned and cleaned[-1] in _SUFFIXES:
+            return int(float(cleaned[:-1]) * _SUFFIXES[cleaned[-1]])
+        return int(cleaned)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a token count; write 8192, 8K or 1M.") from None
+
+
+def parse_depths(text: str) -> tuple[float, ...]:
+    try:
+        depths = tuple(float(d) for d in text.split(",") if d.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: depths are fractions separated by commas, e.g. 0.1,0.5,0.9") from None
+    bad = [d for d in depths if not 0.0 <= d <= 1.0]
+    if bad or not depths:
+        raise typer.BadParameter(f"depth {bad[0] if bad else text!r} is outside [0, 1]; 0.5 is the middle.")
+    return depths
+
+
+def _counter_and_limit(url: str, model: str, tokenizer: Path | None, gguf: Path | None, limit: int | None):  # type: ignore[no-untyped-def]
+    from .engines.limits import ContextLimit, read_context_limit
+    from .text.tokens import load_token_counter
+
+    counter = load_token_counter(tokenizer, gguf, url, model)
+    stated = ContextLimit(limit, "--limit") if limit is not None else read_context_limit(url)
+    console.print(f"tokenizer: {counter.source}; context limit {stated.tokens} ({stated.source})")
+    return counter, stated
+
+
+@app.command()
+def capacity(
+    url: Annotated[str, typer.Option(help="Base URL of the server.")],
+    model: Annotated[str, typer.Option(help="Model name the server serves.")],
+    tokenizer: TokenizerOption = None,
+    gguf: GgufOption = None,
+    corpus: CorpusOption = None,
+    limit: Annotated[int | None, typer.Option(help="Context limit, if the server does not state one.")] = None,
+    campaign: CampaignOption = "adhoc",
+    results: ResultsOption = Path("results"),
+) -> None:
+    """Claim 1: a fresh prompt near the server's limit is accepted, and one over it is cleanly rejected."""
+    from .checks.capacity import CapacitySpec, run_capacity
+    from .text.haystack import pool_for
+
+    try:
+        counter, stated = _counter_and_limit(url, model, tokenizer, gguf, limit)
+        with console.status("tokenizing the corpus once"):
+            pool = pool_for(counter, stated.tokens, corpus)
+    except CtxbenchError as exc:
+        raise _fail(exc) from exc
+    run = RunDir.create(results, new_run_id(safe_name(model), "capacity"))
+    run.write_manifest({"deployment": url, "model": model, "check": "capacity", "tokenizer": counter.source,
+                        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+
+    async def main() -> None:
+        async with Client(url, model) as client:
+            with console.status("sending a prompt near the limit, then one over it"):
+                await run_capacity(client, pool, stated, CapacitySpec(), run, (campaign, url, run.run_id))
+
+    asyncio.run(main())
+    (run.path / "report.md").write_text(run_report(run))
+    for line in claims_summary(run):
+        console.print(line)
+    console.print(f"report: {run.path / 'report.md'}")
+
+
+@app.command()
+def needle(
+    url: Annotated[str, typer.Option(help="Base URL of the server.")],
+    model: Annotated[str, typer.Option(help="Model name the server serves.")],
+    lengths: Annotated[str, typer.Option(help="Prompt lengths, comma separated: 32K,128K,1M. Default: the limit.")] = "",
+    depths: Annotated[str, typer.Option(help="Needle depths in [0, 1], comma separated.")] = "0.1,0.5,0.9",
+    max_tokens: Annotated[int, typer.Option(help="Output budget for each answer.")] = 32,
+    force: Annotated[bool, typer.Option(help="Send lengths over the server's limit instead of skipping them.")] = False,
+    tokenizer: TokenizerOption = None,
+    gguf: GgufOption = None,
+    corpus: CorpusOption = None,
+    limit: Annotated[int | None, typer.Option(help="Context limit, if the server does not state one.")] = None,
+    campaign: CampaignOption = "adhoc",
+    results: ResultsOption = Path("results"),
+) -> None:
+    """Claim 2: a fact planted in a fresh document at each depth, asked for at each length."""
+    from .checks.needle import NeedleSpec, log_line, run_needle
+    from .text.haystack import pool_for
+
+    depth_values = parse_depths(depths)
+    try:
+        counter, stated = _counter_and_limit(url, model, tokenizer, gguf, limit)
+        sizes = tuple(parse_token_count(x) for x in lengths.split(",") if x.strip()) or (
+            stated.tokens - max_tokens - 16,)
+        with console.status("tokenizing the corpus once"):
+            pool = pool_for(counter, max(sizes), corpus)
+    except CtxbenchError as exc:
+        raise _fail(exc) from exc
+    spec = NeedleSpec(lengths=sizes, depths=depth_values, max_tokens=max_tokens, force=force)
+    run = RunDir.create(results, new_run_id(safe_name(model), "needle"))
+    run.write_manifest({"deployment": url, "model": model, "check": "needle", "tokenizer": counter.source,
+                        "check_parameters": {"lengths": sizes, "depths": depth_values, "force": force},
+                        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+
+    async def main() -> None:
+        with _progress() as progress:
+            task = progress.add_task("needle prompts", total=len(sizes) * len(depth_values))
+
+            def done(trial) -> None:  # type: ignore[no-untyped-def]
+                progress.console.print(log_line(trial), highlight=False)
+                progress.advance(task)
+
+            async with Client(url, model) as client:
+                await run_needle(client, pool, spec, run, (campaign, url, run.run_id), stated.tokens, done)
+
+    asyncio.run(main())
+    (run.path / "report.md").write_text(run_report(run))
+    for line in claims_summary(run):
+        console.print(line)
+    console.print(f"niah.log: {run.path / 'niah.log'}\nreport:   {run.path / 'report.md'}")

@@ -15,17 +15,27 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .checks.probe import ProbeSpec, run_probe
+from .checks.capacity import CapacitySpec, run_capacity
+from .checks.needle import NeedleSpec, run_needle
+from .checks.probe import ProbeSpec, probe_request_count, run_probe
+from .engines.limits import read_context_limit
+from .text.haystack import pool_for
+from .text.tokens import gguf_token_counter
 from .client import Client
 from .engines.build import LlamaCppBuild
 from .engines.llamacpp import LlamaServer, LlamaServerConfig
 from .engines.models import DEMO_CONTEXT, demo_model_path
 from .errors import EngineNotReady
-from .records import RequestRecord
-from .report.render import probe_report
+from .report.render import run_report
 from .results.store import RunDir, git_revision, new_run_id
 
 DEMO_SLOTS = 2
+DEMO_NEEDLE = NeedleSpec(lengths=(1024, 2048, 4096))
+
+
+def demo_request_count(spec: ProbeSpec, needle: NeedleSpec = DEMO_NEEDLE) -> int:
+    """Requests the demo sends: the probe's, two for capacity, one per needle grid cell."""
+    return probe_request_count(spec) + 2 + len(needle.lengths) * len(needle.depths)
 
 
 def utc_now() -> str:
@@ -42,7 +52,7 @@ def run_demo(
     *,
     spec: ProbeSpec | None = None,
     on_status: Callable[[str], None] = lambda message: None,
-    on_record: Callable[[RequestRecord], None] | None = None,
+    on_request_done: Callable[[], None] = lambda: None,
 ) -> RunDir:
     """Start llama-server with the demo model, run the probe, stop, and write the report."""
     spec = spec or ProbeSpec()
@@ -63,8 +73,12 @@ def run_demo(
         "git_revision": git_revision(),
         "deployment": "smollm2-135m-f16 on llama.cpp (CPU)",
         "model": str(model),
-        "check": "probe",
-        "check_parameters": dataclasses.asdict(spec),
+        "checks": ["probe", "capacity", "needle"],
+        "check_parameters": {
+            "probe": dataclasses.asdict(spec),
+            "capacity": dataclasses.asdict(CapacitySpec()),
+            "needle": dataclasses.asdict(DEMO_NEEDLE),
+        },
         "started_at": utc_now(),
         "clock": clock_anchor(),
         "note": "SmolLM2-135M-Instruct, real weights, F16, on CPU: speeds are this machine's, not a GPU's.",
@@ -82,13 +96,28 @@ def run_demo(
         run.write_metrics_snapshot("before", server.metrics())
         on_status(f"server ready in {server.ready_s:.1f} s at {server.base_url}; probing")
 
-        async def probe() -> None:
-            async with Client(server.base_url, config.alias) as client:
-                await run_probe(client, spec, run, on_record)
+        counter = gguf_token_counter(model)
+        pool = pool_for(counter, DEMO_CONTEXT)
+        manifest["tokenizer"] = counter.source
+        manifest["seed_scope"] = ["demo", "smollm2-135m-f16", run.run_id]
+        run.write_manifest(manifest)
+        limit = read_context_limit(server.base_url)
+        scope = ("demo", "smollm2-135m-f16", run.run_id)
 
-        asyncio.run(probe())
+        async def checks() -> None:
+            async with Client(server.base_url, config.alias) as client:
+                await run_probe(client, spec, run, lambda _: on_request_done())
+                on_status("claim 1: capacity near the 8K limit, and one prompt over it")
+                await run_capacity(client, pool, limit, CapacitySpec(), run, scope)
+                on_request_done()
+                on_request_done()
+                on_status("claim 2: a planted code in fresh 1K, 2K and 4K documents at depths 10/50/90%")
+                await run_needle(client, pool, DEMO_NEEDLE, run, scope, limit.tokens,
+                                 on_trial=lambda _: on_request_done())
+
+        asyncio.run(checks())
         run.write_metrics_snapshot("after", server.metrics())
     manifest["ended_at"] = utc_now()
     run.write_manifest(manifest)
-    (run.path / "report.md").write_text(probe_report(run))
+    (run.path / "report.md").write_text(run_report(run))
     return run

@@ -21,7 +21,7 @@ def test_public_names_are_exported() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [[], ["engine"], ["engine", "build"], ["model"], ["model", "prepare"], ["probe"], ["demo"], ["report"]]
+    "command", [[], ["engine"], ["engine", "build"], ["model"], ["model", "prepare"], ["probe"], ["demo"], ["report"], ["capacity"], ["needle"]]
 )
 def test_every_command_has_help(command: list[str]) -> None:
     result = CliRunner().invoke(app, [*command, "--help"])
@@ -32,3 +32,16 @@ def test_every_command_has_help(command: list[str]) -> None:
 def test_report_without_runs_says_what_to_do(tmp_path: object) -> None:
     result = CliRunner().invoke(app, ["report", "--results", str(tmp_path)])
     assert result.exit_code == 1 and "ctxbench demo" in result.output
+
+
+@pytest.mark.parametrize(("text", "tokens"), [("8192", 8192), ("8K", 8192), ("1M", 1048576), ("1.5k", 1536)])
+def test_token_counts_accept_k_and_m_suffixes(text: str, tokens: int) -> None:
+    from ctxbench.cli import parse_token_count
+
+    assert parse_token_count(text) == tokens
+
+
+def test_bad_depth_names_the_flag_and_the_range() -> None:
+    result = CliRunner().invoke(app, ["needle", "--url", "http://127.0.0.1:9", "--model", "m", "--depths", "0.5,1.5"])
+    assert result.exit_code == 2
+    assert "outside [0, 1]" in result.output

@@ -52,14 +52,14 @@ def markdown_table(rows: Sequence[Sequence[str]], columns: Sequence[str] = COLUM
     return "\n".join(lines)
 
 
-def probe_report(run: RunDir) -> str:
-    """The probe run's report, from `manifest.json` and `requests.jsonl` alone."""
+def run_report(run: RunDir) -> str:
+    """A run's report, from the files in its directory alone (manifest, records, check summaries)."""
     manifest = json.loads((run.path / "manifest.json").read_text())
     records = list(run.records())
     summary = metrics.summarize(records)
     engine = manifest.get("engine", {})
     lines = [
-        f"# ctxbench probe: {manifest.get('deployment', '?')}",
+        f"# ctxbench run: {manifest.get('deployment', '?')}",
         "",
         f"- Run `{run.run_id}`; source of every number below: `{_relative(run.requests_path)}`.",
         f"- Engine: {engine.get('name', '?')} {engine.get('version', '')}; model `{manifest.get('model', '?')}`.",
@@ -67,7 +67,10 @@ def probe_report(run: RunDir) -> str:
     ]
     if manifest.get("note"):
         lines.append(f"- Note: {manifest['note']}")
+    lines += _capacity_section(run) + _needle_section(run)
     lines += [
+        "",
+        "## Requests",
         "",
         f"{summary.requests} requests, {summary.failed} failed. "
         f"TTFT p50 {_fmt(summary.ttft_s.p50)} s; decode p50 {_fmt(summary.decode_rate.p50, 1)} tokens/s "
@@ -87,3 +90,62 @@ def _relative(path: Path) -> str:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def _capacity_section(run: RunDir) -> list[str]:
+    path = run.path / "capacity.json"
+    if not path.exists():
+        return []
+    c = json.loads(path.read_text())
+    verdict = "holds" if c["holds"] else "does NOT hold"
+    return [
+        "",
+        f"## Claim 1, capacity: {verdict}",
+        "",
+        f"- Limit {c['limit_tokens']} tokens per request, read from {c['limit_source']}.",
+        f"- Near the limit: {c['target_tokens']} planned tokens, "
+        + (f"accepted; server counted {c['prompt_tokens']} (count error {c['count_error_tokens']:+d}); "
+           f"prefill {_fmt(c['prefill_s'])} s, {_fmt(c['prefill_tokens_per_s'], 0)} tokens/s."
+           if c["accepted"] else f"NOT accepted: {c['near_limit_error']}"),
+        f"- Over the limit ({c['over_limit_tokens']} tokens): {c['over_limit_outcome']}",
+        f"- Source: `{_relative(path)}`; requests {', '.join(c['request_ids'])} in `requests.jsonl`.",
+    ]
+
+
+def _needle_section(run: RunDir) -> list[str]:
+    path = run.path / "needle.json"
+    if not path.exists():
+        return []
+    needle = json.loads(path.read_text())
+    trials = needle["trials"]
+    recall = needle["recall_by_length"]
+    lines = ["", "## Claim 2, retrieval in a fresh document", ""]
+    lines += [f"- {length} tokens: found {r['found']}/{r['scored']}" for length, r in recall.items()]
+    suspects = [t["request_id"] for t in trials if t["cache_hit_suspected"]]
+    if suspects:
+        lines.append(f"- PREFIX-CACHE HIT SUSPECTED on fresh prompts: {', '.join(suspects)}")
+    lines += ["", markdown_table(
+        [(str(t["length"]), f"{t['depth']:.2f}", str(t["prompt_tokens"] or "n/a"), str(t["cached_tokens"] or 0),
+          _fmt(t["ttft_s"]),
+          t["skipped"] and "skipped" or t["error"] and "failed" or ("yes" if t["found"] else "no"),
+          str(t["expected"] or ""), (t["answer"] or t["skipped"] or t["error"] or "")[:60])
+         for t in trials],
+        ("length", "depth", "prompt tok", "cached tok", "TTFT s", "found", "expected", "answer"),
+    )]
+    lines.append(f"\nSource: `{_relative(run.path / 'niah.log')}` and `{_relative(path)}`.")
+    return lines
+
+
+def claims_summary(run: RunDir) -> list[str]:
+    """One line per claim checked in this run, for a terminal."""
+    lines = []
+    capacity = run.path / "capacity.json"
+    if capacity.exists():
+        c = json.loads(capacity.read_text())
+        lines.append(f"capacity: {'holds' if c['holds'] else 'does NOT hold'} at {c['target_tokens']} of "
+                     f"{c['limit_tokens']} tokens; over the limit: {c['over_limit_outcome'][:80]}")
+    needle = run.path / "needle.json"
+    if needle.exists():
+        recall = json.loads(needle.read_text())["recall_by_length"]
+        lines.append("needle recall: " + ", ".join(f"{n} tokens {r['found']}/{r['scored']}" for n, r in recall.items()))
+    return lines

@@ -1,0 +1,99 @@
+"""Claim 1, capacity: the engine accepts a prompt near its configured limit, and rejects one over it.
+
+The claim holds when a fresh prompt of (limit - output budget - margin) tokens gets a first token
+back (prefill completed) and a prompt over the limit comes back as a clean, recorded rejection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .. import metrics
+from ..client import Client
+from ..engines.limits import ContextLimit
+from ..records import RequestRecord
+from ..results.store import RunDir, write_json_atomic
+from ..text.haystack import UnitPool, build_haystack, request_seed
+
+
+@dataclass(frozen=True)
+class CapacitySpec:
+    output_tokens: int = 16
+    margin_tokens: int = 16
+    over_by_tokens: int = 256
+
+
+@dataclass(frozen=True)
+class CapacityResult:
+    limit_tokens: int
+    limit_source: str
+    target_tokens: int
+    accepted: bool
+    prompt_tokens: int | None
+    count_error_tokens: int | None
+    prefill_s: float | None
+    prefill_tokens_per_s: float | None
+    near_limit_error: str | None
+    over_limit_tokens: int
+    over_limit_rejected: bool
+    over_limit_outcome: str
+    request_ids: tuple[str, str]
+
+    @property
+    def holds(self) -> bool:
+        return self.accepted and self.over_limit_rejected
+
+
+def prefill_rate(record: RequestRecord) -> float | None:
+    """Prefill rate = (prompt tokens - cached tokens) / TTFT, tokens/s (the tokens the server computed)."""
+    prompt = metrics.prompt_tokens(record)
+    ttft = metrics.ttft_s(record)
+    if prompt is None or not ttft:
+        return None
+    return (prompt - (metrics.cached_tokens(record) or 0)) / ttft
+
+
+async def run_capacity(
+    client: Client, pool: UnitPool, limit: ContextLimit, spec: CapacitySpec, run: RunDir, seed_scope: tuple[str, ...]
+) -> CapacityResult:
+    """Send one fresh prompt just under the limit and one over it; write `capacity.json`."""
+    target = limit.tokens - spec.output_tokens - spec.margin_tokens
+    near = build_haystack(pool, target, request_seed(*seed_scope, "capacity", 0))
+    near_record = await client.chat(
+        near.messages, max_tokens=spec.output_tokens, request_id="capacity-near",
+        labels={"check": "capacity", "prompt": "near_limit", "planned_tokens": str(near.planned_tokens)},
+        extra_body={"temperature": 0.0},
+    )
+    run.append(near_record)
+    over_tokens = limit.tokens + spec.over_by_tokens
+    over = build_haystack(pool, over_tokens, request_seed(*seed_scope, "capacity", 1))
+    over_record = await client.chat(
+        over.messages, max_tokens=spec.output_tokens, request_id="capacity-over",
+        labels={"check": "capacity", "prompt": "over_limit", "planned_tokens": str(over.planned_tokens)},
+    )
+    run.append(over_record)
+    served = metrics.prompt_tokens(near_record)
+    over_error = over_record.error
+    if over_error is not None and over_error.kind == "context_limit":
+        outcome = f"rejected: {over_error.message}"
+    elif over_error is not None:
+        outcome = f"failed without a context-limit rejection ({over_error.kind}): {over_error.message}"
+    else:
+        outcome = f"accepted ({metrics.prompt_tokens(over_record)} prompt tokens served): truncated or limit not enforced"
+    result = CapacityResult(
+        limit_tokens=limit.tokens,
+        limit_source=limit.source,
+        target_tokens=target,
+        accepted=near_record.ok and bool(near_record.chunks),
+        prompt_tokens=served,
+        count_error_tokens=None if served is None else served - near.planned_tokens,
+        prefill_s=metrics.ttft_s(near_record),
+        prefill_tokens_per_s=prefill_rate(near_record),
+        near_limit_error=None if near_record.error is None else f"{near_record.error.kind}: {near_record.error.message}",
+        over_limit_tokens=over.planned_tokens,
+        over_limit_rejected=over_error is not None and over_error.kind == "context_limit",
+        over_limit_outcome=outcome,
+        request_ids=(near_record.request_id, over_record.request_id),
+    )
+    write_json_atomic(run.path / "capacity.json", {**asdict(result), "holds": result.holds})
+    return result

@@ -1,0 +1,143 @@
+"""Claim 2, retrieval in a fresh document: a hidden fact planted at sampled depths, answer checked.
+
+A grid of lengths x depths; every prompt is fresh (its own seed, its own header), so no result can
+come back from a prefix cache, and any cached tokens beyond the chat template are flagged. A
+length over the server's limit is skipped with a recorded reason unless forced.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+from .. import metrics
+from ..client import Client
+from ..records import RequestRecord
+from ..results.store import RunDir, write_json_atomic
+from ..text.haystack import Haystack, UnitPool, build_haystack, request_seed
+
+DEFAULT_DEPTHS = (0.1, 0.5, 0.9)
+# Tokens two fresh prompts may share: the chat template's opening plus the first bytes of the header.
+SHARED_PREFIX_SLACK = 8
+
+
+@dataclass(frozen=True)
+class NeedleSpec:
+    lengths: tuple[int, ...]
+    depths: tuple[float, ...] = DEFAULT_DEPTHS
+    max_tokens: int = 32
+    force: bool = False
+    reuse_seed: bool = False  # only for demonstrating the cache audit: every prompt gets the same seed
+
+
+@dataclass(frozen=True)
+class NeedleTrial:
+    length: int
+    depth: float
+    request_id: str
+    seed: int
+    planned_tokens: int | None
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    ttft_s: float | None
+    found: bool | None
+    expected: str | None
+    answer: str
+    skipped: str | None
+    error: str | None
+    cache_hit_suspected: bool
+
+    @property
+    def count_error_tokens(self) -> int | None:
+        if self.prompt_tokens is None or self.planned_tokens is None:
+            return None
+        return self.prompt_tokens - self.planned_tokens
+
+
+def recall_by_length(trials: Sequence[NeedleTrial]) -> dict[int, tuple[int, int]]:
+    """length -> (found k, scored n); skipped and failed requests are not scored."""
+    table: dict[int, tuple[int, int]] = {}
+    for trial in trials:
+        k, n = table.get(trial.length, (0, 0))
+        if trial.found is not None:
+            table[trial.length] = (k + int(trial.found), n + 1)
+        else:
+            table.setdefault(trial.length, (k, n))
+    return table
+
+
+def log_line(trial: NeedleTrial) -> str:
+    """One human-readable niah.log line."""
+    head = f"length={trial.length} depth={trial.depth:.2f}"
+    if trial.skipped:
+        return f"{head} SKIPPED: {trial.skipped}"
+    if trial.error:
+        return f"{head} FAILED: {trial.error}"
+    error = trial.count_error_tokens
+    return (
+        f"{head} prompt_tokens={trial.prompt_tokens} (planned {trial.planned_tokens}, "
+        f"error {'n/a' if error is None else f'{error:+d}'}) cached={trial.cached_tokens} "
+        f"ttft={trial.ttft_s:.3f}s found={'yes' if trial.found else 'no'} expected={trial.expected} "
+        f"answer={json.dumps(trial.answer[:120])}"
+        + (" CACHE-HIT-SUSPECTED" if trial.cache_hit_suspected else "")
+    )
+
+
+async def run_needle(
+    client: Client,
+    pool: UnitPool,
+    spec: NeedleSpec,
+    run: RunDir,
+    seed_scope: tuple[str, ...],
+    limit_tokens: int | None = None,
+    on_trial: Callable[[NeedleTrial], None] | None = None,
+) -> list[NeedleTrial]:
+    """Run the grid one request at a time; append each record, niah.log line and trial as it ends."""
+    allowance = pool.counter.count_chat([{"role": "user", "content": ""}]) + SHARED_PREFIX_SLACK
+    trials: list[NeedleTrial] = []
+    index = 0
+    with (run.path / "niah.log").open("a") as log:
+        for length in spec.lengths:
+            for depth in spec.depths:
+                request_id = f"needle-{length}-{depth:.2f}"
+                seed = request_seed(*seed_scope, "needle", 0 if spec.reuse_seed else index)
+                index += 1
+                if limit_tokens is not None and length + spec.max_tokens > limit_tokens and not spec.force:
+                    reason = (f"{length} + {spec.max_tokens} output tokens is over the server's limit of "
+                              f"{limit_tokens}; use --force to send it anyway")
+                    trial = NeedleTrial(length, depth, request_id, seed, None, None, None, None, None, None, "",
+                                        reason, None, False)
+                else:
+                    haystack = build_haystack(pool, length, seed, depth=depth)
+                    record = await client.chat(
+                        haystack.messages, max_tokens=spec.max_tokens, request_id=request_id,
+                        labels={"check": "needle", "length": str(length), "depth": f"{depth:.2f}",
+                                "planned_tokens": str(haystack.planned_tokens)},
+                        extra_body={"temperature": 0.0},
+                    )
+                    run.append(record)
+                    trial = _trial(length, depth, haystack, record, allowance)
+                trials.append(trial)
+                log.write(log_line(trial) + "\n")
+                log.flush()
+                if on_trial is not None:
+                    on_trial(trial)
+    summary = {str(length): {"found": k, "scored": n} for length, (k, n) in recall_by_length(trials).items()}
+    write_json_atomic(run.path / "needle.json", {"recall_by_length": summary,
+                                                 "trials": [asdict(t) for t in trials]})
+    return trials
+
+
+def _trial(length: int, depth: float, haystack: Haystack, record: RequestRecord, allowance: int) -> NeedleTrial:
+    cached = metrics.cached_tokens(record)
+    error = None if record.error is None else f"{record.error.kind}: {record.error.message}"
+    needle = haystack.needle
+    found = None if error or needle is None else needle.found_in(record.text)
+    return NeedleTrial(
+        length=length, depth=depth, request_id=record.request_id, seed=haystack.seed,
+        planned_tokens=haystack.planned_tokens, prompt_tokens=metrics.prompt_tokens(record), cached_tokens=cached,
+        ttft_s=metrics.ttft_s(record), found=found, expected=needle.value if needle else None,
+        answer=record.text.strip(), skipped=None, error=error,
+        cache_hit_suspected=cached is not None and cached > allowance,
+    )

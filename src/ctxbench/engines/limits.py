@@ -1,0 +1,59 @@
+"""Read a server's configured context limit (tokens one request may hold, prompt plus output).
+
+Tried in order, and the source recorded: vLLM `/v1/models` `max_model_len`; llama.cpp `/props`
+`default_generation_settings.n_ctx` (per slot); SGLang `/get_model_info` (`max_context_length` or
+`context_length`); llama.cpp `/v1/models` `meta.n_ctx`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ..errors import CtxbenchError
+
+
+@dataclass(frozen=True)
+class ContextLimit:
+    tokens: int
+    source: str
+
+
+def _get(http: httpx.Client, url: str) -> Any:
+    try:
+        response = http.get(url)
+    except httpx.TransportError:
+        return None
+    if response.status_code != 200:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def read_context_limit(base_url: str, timeout_s: float = 10.0) -> ContextLimit:
+    """The server's per-request context limit, from the first endpoint that states one."""
+    base = base_url.rstrip("/")
+    with httpx.Client(timeout=timeout_s) as http:
+        models = _get(http, f"{base}/v1/models")
+        first = (models or {}).get("data", [{}])[0] if isinstance(models, dict) and models.get("data") else {}
+        if isinstance(first.get("max_model_len"), int):
+            return ContextLimit(first["max_model_len"], f"{base}/v1/models max_model_len")
+        props = _get(http, f"{base}/props")
+        settings = (props or {}).get("default_generation_settings", {}) if isinstance(props, dict) else {}
+        if isinstance(settings.get("n_ctx"), int):
+            return ContextLimit(settings["n_ctx"], f"{base}/props default_generation_settings.n_ctx (per slot)")
+        info = _get(http, f"{base}/get_model_info")
+        for key in ("max_context_length", "context_length", "max_total_num_tokens"):
+            if isinstance(info, dict) and isinstance(info.get(key), int):
+                return ContextLimit(info[key], f"{base}/get_model_info {key}")
+        meta = first.get("meta", {}) if isinstance(first, dict) else {}
+        if isinstance(meta.get("n_ctx"), int):
+            return ContextLimit(meta["n_ctx"], f"{base}/v1/models meta.n_ctx")
+    raise CtxbenchError(
+        f"{base} states no context limit on /v1/models, /props or /get_model_info; is it an OpenAI-compatible "
+        "server? Pass the limit explicitly (--limit)."
+    )

@@ -1,0 +1,218 @@
+"""Fresh, token-exact haystacks with a planted fact.
+
+How a 1M-token prompt is built in well under a second: corpus units (paragraphs) are tokenized
+once per tokenizer (`UnitPool`); each request draws its own order of units from its own seed and
+adds their known counts. A unit is tokenized with the blank line that precedes it, and units
+end in punctuation, so with byte-level BPE tokenizers (GPT-2-style pre-tokenization) a unit's
+tokens do not change at the seams. The last few tokens are filled with a truncated unit plus
+single-token words. The count includes the chat template; what the server counted is compared
+afterwards (`usage.prompt_tokens`) and the difference reported, never hidden.
+
+Every prompt opens with a header naming its own seed, so two requests share no prefix longer
+than the chat template's opening, and no prompt can be served from another's prefix cache.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import itertools
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CtxbenchError
+from .corpus import FIRST_NAMES, OBJECTS, PLACES, TRADES, ProseGenerator
+from .tokens import TokenCounter
+
+SEPARATOR = "\n\n"
+NEEDLE_SUBJECTS = ("archive", "harbour office", "observatory", "seed vault", "printing house", "signal station")
+
+
+class HaystackError(CtxbenchError):
+    """A haystack could not be built as asked (bad depth, empty corpus, target too small)."""
+
+
+def request_seed(*parts: object) -> int:
+    """A seed derived from (campaign, deployment, check, request index, ...): never a reused global seed."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+@dataclass(frozen=True)
+class Needle:
+    """A hidden fact with a random value, and the question that asks for it."""
+
+    sentence: str
+    question: str
+    value: str
+
+    @classmethod
+    def random(cls, rng: random.Random) -> Needle:
+        place = rng.choice(PLACES)
+        subject = rng.choice(NEEDLE_SUBJECTS)
+        value = f"{rng.randint(1000, 9999)}"
+        return cls(
+            sentence=f"The access code for the {place} {subject} is {value}.",
+            question=f"What is the access code for the {place} {subject}? Answer with the code only.",
+            value=value,
+        )
+
+    def found_in(self, answer: str) -> bool:
+        """Normalized exact match: the value's digits appear, as one number, in the answer."""
+        digits = "".join(c if c.isdigit() else " " for c in answer)
+        return self.value in digits.split()
+
+
+class UnitPool:
+    """Corpus units with their token counts (each counted with the blank line before it), made once."""
+
+    def __init__(self, texts: Sequence[str], counts: Sequence[int], counter: TokenCounter, origin: str) -> None:
+        if not texts:
+            raise HaystackError(f"the corpus {origin} has no paragraphs; give a directory of non-empty .txt files.")
+        self.texts = list(texts)
+        self.counts = list(counts)
+        self.counter = counter
+        self.origin = origin
+        self.single_token_words = self._find_single_token_words()
+
+    @classmethod
+    def generated(cls, counter: TokenCounter, units: int = 16384, seed: str = "ctxbench-corpus") -> UnitPool:
+        """Paragraphs of the built-in prose generator (2-4 sentences each)."""
+        prose = ProseGenerator(seed)
+        texts = [" ".join(prose.sentence() for _ in range(2 + i % 3)) for i in range(units)]
+        return cls(texts, counter.count_many([SEPARATOR + t for t in texts]), counter, f"generated:{seed}")
+
+    @classmethod
+    def from_directory(cls, counter: TokenCounter, directory: Path) -> UnitPool:
+        """Paragraphs (blank-line separated) of every `.txt` file under `directory`."""
+        if not directory.is_dir():
+            raise HaystackError(f"corpus directory {directory} does not exist.")
+        texts = []
+        for file in sorted(directory.rglob("*.txt")):
+            for paragraph in file.read_text(errors="replace").split("\n\n"):
+                cleaned = " ".join(paragraph.split())
+                if cleaned:
+                    texts.append(cleaned if cleaned[-1] in ".!?\"'" else cleaned + ".")
+        if not texts:
+            raise HaystackError(f"corpus directory {directory} holds no .txt file with text; add some or omit it.")
+        return cls(texts, counter.count_many([SEPARATOR + t for t in texts]), counter, f"dir:{directory}")
+
+    def _find_single_token_words(self) -> list[str]:
+        words = sorted({w.split()[0] for w in (*FIRST_NAMES, *PLACES, *TRADES, *OBJECTS)})
+        candidates = [" " + w for w in words]
+        return [c for c, n in zip(candidates, self.counter.count_many(candidates)) if n == 1]
+
+
+def pool_for(counter: TokenCounter, longest_tokens: int, corpus: Path | None = None) -> UnitPool:
+    """A unit pool big enough that a haystack of `longest_tokens` rarely repeats a paragraph
+    (about 60 tokens a unit, 512 to 16384 units), or the user's own corpus."""
+    if corpus is not None:
+        return UnitPool.from_directory(counter, corpus)
+    return UnitPool.generated(counter, units=min(16384, max(512, longest_tokens // 50)))
+
+
+@dataclass(frozen=True)
+class Haystack:
+    """One chat request's messages, the tokens planned for it, and where the needle sits."""
+
+    messages: tuple[dict[str, str], ...]
+    target_tokens: int
+    planned_tokens: int
+    seed: int
+    needle: Needle | None
+    depth: float | None
+    needle_token_offset: int | None
+    template_tokens: int
+    tokenizer_source: str
+    corpus: str
+
+    @property
+    def shortfall(self) -> int:
+        """Tokens the builder could not place exactly (0 when exact, as the tests require)."""
+        return self.target_tokens - self.planned_tokens
+
+
+def build_haystack(
+    pool: UnitPool, target_tokens: int, seed: int, *, depth: float | None = None, question: str | None = None
+) -> Haystack:
+    """A chat prompt of `target_tokens` tokens (template included), unique to `seed`.
+
+    With `depth` in [0, 1], a needle is planted at the paragraph boundary nearest that fraction of
+    the document and its question ends the prompt; otherwise `question` (or a generic one) does.
+    """
+    if depth is not None and not 0.0 <= depth <= 1.0:
+        raise HaystackError(f"depth {depth} is outside [0, 1]; depths are fractions of the document (0.5 = middle).")
+    rng = random.Random(seed)
+    needle = Needle.random(rng) if depth is not None else None
+    ask = needle.question if needle else question or "In two sentences, what is this archive about?"
+    header = f"Archive file {seed:016x}. Read it closely; a question follows at the end."
+    counter = pool.counter
+    empty_prompt = counter.count_chat([{"role": "user", "content": header + SEPARATOR + ask}])
+    needle_tokens = counter.count_many([SEPARATOR + needle.sentence])[0] if needle else 0
+    budget = target_tokens - empty_prompt - needle_tokens
+    if budget < 0:
+        raise HaystackError(f"{target_tokens} tokens is too short: the template, header and question take "
+                            f"{empty_prompt + needle_tokens}.")
+    chosen, used = _draw_units(pool, budget, rng)
+    body = [pool.texts[i] for i in chosen]
+    counts = [pool.counts[i] for i in chosen]
+    _fill(pool, budget - used, rng, body, counts)
+    offset = None
+    if needle is not None:
+        positions = list(itertools.accumulate(counts, initial=0))
+        at = bisect.bisect_left(positions, depth * positions[-1]) if positions[-1] else 0
+        at = min(at, len(body))
+        body.insert(at, needle.sentence)
+        offset = empty_prompt + positions[at]
+        counts.insert(at, needle_tokens)
+    content = header + "".join(SEPARATOR + text for text in body) + SEPARATOR + ask
+    return Haystack(
+        messages=({"role": "user", "content": content},),
+        target_tokens=target_tokens,
+        planned_tokens=empty_prompt + sum(counts),
+        seed=seed,
+        needle=needle,
+        depth=depth,
+        needle_token_offset=offset,
+        template_tokens=empty_prompt,
+        tokenizer_source=counter.source,
+        corpus=pool.origin,
+    )
+
+
+def _draw_units(pool: UnitPool, budget: int, rng: random.Random) -> tuple[list[int], int]:
+    """Unit indices in a fresh random order, as many as fit in `budget` tokens."""
+    chosen: list[int] = []
+    used = 0
+    order: list[int] = []
+    while True:
+        if not order:
+            order = list(range(len(pool.texts)))
+            rng.shuffle(order)
+        index = order.pop()
+        if used + pool.counts[index] > budget:
+            return chosen, used
+        chosen.append(index)
+        used += pool.counts[index]
+
+
+def _fill(pool: UnitPool, remainder: int, rng: random.Random, body: list[str], counts: list[int]) -> None:
+    """Add exactly `remainder` tokens: a truncated unit if one fits, then one-token words (" Lisbon")
+    appended to the last unit. Each such word is its own pre-token after a word or punctuation."""
+    if remainder <= 0:
+        return
+    words = pool.texts[rng.randrange(len(pool.texts))].split(" ")
+    prefixes = [" ".join(words[:k]) for k in range(1, len(words) + 1)]
+    prefix_counts = pool.counter.count_many([SEPARATOR + p for p in prefixes])
+    best = max((k for k, n in enumerate(prefix_counts) if n <= remainder), default=None)
+    if best is not None:
+        body.append(prefixes[best])
+        counts.append(prefix_counts[best])
+        remainder -= prefix_counts[best]
+    fillers = pool.single_token_words
+    if remainder <= 0 or not fillers or not body:
+        return  # anything left is reported as the haystack's shortfall
+    body[-1] += "".join(rng.choice(fillers) for _ in range(remainder))
+    counts[-1] += remainder

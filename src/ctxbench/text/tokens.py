@@ -1,0 +1,184 @@
+"""Token counting for the target's tokenizer, chat template included.
+
+Three sources, in this order of preference, and the choice is recorded (`TokenCounter.source`):
+1. a local Hugging Face tokenizer (`tokenizer.json`, or a model directory with `tokenizer_config.json`);
+2. the vocabulary inside a GGUF file (byte-level BPE vocabularies, `tokenizer.ggml.model == "gpt2"`);
+3. the server's own endpoints (llama.cpp `/apply-template` + `/tokenize`; vLLM and SGLang `/tokenize`).
+Chat templates are rendered with jinja2 in a sandbox, as Hugging Face does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from ..errors import CtxbenchError
+
+Message = Mapping[str, str]
+
+
+class TokenizerError(CtxbenchError):
+    """A tokenizer could not be loaded or used."""
+
+
+class TokenCounter(Protocol):
+    """Counts tokens as the target server will. `source` says where the vocabulary came from."""
+
+    source: str
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Token count of each text on its own, no special tokens added."""
+        ...
+
+    def count_chat(self, messages: Sequence[Message]) -> int:
+        """Token count of the whole prompt the server builds from `messages` (template included)."""
+        ...
+
+
+def _render_template(template: str, messages: Sequence[Message], special: Mapping[str, str]) -> str:
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise TokenizerError(f"the chat template refused the messages: {message}")
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(template).render(
+        messages=list(messages), add_generation_prompt=True, **special
+    )
+
+
+class HfTokenCounter:
+    """A `tokenizers.Tokenizer` plus a jinja chat template (from `tokenizer_config.json` or given)."""
+
+    def __init__(self, tokenizer: Any, chat_template: str | None, special: Mapping[str, str], source: str) -> None:
+        self._tokenizer = tokenizer
+        self._template = chat_template
+        self._special = dict(special)
+        self.source = source
+
+    @classmethod
+    def from_path(cls, path: Path) -> HfTokenCounter:
+        """`path` is a `tokenizer.json` or a directory holding one (and maybe `tokenizer_config.json`)."""
+        from tokenizers import Tokenizer
+
+        file = path / "tokenizer.json" if path.is_dir() else path
+        if not file.exists():
+            raise TokenizerError(f"no tokenizer.json at {path}; give a tokenizer.json or a model directory.")
+        try:
+            tokenizer = Tokenizer.from_file(str(file))
+        except Exception as exc:  # tokenizers raises plain Exception on a bad file
+            raise TokenizerError(f"cannot read the tokenizer {file}: {exc}") from exc
+        config_path = file.with_name("tokenizer_config.json")
+        template, special = None, {}
+        if config_path.exists():
+            try:
+                config = json.loads(config_path.read_text())
+            except json.JSONDecodeError as exc:
+                raise TokenizerError(f"{config_path} is not valid JSON (line {exc.lineno}): {exc.msg}") from exc
+            template = config.get("chat_template")
+            special = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token") if config.get(k)}
+        return cls(tokenizer, template, special, f"hf:{file}")
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [len(e.ids) for e in encodings]
+
+    def count_chat(self, messages: Sequence[Message]) -> int:
+        if not self._template:
+            raise TokenizerError(f"{self.source} has no chat template; count with the server's tokenizer instead.")
+        prompt = _render_template(self._template, messages, self._special)
+        return len(self._tokenizer.encode(prompt, add_special_tokens=False).ids)
+
+
+def _token_text(value: object) -> str:
+    return str(value.get("content", "")) if isinstance(value, dict) else str(value)
+
+
+def gguf_token_counter(path: Path) -> HfTokenCounter:
+    """Build a counter from the vocabulary, merges and chat template stored inside a GGUF file."""
+    import gguf
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except Exception as exc:
+        raise TokenizerError(f"cannot read {path} as GGUF: {exc}") from exc
+
+    def field(name: str) -> Any:
+        item = reader.fields.get(name)
+        return None if item is None else item.contents()
+
+    kind = field("tokenizer.ggml.model")
+    if kind != "gpt2":
+        raise TokenizerError(
+            f"{path} uses a {kind!r} vocabulary; only byte-level BPE ('gpt2') GGUF vocabularies are read. "
+            "Give a Hugging Face tokenizer directory, or let ctxbench use the server's /tokenize."
+        )
+    tokens: list[str] = field("tokenizer.ggml.tokens")
+    merges = [tuple(m.split(" ", 1)) for m in field("tokenizer.ggml.merges")]
+    types: list[int] = field("tokenizer.ggml.token_type") or [1] * len(tokens)
+    tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    control = [AddedToken(t, special=True, normalized=False) for t, k in zip(tokens, types) if k == 3]
+    tokenizer.add_special_tokens(control)
+    special = {}
+    for key, name in (("bos_token", "tokenizer.ggml.bos_token_id"), ("eos_token", "tokenizer.ggml.eos_token_id")):
+        index = field(name)
+        if index is not None:
+            special[key] = tokens[int(index)]
+    return HfTokenCounter(tokenizer, field("tokenizer.chat_template"), special, f"gguf:{path}")
+
+
+class ServerTokenCounter:
+    """Counts with the server's own endpoints; one HTTP call per batch of texts."""
+
+    def __init__(self, base_url: str, model: str, timeout_s: float = 300.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.source = f"server:{self.base_url}"
+        self._http = httpx.Client(timeout=timeout_s)
+        self._llamacpp = self._http.post(f"{self.base_url}/apply-template", json={"messages": []}).status_code != 404
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        return [len(self._tokenize(text)) for text in texts]
+
+    def _tokenize(self, text: str) -> list[int]:
+        body: dict[str, Any] = {"content": text, "add_special": False}
+        if not self._llamacpp:
+            body = {"model": self.model, "prompt": text, "add_special_tokens": False}
+        response = self._http.post(f"{self.base_url}/tokenize", json=body)
+        if response.status_code != 200:
+            raise TokenizerError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {response.text[:300]}")
+        return list(response.json()["tokens"])
+
+    def count_chat(self, messages: Sequence[Message]) -> int:
+        if self._llamacpp:
+            response = self._http.post(f"{self.base_url}/apply-template", json={"messages": list(messages)})
+            response.raise_for_status()
+            prompt = response.json()["prompt"]
+            tokens = self._http.post(f"{self.base_url}/tokenize", json={"content": prompt, "add_special": True})
+            return len(tokens.json()["tokens"])
+        response = self._http.post(f"{self.base_url}/tokenize", json={"model": self.model, "messages": list(messages)})
+        if response.status_code != 200:
+            raise TokenizerError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {response.text[:300]}")
+        return int(response.json()["count"])
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def load_token_counter(tokenizer: Path | None, gguf: Path | None, server_url: str | None, model: str) -> TokenCounter:
+    """The first available of: a local HF tokenizer, a GGUF's vocabulary, the server's tokenizer."""
+    if tokenizer is not None:
+        return HfTokenCounter.from_path(tokenizer)
+    if gguf is not None:
+        return gguf_token_counter(gguf)
+    if server_url is not None:
+        return ServerTokenCounter(server_url, model)
+    raise TokenizerError("no tokenizer: give --tokenizer (HF file or directory), --gguf, or a server URL.")

@@ -1,0 +1,105 @@
+"""Token-exact, fresh haystacks, counted with the tiny model's tokenizer (no server needed)."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from ctxbench.engines.models import tiny_model
+from ctxbench.text.haystack import HaystackError, Needle, UnitPool, build_haystack, pool_for, request_seed
+from ctxbench.text.tokens import HfTokenCounter, TokenizerError
+
+
+@pytest.fixture(scope="module")
+def counter() -> HfTokenCounter:
+    return HfTokenCounter.from_path(tiny_model().tokenizer_dir)
+
+
+@pytest.fixture(scope="module")
+def pool(counter: HfTokenCounter) -> UnitPool:
+    return UnitPool.generated(counter, units=1024)
+
+
+@pytest.mark.parametrize("length", [200, 257, 1000, 1001, 4096, 30000])
+@pytest.mark.parametrize("depth", [None, 0.0, 0.1, 0.5, 0.9, 1.0])
+def test_prompt_is_exactly_the_asked_length_with_the_template(
+    pool: UnitPool, counter: HfTokenCounter, length: int, depth: float | None
+) -> None:
+    haystack = build_haystack(pool, length, request_seed("t", length, depth), depth=depth)
+    assert haystack.planned_tokens == length
+    assert counter.count_chat(haystack.messages) == length
+
+
+def test_needle_sits_at_its_depth_on_a_paragraph_boundary(pool: UnitPool, counter: HfTokenCounter) -> None:
+    for depth in (0.1, 0.5, 0.9):
+        haystack = build_haystack(pool, 20000, request_seed("depth", depth), depth=depth)
+        assert haystack.needle is not None and haystack.needle_token_offset is not None
+        assert abs(haystack.needle_token_offset / 20000 - depth) < 0.02
+        assert f"\n\n{haystack.needle.sentence}\n\n" in haystack.messages[0]["content"]
+
+
+def test_two_requests_share_no_prefix_beyond_the_template(pool: UnitPool) -> None:
+    a = build_haystack(pool, 5000, request_seed("campaign", "deployment", "needle", 0), depth=0.5)
+    b = build_haystack(pool, 5000, request_seed("campaign", "deployment", "needle", 1), depth=0.5)
+    common = os.path.commonprefix([a.messages[0]["content"], b.messages[0]["content"]])
+    assert len(common) < len("Archive file ") + 4
+    assert a.needle != b.needle
+
+
+def test_same_seed_same_prompt(pool: UnitPool) -> None:
+    assert build_haystack(pool, 3000, 7, depth=0.5) == build_haystack(pool, 3000, 7, depth=0.5)
+
+
+def test_text_is_varied_not_one_sentence_repeated(pool: UnitPool) -> None:
+    content = build_haystack(pool, 30000, 11).messages[0]["content"]
+    sentences = [s for s in content.split(". ") if s]
+    assert len(set(sentences)) > 0.9 * len(sentences)
+
+
+def test_request_seeds_differ_by_every_part() -> None:
+    seeds = {request_seed(c, d, k, i) for c in "ab" for d in "xy" for k in ("needle", "capacity") for i in range(5)}
+    assert len(seeds) == 2 * 2 * 2 * 5
+
+
+def test_needle_match_is_normalized_and_exact() -> None:
+    needle = Needle.random(random.Random(3))
+    assert needle.found_in(f"The code is {needle.value}.")
+    assert needle.found_in(f"**{needle.value}**")
+    assert not needle.found_in(f"1{needle.value}")
+    assert not needle.found_in("I do not know.")
+
+
+def test_depth_outside_zero_one_is_refused(pool: UnitPool) -> None:
+    with pytest.raises(HaystackError, match="outside"):
+        build_haystack(pool, 1000, 1, depth=1.5)
+
+
+def test_target_shorter_than_the_template_is_refused(pool: UnitPool) -> None:
+    with pytest.raises(HaystackError, match="too short"):
+        build_haystack(pool, 10, 1, depth=0.5)
+
+
+def test_user_corpus_is_shuffled_by_paragraph_per_request(counter: HfTokenCounter, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("\n\n".join(f"Paragraph number {i} of the user's own text." for i in range(200)))
+    pool = pool_for(counter, 2000, tmp_path)
+    first = build_haystack(pool, 1500, 1).messages[0]["content"]
+    second = build_haystack(pool, 1500, 2).messages[0]["content"]
+    assert "user's own text" in first and first != second
+    assert counter.count_chat(build_haystack(pool, 1500, 3, depth=0.5).messages) == 1500
+
+
+def test_empty_corpus_directory_is_a_clear_error(counter: HfTokenCounter, tmp_path: Path) -> None:
+    with pytest.raises(HaystackError, match="no .txt file"):
+        UnitPool.from_directory(counter, tmp_path)
+
+
+def test_unreadable_tokenizer_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text("{not a tokenizer")
+    with pytest.raises(TokenizerError, match="cannot read the tokenizer"):
+        HfTokenCounter.from_path(bad)
+    with pytest.raises(TokenizerError, match="no tokenizer.json"):
+        HfTokenCounter.from_path(tmp_path / "missing")
