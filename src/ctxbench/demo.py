@@ -16,6 +16,7 @@ from typing import Any
 
 from . import __version__
 from .checks.capacity import CapacitySpec, run_capacity
+from .checks.conversation import RampSpec, run_ramp
 from .checks.needle import NeedleSpec, run_needle
 from .checks.probe import ProbeSpec, probe_request_count, run_probe
 from .engines.limits import read_context_limit
@@ -26,16 +27,20 @@ from .engines.build import LlamaCppBuild
 from .engines.llamacpp import LlamaServer, LlamaServerConfig
 from .engines.models import DEMO_CONTEXT, demo_model_path
 from .errors import EngineNotReady
-from .report.render import run_report
+from .report.render import RAMP_TABLE, run_report
 from .results.store import RunDir, git_revision, new_run_id
 
 DEMO_SLOTS = 2
-DEMO_NEEDLE = NeedleSpec(lengths=(1024, 2048, 4096))
+DEPLOYMENT = "smollm2-135m-f16 on llama.cpp (CPU)"
+# Sized to finish in under four minutes on 2 CPU cores, where SmolLM2 prefills 150-450 tokens/s.
+DEMO_NEEDLE = NeedleSpec(lengths=(1024, 3072))
+DEMO_RAMP = RampSpec(start_tokens=1024, end_tokens=4096, turns=4, max_tokens=96, users=(1, 2), stagger_s=2.0)
 
 
 def demo_request_count(spec: ProbeSpec, needle: NeedleSpec = DEMO_NEEDLE) -> int:
     """Requests the demo sends: the probe's, two for capacity, one per needle grid cell."""
-    return probe_request_count(spec) + 2 + len(needle.lengths) * len(needle.depths)
+    ramp_turns = DEMO_RAMP.turns * sum(DEMO_RAMP.users)
+    return probe_request_count(spec) + 2 + len(needle.lengths) * len(needle.depths) + ramp_turns
 
 
 def utc_now() -> str:
@@ -55,7 +60,7 @@ def run_demo(
     on_request_done: Callable[[], None] = lambda: None,
 ) -> RunDir:
     """Start llama-server with the demo model, run the probe, stop, and write the report."""
-    spec = spec or ProbeSpec()
+    spec = spec or ProbeSpec(document_chars=0)
     build = LlamaCppBuild()
     model = demo_model_path()
     if not build.is_built() or not model.exists():
@@ -71,13 +76,14 @@ def run_demo(
     manifest: dict[str, Any] = {
         "ctxbench_version": __version__,
         "git_revision": git_revision(),
-        "deployment": "smollm2-135m-f16 on llama.cpp (CPU)",
+        "deployment": DEPLOYMENT,
         "model": str(model),
-        "checks": ["probe", "capacity", "needle"],
+        "checks": ["probe", "capacity", "needle", "ramp"],
         "check_parameters": {
             "probe": dataclasses.asdict(spec),
             "capacity": dataclasses.asdict(CapacitySpec()),
             "needle": dataclasses.asdict(DEMO_NEEDLE),
+            "ramp": dataclasses.asdict(DEMO_RAMP),
         },
         "started_at": utc_now(),
         "clock": clock_anchor(),
@@ -111,9 +117,12 @@ def run_demo(
                 await run_capacity(client, pool, limit, CapacitySpec(), run, scope)
                 on_request_done()
                 on_request_done()
-                on_status("claim 2: a planted code in fresh 1K, 2K and 4K documents at depths 10/50/90%")
+                on_status("claim 2: a planted code in fresh 1K and 3K documents at depths 10/50/90%")
                 await run_needle(client, pool, DEMO_NEEDLE, run, scope, limit.tokens,
                                  on_trial=lambda _: on_request_done())
+                on_status("claim 3: a conversation growing 1K -> 4K tokens in 4 turns, alone, then beside a second user")
+                await run_ramp(client, pool, DEMO_RAMP, run, scope, deployment=DEPLOYMENT,
+                               table=results / RAMP_TABLE, on_turn=lambda _: on_request_done())
 
         asyncio.run(checks())
         run.write_metrics_snapshot("after", server.metrics())

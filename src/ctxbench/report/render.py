@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,7 +68,7 @@ def run_report(run: RunDir) -> str:
     ]
     if manifest.get("note"):
         lines.append(f"- Note: {manifest['note']}")
-    lines += _capacity_section(run) + _needle_section(run)
+    lines += _capacity_section(run) + _needle_section(run) + _ramp_section(run, records)
     lines += [
         "",
         "## Requests",
@@ -148,4 +149,66 @@ def claims_summary(run: RunDir) -> list[str]:
     if needle.exists():
         recall = json.loads(needle.read_text())["recall_by_length"]
         lines.append("needle recall: " + ", ".join(f"{n} tokens {r['found']}/{r['scored']}" for n, r in recall.items()))
+    rows = ramp_table_rows(run)
+    for users in sorted({int(r["users"]) for r in rows}):
+        mine = [r for r in rows if int(r["users"]) == users]
+        scored = [r for r in mine if r["recall"]]
+        factors = [float(r["stall_factor"]) for r in mine if r["stall_factor"]]
+        lines.append(f"ramp, {users} user(s): recall {sum(int(r['recall']) for r in scored)}/{len(scored)}"
+                     + (f", worst decode stall {max(factors):.1f}x" if factors else ""))
+    return lines
+
+
+RAMP_TABLE = "ramp1m.csv"
+
+
+def ramp_table_rows(run: RunDir) -> list[dict[str, str]]:
+    """This run's rows of the campaign's ramp table (`<results>/ramp1m.csv`)."""
+    table = run.path.parent.parent / RAMP_TABLE
+    if not table.exists():
+        return []
+    with table.open(newline="") as handle:
+        return [row for row in csv.DictReader(handle) if row["run_id"] == run.run_id]
+
+
+def _number(text: str, digits: int) -> str:
+    return "n/a" if not text else text if text == "inf" else f"{float(text):.{digits}f}"
+
+
+def _ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
+    from .timeline import draw_timeline
+
+    rows = ramp_table_rows(run)
+    if not rows:
+        return []
+    table = run.path.parent.parent / RAMP_TABLE
+    lines = ["", "## Claim 3, the conversation ramp", ""]
+    for users in sorted({int(r["users"]) for r in rows}):
+        mine = [r for r in rows if int(r["users"]) == users]
+        scored = [r for r in mine if r["recall"]]
+        found = sum(int(r["recall"]) for r in scored)
+        setting = [r for r in records if r.labels.get("check") == "ramp" and r.labels.get("users") == str(users)]
+        pooled = metrics.pooled_stall(metrics.user_stalls(setting).values()) if users > 1 else None
+        last_turn = max(int(r["turn"]) for r in mine)
+        last = [r for r in mine if int(r["turn"]) == last_turn]
+        lines.append(
+            f"- {users} user{'s' if users > 1 else ''}: recall {found}/{len(scored)}; last turn {last_turn} at "
+            + ", ".join(f"{_number(r['context_tokens'], 0)} tokens (user {r['user']}: TTFT {_number(r['ttft_s'], 2)} s, "
+                        f"decode {_number(r['decode_tokens_per_s'], 1)} tok/s)" for r in last)
+            + (f"; decode while another user prefills: {metrics.format_stall(pooled)}" if users > 1 else "")
+        )
+        files = draw_timeline(setting, run.path / f"timeline-u{users}", f"{users} user(s): prefill and decode")
+        if files:
+            lines.append(f"  - timeline: ![timeline {users} users]({files[0].name}) ({files[1].name})")
+    lines += ["", markdown_table(
+        [(r["users"], r["user"], r["turn"], r["context_tokens"] or "n/a", r["new_prompt_tokens"] or "n/a",
+          f"{r['cached_tokens'] or 'n/a'} ({r['intended_cached_tokens']})", _number(r["ttft_s"], 2),
+          _number(r["decode_tokens_per_s"], 1), {"1": "yes", "0": "no"}.get(r["recall"], "n/a"),
+          _number(r["stall_factor"], 1) if r["stall_factor"] else "-", r["error"][:40])
+         for r in rows],
+        ("users", "user", "turn", "context tok", "new tok", "cached (intended)", "TTFT s", "decode tok/s", "recall",
+         "stall x", "error"),
+    )]
+    lines.append(f"\nSource: `{_relative(table)}` (rows with run_id `{run.run_id}`) and `{_relative(run.requests_path)}`. "
+                 "Cached tokens beyond the intended history would be a leak; the history itself is reused on purpose.")
     return lines

@@ -18,7 +18,7 @@ import bisect
 import hashlib
 import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,7 +124,7 @@ class Haystack:
     needle: Needle | None
     depth: float | None
     needle_token_offset: int | None
-    template_tokens: int
+    overhead_tokens: int  # template, history, header and question: everything but the new document
     tokenizer_source: str
     corpus: str
 
@@ -135,48 +135,58 @@ class Haystack:
 
 
 def build_haystack(
-    pool: UnitPool, target_tokens: int, seed: int, *, depth: float | None = None, question: str | None = None
+    pool: UnitPool,
+    target_tokens: int,
+    seed: int,
+    *,
+    depth: float | None = None,
+    question: str | None = None,
+    history: Sequence[Mapping[str, str]] = (),
+    needle: Needle | None = None,
 ) -> Haystack:
-    """A chat prompt of `target_tokens` tokens (template included), unique to `seed`.
+    """A chat prompt of `target_tokens` tokens (template and `history` included), unique to `seed`.
 
-    With `depth` in [0, 1], a needle is planted at the paragraph boundary nearest that fraction of
-    the document and its question ends the prompt; otherwise `question` (or a generic one) does.
+    With `depth` in [0, 1], `needle` (or a random one from the seed) is planted at the paragraph
+    boundary nearest that fraction of the new document. The prompt ends with `question`, else the
+    needle's question, else a generic one.
+    `history` (earlier turns of a conversation) is kept as is; the new user message fills the rest.
     """
     if depth is not None and not 0.0 <= depth <= 1.0:
         raise HaystackError(f"depth {depth} is outside [0, 1]; depths are fractions of the document (0.5 = middle).")
     rng = random.Random(seed)
-    needle = Needle.random(rng) if depth is not None else None
-    ask = needle.question if needle else question or "In two sentences, what is this archive about?"
+    planted = (needle or Needle.random(rng)) if depth is not None else None
+    ask = question or (planted.question if planted else "In two sentences, what is this archive about?")
     header = f"Archive file {seed:016x}. Read it closely; a question follows at the end."
     counter = pool.counter
-    empty_prompt = counter.count_chat([{"role": "user", "content": header + SEPARATOR + ask}])
-    needle_tokens = counter.count_many([SEPARATOR + needle.sentence])[0] if needle else 0
+    earlier = [dict(m) for m in history]
+    empty_prompt = counter.count_chat([*earlier, {"role": "user", "content": header + SEPARATOR + ask}])
+    needle_tokens = counter.count_many([SEPARATOR + planted.sentence])[0] if planted else 0
     budget = target_tokens - empty_prompt - needle_tokens
     if budget < 0:
-        raise HaystackError(f"{target_tokens} tokens is too short: the template, header and question take "
-                            f"{empty_prompt + needle_tokens}.")
+        raise HaystackError(f"{target_tokens} tokens is too short: the template, history, header and question "
+                            f"take {empty_prompt + needle_tokens}.")
     chosen, used = _draw_units(pool, budget, rng)
     body = [pool.texts[i] for i in chosen]
     counts = [pool.counts[i] for i in chosen]
     _fill(pool, budget - used, rng, body, counts)
     offset = None
-    if needle is not None:
+    if planted is not None and depth is not None:
         positions = list(itertools.accumulate(counts, initial=0))
         at = bisect.bisect_left(positions, depth * positions[-1]) if positions[-1] else 0
         at = min(at, len(body))
-        body.insert(at, needle.sentence)
+        body.insert(at, planted.sentence)
         offset = empty_prompt + positions[at]
         counts.insert(at, needle_tokens)
     content = header + "".join(SEPARATOR + text for text in body) + SEPARATOR + ask
     return Haystack(
-        messages=({"role": "user", "content": content},),
+        messages=(*earlier, {"role": "user", "content": content}),
         target_tokens=target_tokens,
         planned_tokens=empty_prompt + sum(counts),
         seed=seed,
-        needle=needle,
+        needle=planted,
         depth=depth,
         needle_token_offset=offset,
-        template_tokens=empty_prompt,
+        overhead_tokens=empty_prompt,
         tokenizer_source=counter.source,
         corpus=pool.origin,
     )

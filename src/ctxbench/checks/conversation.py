@@ -1,0 +1,209 @@
+"""Claim 3, the conversation ramp: a chat that grows toward a million tokens, alone and beside others.
+
+Each user holds a real multi-turn chat. Turn 1 plants a hidden fact in a fresh document; every turn
+appends fresh document text (unique to that user and turn) so the whole context follows the
+schedule, and asks for the fact again plus a short summary (long enough to measure decode). The
+assistant's replies stay in the history. The ramp runs with 1 user, then with U users, each
+growing its own conversation, started `stagger_s` apart so one user's prefill overlaps another's
+decode; the stall figure measures what that does to the user who is decoding.
+
+This check reuses its own earlier context on purpose (that is what a conversation is): each turn's
+`intended_cached_tokens` is its history, so a cache audit can tell intended reuse from a leak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .. import metrics
+from ..client import Client
+from ..errors import CtxbenchError
+from ..records import RequestRecord
+from ..results.store import RunDir
+from ..text.haystack import HaystackError, Needle, UnitPool, build_haystack, request_seed
+
+FOLLOW_UP = "Then, in a few sentences, summarize the newest section of the archive."
+RAMP_COLUMNS = (
+    "deployment", "users", "user", "turn", "target_tokens", "context_tokens", "new_prompt_tokens", "cached_tokens",
+    "intended_cached_tokens", "ttft_s", "decode_tokens_per_s", "output_tokens", "recall", "stall_rate_outside",
+    "stall_rate_inside", "stall_factor", "error", "request_id", "run_id", "source_file",
+)
+
+
+@dataclass(frozen=True)
+class RampSpec:
+    """The schedule (default: 10 turns, geometric from 32K to 1M tokens) and who talks."""
+
+    start_tokens: int = 32 * 1024
+    end_tokens: int = 1024 * 1024
+    turns: int = 10
+    schedule: Literal["geometric", "linear"] = "geometric"
+    max_tokens: int = 256
+    users: tuple[int, ...] = (1, 2)
+    stagger_s: float = 5.0
+    on_failure: Literal["continue", "stop"] = "stop"
+    needle_depth: float = 0.5
+    sampling: dict[str, object] = field(default_factory=lambda: {"temperature": 0.0})
+
+
+def ramp_schedule(spec: RampSpec) -> list[int]:
+    """Context tokens per turn: geometric (constant ratio) or linear from start to end, inclusive."""
+    if spec.turns < 1 or spec.start_tokens < 1 or spec.end_tokens < spec.start_tokens:
+        raise CtxbenchError(
+            f"ramp schedule {spec.start_tokens} -> {spec.end_tokens} in {spec.turns} turns is empty; "
+            "start must be positive and at most end, turns at least 1."
+        )
+    if spec.turns == 1:
+        return [spec.end_tokens]
+    steps = range(spec.turns)
+    if spec.schedule == "linear":
+        step = (spec.end_tokens - spec.start_tokens) / (spec.turns - 1)
+        return [round(spec.start_tokens + i * step) for i in steps]
+    ratio = (spec.end_tokens / spec.start_tokens) ** (1 / (spec.turns - 1))
+    return [round(spec.start_tokens * ratio**i) for i in steps]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One user's turn: what was asked, what came back, whether the fact was recalled."""
+
+    users: int
+    user: int
+    turn: int
+    target_tokens: int
+    intended_cached_tokens: int
+    record: RequestRecord | None
+    recall: bool | None
+    error: str | None
+
+
+def recall_k_of_n(turns: Sequence[Turn]) -> tuple[int, int]:
+    """(turns whose reply held the fact, turns answered); failed turns are not scored."""
+    scored = [t.recall for t in turns if t.recall is not None]
+    return sum(scored), len(scored)
+
+
+async def _user(
+    client: Client, pool: UnitPool, spec: RampSpec, users: int, user: int, scope: tuple[str, ...], run: RunDir,
+    on_turn: Callable[[Turn], None] | None,
+) -> list[Turn]:
+    await asyncio.sleep(user * spec.stagger_s)
+    needle = Needle.random(random.Random(request_seed(*scope, "ramp-needle", users, user)))
+    question = f"{needle.question} {FOLLOW_UP}"
+    history: list[dict[str, str]] = []
+    history_tokens = 0
+    turns: list[Turn] = []
+    for number, target in enumerate(ramp_schedule(spec), start=1):
+        seed = request_seed(*scope, "ramp", users, user, number)
+        try:
+            haystack = build_haystack(
+                pool, target, seed, question=question, history=history, needle=needle,
+                depth=spec.needle_depth if number == 1 else None,
+            )
+        except HaystackError as exc:
+            turn = Turn(users, user, number, target, history_tokens, None, None, f"not sent: {exc}")
+        else:
+            record = await client.chat(
+                haystack.messages, max_tokens=spec.max_tokens, request_id=f"ramp-u{users}-user{user}-turn{number}",
+                labels={"check": "ramp", "users": str(users), "user": str(user), "turn": str(number),
+                        "target_tokens": str(target), "planned_tokens": str(haystack.planned_tokens),
+                        "intended_cached_tokens": str(history_tokens)},
+                extra_body=spec.sampling,
+            )
+            run.append(record)
+            error = None if record.error is None else f"{record.error.kind}: {record.error.message}"
+            turn = Turn(users, user, number, target, history_tokens, record,
+                        None if error else needle.found_in(record.text), error)
+            if record.ok:
+                history = [*haystack.messages, {"role": "assistant", "content": record.text}]
+                history_tokens = metrics.prompt_tokens(record) or haystack.planned_tokens
+        turns.append(turn)
+        if on_turn is not None:
+            on_turn(turn)
+        if turn.error is not None and spec.on_failure == "stop":
+            break
+    return turns
+
+
+async def run_ramp(
+    client: Client, pool: UnitPool, spec: RampSpec, run: RunDir, scope: tuple[str, ...], *,
+    deployment: str, table: Path, on_turn: Callable[[Turn], None] | None = None,
+) -> list[Turn]:
+    """Run the ramp for each users setting in turn; append its rows to `table` (ramp1m.csv) when it ends."""
+    everything: list[Turn] = []
+    for users in spec.users:
+        turns = [t for per_user in await asyncio.gather(
+            *(_user(client, pool, spec, users, user, scope, run, on_turn) for user in range(users))
+        ) for t in per_user]
+        append_rows(table, ramp_rows(turns, deployment=deployment, run=run))
+        everything += turns
+    return everything
+
+
+def ramp_rows(turns: Sequence[Turn], *, deployment: str, run: RunDir) -> list[dict[str, str]]:
+    """One ramp1m.csv row per turn, stall figures included."""
+    stalls: dict[str, metrics.Stall | None] = {}
+    for users in {t.users for t in turns}:
+        stalls.update(metrics.user_stalls([t.record for t in turns if t.users == users and t.record is not None]))
+    rows = []
+    for turn in turns:
+        record = turn.record
+        figure = stalls.get(record.request_id) if record else None
+        prompt = metrics.prompt_tokens(record) if record else None
+        cached = metrics.cached_tokens(record) if record else None
+        out = metrics.output_tokens(record) if record else None
+        rows.append({
+            "deployment": deployment,
+            "users": str(turn.users),
+            "user": str(turn.user),
+            "turn": str(turn.turn),
+            "target_tokens": str(turn.target_tokens),
+            "context_tokens": _s(prompt),
+            "new_prompt_tokens": _s(None if prompt is None else prompt - (cached or 0)),
+            "cached_tokens": _s(cached),
+            "intended_cached_tokens": str(turn.intended_cached_tokens),
+            "ttft_s": _s(metrics.ttft_s(record) if record else None),
+            "decode_tokens_per_s": _s(metrics.decode_rate(record) if record else None),
+            "output_tokens": _s(None if out is None else out.tokens),
+            "recall": "" if turn.recall is None else str(int(turn.recall)),
+            "stall_rate_outside": _s(figure.rate_outside if figure else None),
+            "stall_rate_inside": _s(figure.rate_inside if figure else None),
+            "stall_factor": _s(figure.factor if figure else None),
+            "error": turn.error or "",
+            "request_id": record.request_id if record else "",
+            "run_id": run.run_id,
+            "source_file": str(Path("runs") / run.run_id / run.requests_path.name),
+        })
+    return rows
+
+
+def _s(value: float | int | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "inf" if math.isinf(value) else f"{value:.4f}"
+    return str(value)
+
+
+def append_rows(table: Path, rows: Sequence[dict[str, str]]) -> None:
+    """Append rows to the campaign's ramp table, writing the header when the file is new."""
+    table.parent.mkdir(parents=True, exist_ok=True)
+    new = not table.exists() or table.stat().st_size == 0
+    with table.open("a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=RAMP_COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+        handle.flush()
+
+
+def read_rows(table: Path) -> list[dict[str, str]]:
+    with table.open(newline="") as handle:
+        return list(csv.DictReader(handle))

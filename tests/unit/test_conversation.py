@@ -1,0 +1,100 @@
+"""Ramp schedules, stall figures on hand-built records, recall counting, the ramp table."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from ctxbench import metrics
+from ctxbench.checks.conversation import RAMP_COLUMNS, RampSpec, Turn, append_rows, ramp_schedule, read_rows, recall_k_of_n
+from ctxbench.errors import CtxbenchError
+from ctxbench.records import Chunk, RequestRecord, Usage
+
+MS = 1_000_000
+
+
+def rec(request_id: str, user: str, sent_ms: float, chunk_ms: list[float]) -> RequestRecord:
+    return RequestRecord(
+        request_id=request_id, endpoint="chat", url="http://127.0.0.1:1/x", model="m", labels={"user": user},
+        request_bytes=1, enqueued_ns=int(sent_ms * MS), sent_ns=int(sent_ms * MS),
+        end_ns=int((chunk_ms[-1] if chunk_ms else sent_ms) * MS),
+        chunks=tuple(Chunk(arrived_ns=int(t * MS), text="x") for t in chunk_ms),
+        usage=Usage(prompt_tokens=10, completion_tokens=len(chunk_ms)),
+    )
+
+
+def test_default_schedule_is_geometric_from_32k_to_1m_in_ten_turns() -> None:
+    turns = ramp_schedule(RampSpec())
+    assert len(turns) == 10 and turns[0] == 32768 and turns[-1] == 1048576
+    ratios = [b / a for a, b in zip(turns, turns[1:])]
+    assert max(ratios) - min(ratios) < 0.001
+
+
+def test_linear_schedule_and_a_single_turn() -> None:
+    assert ramp_schedule(RampSpec(start_tokens=1000, end_tokens=5000, turns=5, schedule="linear")) == [
+        1000, 2000, 3000, 4000, 5000]
+    assert ramp_schedule(RampSpec(start_tokens=1000, end_tokens=7000, turns=1)) == [7000]
+
+
+def test_an_empty_schedule_is_a_clear_error() -> None:
+    with pytest.raises(CtxbenchError, match="start must be positive"):
+        ramp_schedule(RampSpec(start_tokens=9000, end_tokens=1000))
+
+
+def test_second_user_prefill_is_visible_as_decode_stall() -> None:
+    # User 0 decodes a token every 10 ms (100 tok/s) from t=0 to 2 s, except during user 1's prefill
+    # (0.5 s -> 1.5 s), when one token arrives every 100 ms (10 tok/s).
+    times = [10.0 * i for i in range(51)]
+    times += [500 + 100.0 * i for i in range(1, 11)]
+    times += [1500 + 10.0 * i for i in range(1, 51)]
+    decoding = rec("a", "0", -100, times)
+    newcomer = rec("b", "1", 500, [1500, 1510])
+    figure = metrics.stall(decoding, [newcomer])
+    assert figure is not None
+    assert figure.time_inside_s == pytest.approx(1.0)
+    assert figure.rate_inside == pytest.approx(10.0)
+    assert figure.rate_outside == pytest.approx(100.0)
+    assert figure.factor == pytest.approx(10.0)
+    assert metrics.format_stall(figure) == "100 -> 10 tokens/s (10.0x)"
+
+
+def test_one_user_reports_no_stall() -> None:
+    alone = rec("a", "0", 0, [100.0 + 10 * i for i in range(20)])
+    stalls = metrics.user_stalls([alone])
+    figure = stalls["a"]
+    assert figure is not None and figure.time_inside_s == 0 and figure.rate_inside is None
+    assert "no overlap" in metrics.format_stall(figure)
+
+
+def test_a_blocked_decode_counts_its_one_token_across_the_window() -> None:
+    # Nothing arrives during the other user's 1 s prefill: the straddling gap's token is split by time.
+    decoding = rec("a", "0", 0, [0, 10, 20, 1030, 1040])
+    figure = metrics.stall(decoding, [rec("b", "1", 25, [1025])])
+    assert figure is not None and figure.time_inside_s == pytest.approx(1.0)
+    assert figure.rate_inside is not None and figure.rate_inside < 1.0
+    assert figure.factor is not None and figure.factor > 50 and not math.isinf(figure.factor)
+
+
+def test_pooled_stall_weights_by_time() -> None:
+    a = metrics.Stall("a", tokens_inside=10, time_inside_s=1, tokens_outside=100, time_outside_s=1)
+    b = metrics.Stall("b", tokens_inside=0, time_inside_s=1, tokens_outside=100, time_outside_s=1)
+    pooled = metrics.pooled_stall([a, None, b])
+    assert pooled is not None and pooled.rate_inside == 5 and pooled.rate_outside == 100
+
+
+def test_recall_counts_answered_turns_only() -> None:
+    turns = [Turn(2, 0, 1, 100, 0, None, True, None), Turn(2, 0, 2, 200, 90, None, False, None),
+             Turn(2, 1, 1, 100, 0, None, None, "context_limit: too long")]
+    assert recall_k_of_n(turns) == (1, 2)
+
+
+def test_ramp_table_round_trips(tmp_path: Path) -> None:
+    row = {column: f"v-{column}" for column in RAMP_COLUMNS}
+    table = tmp_path / "ramp1m.csv"
+    append_rows(table, [row])
+    append_rows(table, [row | {"turn": "2"}])
+    rows = read_rows(table)
+    assert rows == [row, row | {"turn": "2"}]
+    assert table.read_text().count("deployment,users,user,turn") == 1
