@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 from enum import Enum
 from pathlib import Path
@@ -159,15 +160,12 @@ def probe(
 @app.command()
 def demo(results: ResultsOption = Path("results")) -> None:
     """Run the demo campaign on SmolLM2 through the embedded llama-server and write its report."""
-    from .demo import demo_request_count, run_demo
+    from .demo import DEMO_SUITE, run_demo
 
-    spec = ProbeSpec(document_chars=0)
     with _progress() as progress:
-        task = progress.add_task("requests", total=demo_request_count(spec))
+        task = progress.add_task("requests", total=DEMO_SUITE.request_count())
         try:
-            run = run_demo(
-                results, spec=spec, on_status=progress.console.print, on_request_done=lambda: progress.advance(task)
-            )
+            run = run_demo(results, on_status=progress.console.print, on_request_done=lambda: progress.advance(task))
         except CtxbenchError as exc:
             raise _fail(exc) from exc
     records = list(run.records())
@@ -321,3 +319,71 @@ def needle(
     for line in claims_summary(run):
         console.print(line)
     console.print(f"niah.log: {run.path / 'niah.log'}\nreport:   {run.path / 'report.md'}")
+
+
+@app.command()
+def ramp(
+    url: Annotated[str, typer.Option(help="Base URL of the server.")],
+    model: Annotated[str, typer.Option(help="Model name the server serves.")],
+    start: Annotated[str, typer.Option(help="Context of the first turn (8K, 32K...).")] = "32K",
+    end: Annotated[str, typer.Option(help="Context of the last turn.")] = "1M",
+    turns: Annotated[int, typer.Option(help="Number of turns.")] = 10,
+    schedule: Annotated[str, typer.Option(help="geometric or linear.")] = "geometric",
+    users: Annotated[str, typer.Option(help="Users settings to run in turn, e.g. 1,2 or 1,2,4.")] = "1,2",
+    stagger: Annotated[float, typer.Option(help="Seconds between users' starts.")] = 5.0,
+    max_tokens: Annotated[int, typer.Option(help="Output budget per reply (fact, then a summary).")] = 256,
+    on_failure: Annotated[str, typer.Option(help="After a failed turn a user: stop or continue.")] = "stop",
+    deployment: Annotated[str | None, typer.Option(help="Name for ramp1m.csv (default: the model).")] = None,
+    tokenizer: TokenizerOption = None,
+    gguf: GgufOption = None,
+    corpus: CorpusOption = None,
+    campaign: CampaignOption = "adhoc",
+    results: ResultsOption = Path("results"),
+) -> None:
+    """Claim 3: conversations growing turn by turn, alone and beside other users; recall and decode stall."""
+    from .checks.conversation import RampSpec, run_ramp
+    from .report.render import RAMP_TABLE
+    from .text.haystack import pool_for
+    from .text.tokens import load_token_counter
+
+    if schedule not in ("geometric", "linear") or on_failure not in ("stop", "continue"):
+        raise typer.BadParameter("--schedule is geometric or linear; --on-failure is stop or continue.")
+    try:
+        user_settings = tuple(int(u) for u in users.split(",") if u.strip())
+    except ValueError:
+        raise typer.BadParameter(f"--users {users!r}: give user counts separated by commas, e.g. 1,2") from None
+    spec = RampSpec(start_tokens=parse_token_count(start), end_tokens=parse_token_count(end), turns=turns,
+                    schedule=schedule, max_tokens=max_tokens, users=user_settings, stagger_s=stagger,  # type: ignore[arg-type]
+                    on_failure=on_failure)  # type: ignore[arg-type]
+    name = deployment or model
+    try:
+        counter = load_token_counter(tokenizer, gguf, url, model)
+        with console.status("tokenizing the corpus once"):
+            pool = pool_for(counter, spec.end_tokens, corpus)
+    except CtxbenchError as exc:
+        raise _fail(exc) from exc
+    run = RunDir.create(results, new_run_id(safe_name(name), "ramp"))
+    run.write_manifest({"deployment": name, "model": model, "url": url, "check": "ramp", "tokenizer": counter.source,
+                        "check_parameters": {"ramp": dataclasses.asdict(spec)},
+                        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+
+    async def main() -> None:
+        with _progress() as progress:
+            task = progress.add_task("turns", total=spec.turns * sum(spec.users))
+
+            def done(turn) -> None:  # type: ignore[no-untyped-def]
+                progress.console.print(
+                    f"users={turn.users} user={turn.user} turn={turn.turn} target={turn.target_tokens} "
+                    + (f"FAILED {turn.error}" if turn.error else f"recall={'yes' if turn.recall else 'no'}"),
+                    highlight=False)
+                progress.advance(task)
+
+            async with Client(url, model) as client:
+                await run_ramp(client, pool, spec, run, (campaign, name, run.run_id), deployment=name,
+                               table=results / RAMP_TABLE, on_turn=done)
+
+    asyncio.run(main())
+    (run.path / "report.md").write_text(run_report(run))
+    for line in claims_summary(run):
+        console.print(line)
+    console.print(f"table:  {results / RAMP_TABLE}\nreport: {run.path / 'report.md'}")
