@@ -237,18 +237,26 @@ def _overlap_ns(a: int, b: int, windows: Sequence[tuple[int, int]]) -> int:
     return sum(max(0, min(b, end) - max(a, start)) for start, end in windows)
 
 
-def stall(record: RequestRecord, others: Sequence[RequestRecord]) -> Stall | None:
+MIN_OVERLAP_STEPS = 5
+
+
+def stall(record: RequestRecord, others: Sequence[RequestRecord], min_overlap_s: float | None = None) -> Stall | None:
     """Decode rate of `record` inside the prefill windows of `others` (other users' requests) against
-    outside them. Windows are send -> first token of each other request, merged. Each decode step is
-    the gap between two consecutive chunks and carries that chunk's tokens (`usage` / chunks); a gap
-    that straddles a window edge splits its tokens in proportion to the time on each side. Rate
-    inside = tokens inside / time of the decode interval (first -> last token) inside the windows;
+    outside them. Windows are send -> first token of each other request, merged, and clipped to the
+    decode interval (first -> last token of `record`); a window whose overlap is shorter than
+    `min_overlap_s` (default: 5 of the record's median inter-chunk gaps) is too short to say anything
+    about a rate and counts as outside. Each decode step is the gap between two consecutive chunks
+    and carries that chunk's tokens (`usage` / chunks); a gap that straddles a window edge splits
+    its tokens in proportion to the time on each side. Rate inside = tokens inside / time inside;
     likewise outside. Returns None when `record` did not decode (fewer than 2 chunks).
     """
     if len(record.chunks) < 2:
         return None
     start, end = record.chunks[0].arrived_ns, record.chunks[-1].arrived_ns
-    windows = _merge([prefill_window(o) for o in others])
+    gaps = sorted(b.arrived_ns - a.arrived_ns for a, b in zip(record.chunks, record.chunks[1:]))
+    shortest_ns = (min_overlap_s * NS) if min_overlap_s is not None else MIN_OVERLAP_STEPS * gaps[len(gaps) // 2]
+    clipped = [(max(a, start), min(b, end)) for a, b in _merge([prefill_window(o) for o in others])]
+    windows = [(a, b) for a, b in clipped if b - a > 0 and b - a >= shortest_ns]
     tokens = output_tokens(record)
     per_chunk = (tokens.tokens - 1) / (len(record.chunks) - 1) if tokens is not None and tokens.tokens > 1 else 1.0
     tokens_inside = 0.0

@@ -22,6 +22,7 @@ from .checks.conversation import RampSpec, run_ramp
 from .checks.needle import NeedleSpec, run_needle
 from .checks.probe import ProbeSpec, probe_request_count, run_probe
 from .client import Client
+from .engines.build import LLAMACPP_SDIST_VERSION
 from .engines.limits import read_context_limit
 from .engines.llamacpp import LlamaServer, LlamaServerConfig
 from .report.render import RAMP_TABLE, run_report
@@ -99,6 +100,7 @@ def run_suite(
         manifest["engine"] = {
             "name": "llama.cpp llama-server",
             "version": server.version(),
+            "source": f"llama-cpp-python=={LLAMACPP_SDIST_VERSION} sdist, vendor/llama.cpp",
             "command": server.command,
             "cold_start_s": server.ready_s,
             "context_limit_per_slot": limit.tokens,

@@ -98,3 +98,14 @@ def test_ramp_table_round_trips(tmp_path: Path) -> None:
     rows = read_rows(table)
     assert rows == [row, row | {"turn": "2"}]
     assert table.read_text().count("deployment,users,user,turn") == 1
+
+
+def test_an_overlap_of_a_few_milliseconds_says_nothing_about_a_rate() -> None:
+    # Seen on the H200: another user's request was sent 2 ms before this decode's last token, and the
+    # last 32 chunks arrived in one burst; counting that overlap reported 14000 tokens/s "inside".
+    times = [10.0 * i for i in range(200)] + [1990 + 0.05 * i for i in range(1, 33)]
+    decoding = rec("a", "0", -100, times)
+    figure = metrics.stall(decoding, [rec("b", "1", 1989.0, [2500.0])])
+    assert figure is not None and figure.time_inside_s == 0 and figure.rate_inside is None
+    longer = metrics.stall(decoding, [rec("b", "1", 1500.0, [2500.0])])
+    assert longer is not None and longer.time_inside_s == pytest.approx(0.4916, abs=0.01)

@@ -103,8 +103,10 @@ async def _user(
     for number, target in enumerate(ramp_schedule(spec), start=1):
         seed = request_seed(*scope, "ramp", users, user, number)
         try:
-            haystack = build_haystack(
-                pool, target, seed, question=question, history=history, needle=needle,
+            # Counting a long history is CPU work: done in a thread, so the event loop keeps reading the
+            # other users' streams and their chunks are stamped when they arrive, not in a late burst.
+            haystack = await asyncio.to_thread(
+                build_haystack, pool, target, seed, question=question, history=history, needle=needle,
                 depth=spec.needle_depth if number == 1 else None,
             )
         except HaystackError as exc:

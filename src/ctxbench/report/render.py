@@ -87,10 +87,13 @@ def run_report(run: RunDir) -> str:
 
 
 def _relative(path: Path) -> str:
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
+    """`runs/<run_id>/<file>` or `<table>`: paths relative to the results directory, so a results
+    directory can be moved (or committed) and its reports stay true."""
+    parts = path.parts
+    if "runs" in parts:
+        index = len(parts) - 1 - parts[::-1].index("runs")
+        return str(Path(*parts[index:]))
+    return path.name
 
 
 def _capacity_section(run: RunDir) -> list[str]:
