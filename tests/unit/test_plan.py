@@ -1,0 +1,30 @@
+"""Planning arithmetic on shapes whose numbers can be checked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxbench.plan import DenseShape, predicted_prefill_s, prefill_flops
+
+LLAMA_8B = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "intermediate_size": 14336}
+
+
+def test_llama_8b_shape_has_its_known_parameter_count_and_kv_size() -> None:
+    shape = DenseShape.from_hf_config(LLAMA_8B)
+    assert shape.head_dim == 128
+    # 8.03B parameters in all, minus two 128256 x 4096 embedding matrices, minus the norms.
+    assert shape.linear_params == pytest.approx(6.98e9, rel=0.01)
+    assert shape.kv_bytes_per_token() == 131072  # 128 KiB a token in 16-bit
+
+
+def test_prefill_flops_split_into_weights_and_causal_attention() -> None:
+    shape = DenseShape(n_layer=1, n_embd=64, n_head=1, n_head_kv=1, head_dim=64, n_ff=64)
+    weights = 2 * shape.linear_params * 10
+    assert prefill_flops(shape, 10) == weights + 4 * 64 * 55
+    assert prefill_flops(shape, 10, cached_tokens=100) == weights + 4 * 64 * (1000 + 55)
+
+
+def test_prediction_divides_by_the_rate() -> None:
+    shape = DenseShape.from_hf_config(LLAMA_8B)
+    assert predicted_prefill_s(shape, 1000, 0, 1.0) == pytest.approx(prefill_flops(shape, 1000) / 1e12)
