@@ -387,3 +387,29 @@ def ramp(
     for line in claims_summary(run):
         console.print(line)
     console.print(f"table:  {results / RAMP_TABLE}\nreport: {run.path / 'report.md'}")
+
+
+@app.command()
+def plan(
+    config: Annotated[Path, typer.Option(help="A llama-style model's Hugging Face config.json.")],
+    context: Annotated[str, typer.Option(help="Tokens to prefill (8K, 1M...).")] = "1M",
+    cached: Annotated[str, typer.Option(help="Tokens already in the cache before them.")] = "0",
+    users: Annotated[int, typer.Option(help="Concurrent users holding that context.")] = 1,
+    tflops: Annotated[float, typer.Option(help="Measured matmul rate of one GPU, TFLOP/s.")] = 789.0,
+    efficiency: Annotated[float, typer.Option(help="Measured fraction of that rate the engine reaches.")] = 1.0,
+) -> None:
+    """Prefill FLOPs and time, and KV-cache bytes, for a dense llama-style model (a lower-bound estimate)."""
+    import json
+
+    from .plan import DenseShape, predicted_prefill_s, prefill_flops
+
+    try:
+        shape = DenseShape.from_hf_config(json.loads(config.read_text()))
+    except (OSError, ValueError, KeyError) as exc:
+        raise typer.BadParameter(f"{config}: not a readable llama-style config.json ({exc!r})") from None
+    new, old = parse_token_count(context), parse_token_count(cached)
+    kv = shape.kv_bytes_per_token()
+    console.print(f"{shape.linear_params / 1e9:.2f}B parameters in the layers; KV cache {kv / 1024:.0f} KiB a token "
+                  f"(16-bit), {kv * (new + old) * users / 2**30:.1f} GiB for {users} user(s) at {new + old} tokens")
+    console.print(f"prefill of {new} tokens after {old} cached: {prefill_flops(shape, new, old) / 1e15:.2f} PFLOP, "
+                  f"{predicted_prefill_s(shape, new, old, tflops * efficiency):.1f} s at {tflops * efficiency:.0f} TFLOP/s")

@@ -87,3 +87,20 @@ async def test_ramp_grows_each_conversation_exactly_and_reuses_its_history(
     report = run_report(run)
     assert "## Claim 3, the conversation ramp" in report and "1 user: recall" in report
     assert (run.path / "timeline-u2.png").stat().st_size > 10_000 and (run.path / "timeline-u2.svg").exists()
+
+
+@pytest.mark.parametrize("on_failure", ["stop", "continue"])
+async def test_turn_over_the_limit_is_a_recorded_capacity_failure(
+    tiny_server: LlamaServer, pool: UnitPool, tmp_path: Path, on_failure: str
+) -> None:
+    # tiny_server has 2 slots of 2048 tokens: turns at 1000, 1732, 3000 and 5196 tokens, the last two over.
+    run = RunDir.create(tmp_path, "over")
+    spec = RampSpec(start_tokens=1000, end_tokens=5196, turns=4, max_tokens=16, users=(1,),
+                    on_failure=on_failure, sampling={"temperature": 0.0, "ignore_eos": True})  # type: ignore[arg-type]
+    async with Client(tiny_server.base_url, "tiny") as client:
+        turns = await run_ramp(client, pool, spec, run, ("test", "over", on_failure), deployment="tiny",
+                               table=tmp_path / "ramp1m.csv")
+    assert [t.error is None for t in turns] == ([True, True, False] if on_failure == "stop" else [True, True, False, False])
+    assert turns[2].error is not None and turns[2].error.startswith("context_limit")
+    rows = read_rows(tmp_path / "ramp1m.csv")
+    assert rows[2]["error"].startswith("context_limit") and rows[2]["recall"] == "" and rows[2]["ttft_s"] == ""

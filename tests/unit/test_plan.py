@@ -28,3 +28,18 @@ def test_prefill_flops_split_into_weights_and_causal_attention() -> None:
 def test_prediction_divides_by_the_rate() -> None:
     shape = DenseShape.from_hf_config(LLAMA_8B)
     assert predicted_prefill_s(shape, 1000, 0, 1.0) == pytest.approx(prefill_flops(shape, 1000) / 1e12)
+
+
+def test_plan_command_prints_kv_and_prefill(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA_8B))
+    result = CliRunner().invoke(app, ["plan", "--config", str(config), "--context", "128K", "--users", "2"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # rich wraps lines at the terminal's width
+    assert "128 KiB a token" in text and "32.0 GiB for 2 user(s) at 131072 tokens" in text
