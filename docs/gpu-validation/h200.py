@@ -86,7 +86,7 @@ def main() -> None:
         config, HfTokenCounter.from_path(model.tokenizer_dir), suite, args.results,
         deployment="random-740m-llamacpp-cuda-h200", campaign="gpu-validation",
         note="Random weights (ctxbench's writer): recall is noise, speed and cache behaviour are real. One H200.",
-        extra_manifest={"model_spec": spec.__dict__}, on_status=lambda m: print(m, flush=True),
+        gpus=1, random_weights=True, extra_manifest={"model_spec": spec.__dict__}, on_status=lambda m: print(m, flush=True),
         on_request_done=lambda: print(".", end="", flush=True),
     )
     print(f"\nrun {run.path} in {time.perf_counter() - started:.0f} s", flush=True)

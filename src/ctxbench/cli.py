@@ -178,8 +178,13 @@ def demo(results: ResultsOption = Path("results")) -> None:
 
 
 @app.command()
-def report(results: ResultsOption = Path("results")) -> None:
-    """Rebuild every run's report.md from its manifest.json and requests.jsonl alone."""
+def report(
+    results: ResultsOption = Path("results"),
+    price: Annotated[float, typer.Option(help="Price per GPU-hour for cost per token.")] = 3.50,
+) -> None:
+    """Rebuild every run's report.md and the evidence report (report.md, report.html) from files alone."""
+    from .report.campaign import write_campaign_report
+
     runs = sorted((results / "runs").glob("*/manifest.json"))
     if not runs:
         console.print(f"[red]no runs under {results / 'runs'}[/]; run `ctxbench demo` or `ctxbench probe` first.")
@@ -188,7 +193,8 @@ def report(results: ResultsOption = Path("results")) -> None:
         run = RunDir(manifest.parent)
         (run.path / "report.md").write_text(run_report(run))
         console.print(f"rebuilt {run.path / 'report.md'}")
-
+    markdown_path, html_path = write_campaign_report(results, price)
+    console.print(f"evidence: {markdown_path}\n          {html_path}")
 
 TokenizerOption = Annotated[
     Path | None, typer.Option(help="Hugging Face tokenizer.json or model directory (preferred for counting).")
@@ -342,7 +348,7 @@ def ramp(
 ) -> None:
     """Claim 3: conversations growing turn by turn, alone and beside other users; recall and decode stall."""
     from .checks.conversation import RampSpec, run_ramp
-    from .report.render import RAMP_TABLE
+    from .results.ramp_table import RAMP_TABLE
     from .text.haystack import pool_for
     from .text.tokens import load_token_counter
 

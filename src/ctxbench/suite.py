@@ -25,7 +25,8 @@ from .client import Client
 from .engines.build import LLAMACPP_SDIST_VERSION
 from .engines.limits import read_context_limit
 from .engines.llamacpp import LlamaServer, LlamaServerConfig
-from .report.render import RAMP_TABLE, run_report
+from .report.render import run_report
+from .results.ramp_table import RAMP_TABLE
 from .results.store import RunDir, git_revision, new_run_id
 from .text.haystack import pool_for
 from .text.tokens import TokenCounter
@@ -72,6 +73,8 @@ def run_suite(
     deployment: str,
     campaign: str,
     note: str = "",
+    gpus: int = 0,
+    random_weights: bool = False,
     extra_manifest: dict[str, Any] | None = None,
     on_status: Callable[[str], None] = lambda message: None,
     on_request_done: Callable[[], None] = lambda: None,
@@ -92,6 +95,8 @@ def run_suite(
         "started_at": utc_now(),
         "clock": clock_anchor(),
         "note": note,
+        "gpus": gpus,
+        "random_weights": random_weights,
         **(extra_manifest or {}),
     }
     on_status(f"starting llama-server with {config.model.name}")

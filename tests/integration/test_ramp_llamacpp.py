@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from ctxbench import metrics
-from ctxbench.checks.conversation import RampSpec, read_rows, run_ramp
+from ctxbench.checks.conversation import RampSpec, run_ramp
+from ctxbench.results.ramp_table import read_rows
 from ctxbench.client import Client
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig

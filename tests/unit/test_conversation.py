@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from ctxbench import metrics
-from ctxbench.checks.conversation import RAMP_COLUMNS, RampSpec, Turn, append_rows, ramp_schedule, read_rows, recall_k_of_n
+from ctxbench.checks.conversation import RampSpec, Turn, ramp_schedule, recall_k_of_n
+from ctxbench.results.ramp_table import RAMP_COLUMNS, append_rows, read_rows
 from ctxbench.errors import CtxbenchError
 from ctxbench.records import Chunk, RequestRecord, Usage
 

@@ -14,7 +14,6 @@ This check reuses its own earlier context on purpose (that is what a conversatio
 from __future__ import annotations
 
 import asyncio
-import csv
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -26,15 +25,11 @@ from .. import metrics
 from ..client import Client
 from ..errors import CtxbenchError
 from ..records import RequestRecord
+from ..results.ramp_table import append_rows
 from ..results.store import RunDir
 from ..text.haystack import HaystackError, Needle, UnitPool, build_haystack, request_seed
 
 FOLLOW_UP = "Then, in a few sentences, summarize the newest section of the archive."
-RAMP_COLUMNS = (
-    "deployment", "users", "user", "turn", "target_tokens", "context_tokens", "new_prompt_tokens", "cached_tokens",
-    "intended_cached_tokens", "ttft_s", "decode_tokens_per_s", "output_tokens", "recall", "stall_rate_outside",
-    "stall_rate_inside", "stall_factor", "error", "request_id", "run_id", "source_file",
-)
 
 
 @dataclass(frozen=True)
@@ -192,20 +187,3 @@ def _s(value: float | int | None) -> str:
     if isinstance(value, float):
         return "inf" if math.isinf(value) else f"{value:.4f}"
     return str(value)
-
-
-def append_rows(table: Path, rows: Sequence[dict[str, str]]) -> None:
-    """Append rows to the campaign's ramp table, writing the header when the file is new."""
-    table.parent.mkdir(parents=True, exist_ok=True)
-    new = not table.exists() or table.stat().st_size == 0
-    with table.open("a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=RAMP_COLUMNS)
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
-        handle.flush()
-
-
-def read_rows(table: Path) -> list[dict[str, str]]:
-    with table.open(newline="") as handle:
-        return list(csv.DictReader(handle))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from .. import metrics
 from ..records import RequestRecord
+from ..results.ramp_table import RAMP_TABLE, read_rows
 from ..results.store import RunDir
 
 COLUMNS = (
@@ -162,16 +162,9 @@ def claims_summary(run: RunDir) -> list[str]:
     return lines
 
 
-RAMP_TABLE = "ramp1m.csv"
-
-
 def ramp_table_rows(run: RunDir) -> list[dict[str, str]]:
     """This run's rows of the campaign's ramp table (`<results>/ramp1m.csv`)."""
-    table = run.path.parent.parent / RAMP_TABLE
-    if not table.exists():
-        return []
-    with table.open(newline="") as handle:
-        return [row for row in csv.DictReader(handle) if row["run_id"] == run.run_id]
+    return read_rows(run.path.parent.parent / RAMP_TABLE, run.run_id)
 
 
 def _number(text: str, digits: int) -> str:

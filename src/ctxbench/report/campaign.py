@@ -1,0 +1,148 @@
+"""The campaign report: the evidence table, the decision guide and the figures, rebuilt from a results
+directory alone, as Markdown and as one self-contained HTML file (figures inlined, no CDN, opens
+offline). Every name and model answer is escaped: the HTML is built with jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..results.evidence import COLUMNS, Row, collect
+from ..results.ramp_table import RAMP_TABLE, read_rows
+from .decide import Reading, readings
+
+TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>ctxbench evidence: {{ title }}</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
+th, td { border: 1px solid #bbb; padding: 4px 6px; vertical-align: top; text-align: left; }
+th { background: #eee; }
+.src { color: #777; font-size: 11px; display: block; }
+.validated { background: #e3f4e3; } .provisional { background: #fff4d6; } .failed { background: #f8dcdc; }
+img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
+</style></head><body>
+<h1>ctxbench evidence: {{ title }}</h1>
+<p>Evidence, not a ranking. Each claim has its own column; every cell names the file it came from
+(relative to the results directory). Status rules: docs/validation.md.</p>
+<table id="evidence"><thead><tr>{% for key, label in columns %}<th>{{ label }}</th>{% endfor %}<th>why</th></tr></thead>
+<tbody>{% for row in rows %}<tr class="{{ row.status }}">
+{% for key, label in columns %}{% set cell = cell_of(row, key) %}<td>{{ cell[0] }}{% if cell[1] %}<span class="src">{{ cell[1] }}</span>{% endif %}</td>{% endfor %}
+<td>{{ row.reasons | join("; ") }}</td></tr>{% endfor %}</tbody></table>
+<h2>Decision guide</h2>
+<ul id="guide">{% for r in guide %}<li><b>{{ r.question }}</b>: {{ r.answer }} <i>({{ r.conditions }})</i></li>{% endfor %}</ul>
+<h2>Figures</h2>
+{% for caption, data in figures %}<figure><img alt="{{ caption }}" src="data:image/png;base64,{{ data }}"><figcaption>{{ caption }}</figcaption></figure>
+{% endfor %}
+<h2>Needle answers</h2>
+{% for run_id, trials in answers %}<h3>{{ run_id }}</h3><table class="answers"><tr><th>length</th><th>depth</th><th>expected</th><th>found</th><th>answer</th></tr>
+{% for t in trials %}<tr><td>{{ t.length }}</td><td>{{ t.depth }}</td><td>{{ t.expected }}</td><td>{{ t.found }}</td><td>{{ t.answer }}</td></tr>{% endfor %}</table>
+{% endfor %}</body></html>
+"""
+
+
+def cell_of(row: Row, key: str) -> tuple[str, str]:
+    if key == "deployment":
+        return row.deployment, f"runs/{row.run_id}/manifest.json"
+    if key == "status":
+        return row.status, ""
+    cell = getattr(row, key)
+    return cell.text, cell.source
+
+
+def markdown(rows: Sequence[Row], guide: Sequence[Reading], title: str) -> str:
+    header = [label for _, label in COLUMNS] + ["why"]
+    lines = [f"# ctxbench evidence: {title}", "",
+             "Evidence, not a ranking: each claim has its own column and every cell names its source file "
+             "(relative to the results directory). Status rules: docs/validation.md.", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [cell_of(row, key) for key, _ in COLUMNS]
+        shown = [f"{text} <sub>{source}</sub>" if source else text for text, source in cells]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in [*shown, "; ".join(row.reasons)]) + " |")
+    lines += ["", "## Decision guide", ""]
+    lines += [f"- **{r.question}**: {r.answer} ({r.conditions})" for r in guide]
+    return "\n".join(lines) + "\n"
+
+
+def _png(figure) -> str:  # type: ignore[no-untyped-def]
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str]]:
+    """TTFT against context and recall per turn (from ramp1m.csv), decode alone against with 2 users,
+    and each run's 2-user timeline; PNG, base64."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out: list[tuple[str, str]] = []
+    ramp = read_rows(results / RAMP_TABLE)
+    if ramp:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+        for row in rows:
+            for users, style in (("1", "-o"), ("2", "--x")):
+                mine = [r for r in ramp if r["run_id"] == row.run_id and r["users"] == users and r["ttft_s"]]
+                if mine:
+                    xs = [int(r["context_tokens"]) for r in mine]
+                    left.plot(xs, [float(r["ttft_s"]) for r in mine], style, label=f"{row.deployment} ({users}u)",
+                              markersize=3)
+                    right.plot([f"u{r['user']}t{r['turn']}" for r in mine], [int(r["recall"] or 0) for r in mine],
+                               style, markersize=3)
+        left.set_xlabel("context tokens")
+        left.set_ylabel("TTFT s")
+        left.set_title("TTFT against context (ramp)")
+        left.legend(fontsize=7)
+        right.set_title("recall per turn (1 = fact found)")
+        right.tick_params(axis="x", labelrotation=90, labelsize=6)
+        fig.tight_layout()
+        out.append(("TTFT against context, and recall per turn", _png(fig)))
+        plt.close(fig)
+        decoded = [r for r in rows if r.decode_alone.value is not None]
+        if decoded:
+            fig, axis = plt.subplots(figsize=(7, 3.2))
+            xs = range(len(decoded))
+            axis.bar([x - 0.2 for x in xs], [r.decode_alone.value or 0 for r in decoded], 0.4, label="alone")
+            axis.bar([x + 0.2 for x in xs], [r.decode_shared.value or 0 for r in decoded], 0.4, label="with 2 users")
+            axis.set_xticks(list(xs), [r.deployment for r in decoded], fontsize=7)
+            axis.set_ylabel("last-turn decode tok/s (slowest user)")
+            axis.legend(fontsize=7)
+            fig.tight_layout()
+            out.append(("Decode rate alone against with a second user", _png(fig)))
+            plt.close(fig)
+    for row in rows:
+        timeline = results / "runs" / row.run_id / "timeline-u2.png"
+        if timeline.exists():
+            out.append((f"{row.deployment}: prefill and decode of 2 users ({row.run_id})",
+                        base64.b64encode(timeline.read_bytes()).decode()))
+    return out
+
+
+def write_campaign_report(results: Path, price_per_gpu_hour: float = 3.50) -> tuple[Path, Path]:
+    """Write `<results>/report.md` and `<results>/report.html` from the files alone."""
+    from jinja2 import Environment
+
+    rows = collect(results, price_per_gpu_hour)
+    guide = readings(rows)
+    title = results.resolve().name
+    answers = []
+    for row in rows:
+        needle = results / "runs" / row.run_id / "needle.json"
+        if needle.exists():
+            answers.append((row.run_id, json.loads(needle.read_text())["trials"]))
+    env = Environment(autoescape=True)
+    html = env.from_string(TEMPLATE).render(
+        title=title, rows=rows, columns=COLUMNS, cell_of=cell_of, guide=guide, figures=figures(results, rows),
+        answers=answers,
+    )
+    md_path, html_path = results / "report.md", results / "report.html"
+    md_path.write_text(markdown(rows, guide, title))
+    html_path.write_text(html)
+    return md_path, html_path

@@ -1,0 +1,72 @@
+"""The decision guide: readings of the evidence for particular decisions, each with its conditions.
+
+Generated from the evidence rows alone, in the seed's style ("which result we would use for which
+decision"). Never an overall best: each reading answers one question, says under which conditions it
+holds, and carries the caveats of the rows it names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..results.evidence import Row
+
+
+@dataclass(frozen=True)
+class Reading:
+    question: str
+    answer: str
+    conditions: str
+
+
+def _complete(cell_value: str) -> bool:
+    k, _, rest = cell_value.partition("/")
+    n = rest.split(" ")[0]
+    return k.isdigit() and n.isdigit() and int(n) > 0 and int(k) == int(n)
+
+
+def _caveat(row: Row) -> str:
+    return f"{row.status}" + (f": {'; '.join(row.reasons)}" if row.reasons else "")
+
+
+def readings(rows: Sequence[Row]) -> list[Reading]:
+    """One reading per decision the evidence can inform; says so when it cannot."""
+    out: list[Reading] = []
+    complete = [r for r in rows if r.status != "failed" and _complete(r.recall_alone.text)
+                and (r.recall_shared.text == "not run" or _complete(r.recall_shared.text))]
+    timed = [r for r in complete if r.ttft_alone.value is not None]
+    if timed:
+        best = min(timed, key=lambda r: r.ttft_alone.value or 0.0)
+        out.append(Reading(
+            "Fastest growing conversation with complete recall",
+            f"{best.deployment}: last turn {best.ttft_alone.text} to the first token, decode {best.decode_alone.text}",
+            f"at the context its ramp reached, on this node; recall {best.recall_alone.text} alone, "
+            f"{best.recall_shared.text} with 2 users; {_caveat(best)}",
+        ))
+    else:
+        out.append(Reading("Fastest growing conversation with complete recall",
+                           "no deployment recalled the planted fact on every turn of its ramp",
+                           "complete recall alone and with 2 users is required before speed is compared"))
+    priced = [r for r in rows if r.cost.value is not None and r.status != "failed"]
+    if priced:
+        cheapest = min(priced, key=lambda r: r.cost.value or 0.0)
+        out.append(Reading("Cheapest per token in a 2-user conversation", f"{cheapest.deployment}: {cheapest.cost.text}",
+                           f"tokens the server processed (new prompt + output) over the 2-user ramp; {_caveat(cheapest)}"))
+    else:
+        out.append(Reading("Cheapest per token", "not computed", "no run states its GPU count (CPU runs have no GPU cost)"))
+    shared = [r for r in rows if r.stall.value is not None]
+    if shared:
+        calm = min(shared, key=lambda r: r.stall.value or 0.0)
+        out.append(Reading("Decode that holds up while another user prefills", f"{calm.deployment}: {calm.stall.text}",
+                           f"pooled over its 2-user ramp; smaller is better; {_caveat(calm)}"))
+    everywhere = [r for r in complete if _complete(r.retrieval.text)]
+    out.append(Reading(
+        "Complete recall on every sampled check",
+        ", ".join(r.deployment for r in everywhere) or "none",
+        "one-shot retrieval n/n and conversation recall n/n alone and with 2 users, at the sampled lengths and "
+        "depths only; not a broad reasoning evaluation",
+    ))
+    out.append(Reading("Many users, short prompts", "not measured by these checks",
+                       "the throughput-and-cost check for short prompts does not exist yet"))
+    return out

@@ -1,0 +1,169 @@
+"""The evidence table: one row per deployment, rebuilt from a results directory alone.
+
+Each claim keeps its own column (capacity, retrieval, conversation recall alone and with other users),
+beside speed (last-turn TTFT and decode, alone and with 2 users, the stall), cost per million tokens,
+and a validation status computed by the written rules of docs/validation.md. Every cell carries the
+file it came from. Evidence, not a ranking: nothing here orders deployments by a single score.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .. import metrics
+from .ramp_table import RAMP_TABLE, read_rows
+from .store import RunDir
+
+DEFAULT_PRICE_PER_GPU_HOUR = 3.50
+Status = Literal["validated", "provisional", "failed"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A value and the file it came from (relative to the results directory)."""
+
+    text: str
+    source: str = ""
+    value: float | None = None
+
+
+MISSING = Cell("not run")
+
+
+@dataclass(frozen=True)
+class Row:
+    deployment: str
+    run_id: str
+    gpus: int
+    random_weights: bool
+    capacity: Cell = MISSING
+    retrieval: Cell = MISSING
+    recall_alone: Cell = MISSING
+    recall_shared: Cell = MISSING
+    ttft_alone: Cell = MISSING
+    ttft_shared: Cell = MISSING
+    decode_alone: Cell = MISSING
+    decode_shared: Cell = MISSING
+    stall: Cell = MISSING
+    cost: Cell = MISSING
+    status: Status = "provisional"
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _rel(results: Path, path: Path) -> str:
+    return str(path.relative_to(results))
+
+
+def cost_per_million(price_per_gpu_hour: float, gpus: int, seconds: float, tokens: float) -> float | None:
+    """Cost per million tokens = price per GPU-hour x GPUs x hours / (tokens / 1e6)."""
+    if gpus <= 0 or tokens <= 0 or seconds <= 0:
+        return None
+    return price_per_gpu_hour * gpus * (seconds / 3600) / (tokens / 1e6)
+
+
+def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float = DEFAULT_PRICE_PER_GPU_HOUR) -> Row:
+    """One deployment's row from one run directory; status by `status_of`."""
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    cells: dict[str, Cell] = {}
+    facts: dict[str, object] = {"checks": set(manifest.get("checks", []))}
+    capacity_path = run.path / "capacity.json"
+    if capacity_path.exists():
+        c = json.loads(capacity_path.read_text())
+        text = (f"holds at {c['target_tokens']} of {c['limit_tokens']}" if c["holds"]
+                else f"FAILS: {c.get('near_limit_error') or c['over_limit_outcome']}"[:80])
+        cells["capacity"] = Cell(text, _rel(results, capacity_path))
+        facts["capacity_holds"] = c["holds"]
+        facts["count_error"] = c.get("count_error_tokens")
+    needle_path = run.path / "needle.json"
+    if needle_path.exists():
+        needle = json.loads(needle_path.read_text())
+        recall = needle["recall_by_length"]
+        k = sum(r["found"] for r in recall.values())
+        n = sum(r["scored"] for r in recall.values())
+        longest = max((int(length) for length, r in recall.items() if r["scored"]), default=0)
+        cells["retrieval"] = Cell(f"{k}/{n} (to {longest} tokens)", _rel(results, run.path / "niah.log"))
+        facts["retrieval"] = (k, n)
+        facts["cache_suspects"] = sum(1 for t in needle["trials"] if t["cache_hit_suspected"])
+        facts["needle_count_errors"] = sum(1 for t in needle["trials"] if t["planned_tokens"] and t["prompt_tokens"]
+                                           and t["prompt_tokens"] != t["planned_tokens"])
+    rows = read_rows(results / RAMP_TABLE, run.run_id)
+    records = list(run.records())
+    facts["token_fallback"] = any(
+        (out := metrics.output_tokens(r)) is not None and out.source != "usage" for r in records if r.ok)
+    gpus = int(manifest.get("gpus", 0))
+    for users, suffix in ((1, "alone"), (2, "shared")):
+        mine = [r for r in rows if r["users"] == str(users)]
+        if not mine:
+            continue
+        scored = [r for r in mine if r["recall"]]
+        k = sum(int(r["recall"]) for r in scored)
+        cells[f"recall_{suffix}"] = Cell(f"{k}/{len(scored)}", RAMP_TABLE)
+        facts[f"recall_{suffix}"] = (k, len(scored))
+        last_turn = max(int(r["turn"]) for r in mine)
+        last = [r for r in mine if int(r["turn"]) == last_turn and r["ttft_s"]]
+        if last:
+            worst_ttft = max(float(r["ttft_s"]) for r in last)
+            slowest = min(float(r["decode_tokens_per_s"]) for r in last if r["decode_tokens_per_s"])
+            context = max(int(r["context_tokens"]) for r in last)
+            cells[f"ttft_{suffix}"] = Cell(f"{worst_ttft:.2f} s at {context}", RAMP_TABLE, worst_ttft)
+            cells[f"decode_{suffix}"] = Cell(f"{slowest:.1f} tok/s", RAMP_TABLE, slowest)
+        setting = [r for r in records if r.labels.get("check") == "ramp" and r.labels.get("users") == str(users)]
+        if users == 2 and setting:
+            pooled = metrics.pooled_stall(metrics.user_stalls(setting).values())
+            cells["stall"] = Cell(metrics.format_stall(pooled), _rel(results, run.requests_path),
+                                  pooled.factor if pooled else None)
+        if users == 2 and setting:
+            seconds = (max(r.end_ns for r in setting) - min(r.sent_ns for r in setting)) / 1e9
+            processed = sum((metrics.prompt_tokens(r) or 0) - (metrics.cached_tokens(r) or 0)
+                            + ((metrics.output_tokens(r) or metrics.TokenCount(0, "usage")).tokens) for r in setting)
+            cost = cost_per_million(price_per_gpu_hour, gpus, seconds, processed)
+            cells["cost"] = Cell(
+                f"${cost:.2f}/M tokens (new prompt + output, 2-user ramp, {gpus} GPU at ${price_per_gpu_hour:.2f}/h)"
+                if cost is not None else "n/a (no GPU count)", _rel(results, run.requests_path), cost)
+    status, reasons = status_of(facts, random_weights=bool(manifest.get("random_weights")))
+    return Row(deployment=manifest.get("deployment", run.run_id), run_id=run.run_id, gpus=gpus,
+               random_weights=bool(manifest.get("random_weights")), status=status, reasons=reasons, **cells)
+
+
+def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status, tuple[str, ...]]:
+    """The written rules of docs/validation.md, in order. Failed beats provisional beats validated."""
+    reasons: list[str] = []
+    if facts.get("capacity_holds") is False:
+        return "failed", ("the capacity claim does not hold",)
+    checks = facts.get("checks") or set()
+    for check in ("capacity", "needle", "ramp"):
+        if check not in checks:  # type: ignore[operator]
+            reasons.append(f"the {check} check did not run")
+    retrieval = facts.get("retrieval")
+    if isinstance(retrieval, tuple) and retrieval[0] < retrieval[1]:
+        reasons.append(f"one-shot retrieval {retrieval[0]}/{retrieval[1]} is below n/n")
+    if facts.get("cache_suspects"):
+        reasons.append(f"{facts['cache_suspects']} fresh request(s) showed a prefix-cache hit")
+    if facts.get("token_fallback"):
+        reasons.append("some token counts came from a fallback, not the server's usage")
+    if facts.get("needle_count_errors") or facts.get("count_error") not in (None, 0):
+        reasons.append("a planned prompt length differs from the server's count")
+    if "ramp" in checks and "recall_shared" not in facts:  # type: ignore[operator]
+        reasons.append("the conversation ramp did not run with 2 users")
+    if random_weights:
+        reasons.append("random weights: recall is noise")
+    return ("provisional" if reasons else "validated"), tuple(reasons)
+
+
+def collect(results: Path, price_per_gpu_hour: float = DEFAULT_PRICE_PER_GPU_HOUR) -> list[Row]:
+    """Every run under `results/runs` that has a manifest, oldest first."""
+    runs = sorted(p.parent for p in (results / "runs").glob("*/manifest.json"))
+    return [evidence_row(results, RunDir(path), price_per_gpu_hour) for path in runs]
+
+
+COLUMNS: Sequence[tuple[str, str]] = (
+    ("deployment", "deployment"), ("status", "status"), ("capacity", "1 capacity"),
+    ("retrieval", "2 retrieval k/n"), ("recall_alone", "3 recall alone"), ("recall_shared", "3 recall, 2 users"),
+    ("ttft_alone", "last-turn TTFT alone"), ("ttft_shared", "last-turn TTFT, 2 users"),
+    ("decode_alone", "decode alone"), ("decode_shared", "decode, 2 users"), ("stall", "decode under prefill"),
+    ("cost", "cost"),
+)

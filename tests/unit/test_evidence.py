@@ -1,0 +1,92 @@
+"""Status rules, cost, and the evidence report built from a real results directory (the H200 run)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ctxbench.records import Chunk, RequestRecord, Usage
+from ctxbench.report.campaign import write_campaign_report
+from ctxbench.results.evidence import collect, cost_per_million, status_of
+from ctxbench.results.store import RunDir
+
+H200_RUN = Path(__file__).parents[2] / "docs" / "gpu-validation" / "h200-run1"
+ALL = {"checks": {"capacity", "needle", "ramp"}, "recall_shared": (2, 2)}
+
+
+def test_complete_evidence_is_validated() -> None:
+    assert status_of({**ALL, "capacity_holds": True, "retrieval": (3, 3)}, random_weights=False) == ("validated", ())
+
+
+def test_a_failed_capacity_fails_the_row_whatever_else_holds() -> None:
+    status, reasons = status_of({**ALL, "capacity_holds": False, "retrieval": (3, 3)}, random_weights=False)
+    assert status == "failed" and reasons == ("the capacity claim does not hold",)
+
+
+@pytest.mark.parametrize(("facts", "reason"), [
+    ({"retrieval": (2, 3)}, "one-shot retrieval 2/3 is below n/n"),
+    ({"cache_suspects": 1}, "1 fresh request(s) showed a prefix-cache hit"),
+    ({"token_fallback": True}, "some token counts came from a fallback, not the server's usage"),
+    ({"count_error": 3}, "a planned prompt length differs from the server's count"),
+    ({"checks": {"capacity", "ramp"}}, "the needle check did not run"),
+])
+def test_each_rule_makes_the_row_provisional_and_says_why(facts: dict[str, object], reason: str) -> None:
+    status, reasons = status_of({**ALL, "capacity_holds": True, "retrieval": (3, 3), **facts}, random_weights=False)
+    assert status == "provisional" and reason in reasons
+
+
+def test_random_weights_are_always_provisional() -> None:
+    status, reasons = status_of({**ALL, "capacity_holds": True, "retrieval": (3, 3)}, random_weights=True)
+    assert status == "provisional" and reasons == ("random weights: recall is noise",)
+
+
+def test_cost_per_million_tokens() -> None:
+    # One GPU for one hour at $3.50 producing 3.5M tokens costs $1 a million.
+    assert cost_per_million(3.50, 1, 3600, 3_500_000) == pytest.approx(1.0)
+    assert cost_per_million(3.50, 8, 1800, 1_000_000) == pytest.approx(14.0)
+    assert cost_per_million(3.50, 0, 3600, 1_000_000) is None
+
+
+@pytest.fixture()
+def results(tmp_path: Path) -> Path:
+    copy = tmp_path / "results"
+    shutil.copytree(H200_RUN, copy)
+    return copy
+
+
+def test_evidence_row_from_the_h200_run_names_its_sources(results: Path) -> None:
+    (row,) = collect(results)
+    assert row.deployment == "random-740m-llamacpp-cuda-h200"
+    assert row.capacity.text == "holds at 263136 of 263168"
+    assert row.capacity.source.endswith("capacity.json") and row.retrieval.source.endswith("niah.log")
+    assert row.retrieval.text.startswith("0/6") and row.status == "provisional"
+    assert row.recall_alone.text == "0/8" and row.recall_shared.text == "0/16"
+    assert row.ttft_shared.value == pytest.approx(21.47, abs=0.01)
+    assert row.stall.value is not None and row.stall.value > 2
+
+
+def test_report_is_rebuilt_from_files_and_escapes_model_output(results: Path) -> None:
+    (run_dir,) = (results / "runs").iterdir()
+    needle = json.loads((run_dir / "needle.json").read_text())
+    needle["trials"][0]["answer"] = "<script>alert('x')</script>"
+    (run_dir / "needle.json").write_text(json.dumps(needle))
+    markdown_path, html_path = write_campaign_report(results)
+    html = html_path.read_text()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert 'id="evidence"' in html and html.count("data:image/png;base64,") >= 2
+    assert "http://" not in html.split("</style>")[0] and "https://" not in html  # nothing to fetch: opens offline
+    assert "| random-740m-llamacpp-cuda-h200" in markdown_path.read_text()
+
+
+def test_a_run_of_a_cpu_deployment_has_no_gpu_cost(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "cpu-run")
+    run.write_manifest({"deployment": "cpu", "checks": ["probe"]})
+    run.append(RequestRecord(request_id="r", endpoint="chat", url="http://127.0.0.1:1/x", model="m", request_bytes=1,
+                             enqueued_ns=0, sent_ns=0, end_ns=10, chunks=(Chunk(arrived_ns=5, text="x"),),
+                             usage=Usage(prompt_tokens=1, completion_tokens=1)))
+    (row,) = collect(tmp_path)
+    assert row.cost.text == "not run" and row.status == "provisional"
+    assert "the capacity check did not run" in row.reasons
