@@ -89,19 +89,20 @@ def figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str]]:
         fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
         for row in rows:
             for users, style in (("1", "-o"), ("2", "--x")):
-                mine = [r for r in ramp if r["run_id"] == row.run_id and r["users"] == users and r["ttft_s"]]
-                if mine:
-                    xs = [int(r["context_tokens"]) for r in mine]
-                    left.plot(xs, [float(r["ttft_s"]) for r in mine], style, label=f"{row.deployment} ({users}u)",
-                              markersize=3)
-                    right.plot([f"u{r['user']}t{r['turn']}" for r in mine], [int(r["recall"] or 0) for r in mine],
-                               style, markersize=3)
+                setting = [r for r in ramp if r["run_id"] == row.run_id and r["users"] == users and r["ttft_s"]]
+                for user in sorted({r["user"] for r in setting}):
+                    mine = [r for r in setting if r["user"] == user]
+                    label = f"{row.deployment} ({users} user{'s' if users != '1' else ''}: user {user})"
+                    left.plot([int(r["context_tokens"]) for r in mine], [float(r["ttft_s"]) for r in mine], style,
+                              label=label, markersize=3)
+                    right.plot([int(r["turn"]) for r in mine], [int(r["recall"] or 0) for r in mine], style,
+                               markersize=3)
         left.set_xlabel("context tokens")
         left.set_ylabel("TTFT s")
         left.set_title("TTFT against context (ramp)")
         left.legend(fontsize=7)
         right.set_title("recall per turn (1 = fact found)")
-        right.tick_params(axis="x", labelrotation=90, labelsize=6)
+        right.set_xlabel("turn")
         fig.tight_layout()
         out.append(("TTFT against context, and recall per turn", _png(fig)))
         plt.close(fig)
