@@ -158,14 +158,21 @@ def probe(
 
 
 @app.command()
-def demo(results: ResultsOption = Path("results")) -> None:
+def demo(
+    results: ResultsOption = Path("results"),
+    resume: Annotated[Path | None, typer.Option(help="Continue this interrupted run directory (same seeds).")] = None,
+    force: Annotated[bool, typer.Option(help="With --resume, redo units that already finished.")] = False,
+) -> None:
     """Run the demo campaign on SmolLM2 through the embedded llama-server and write its report."""
     from .demo import DEMO_SUITE, run_demo
 
+    if resume is not None and not (resume / "manifest.json").exists():
+        raise typer.BadParameter(f"--resume {resume}: no manifest.json there; give a results/runs/<run_id> directory.")
     with _progress() as progress:
         task = progress.add_task("requests", total=DEMO_SUITE.request_count())
         try:
-            run = run_demo(results, on_status=progress.console.print, on_request_done=lambda: progress.advance(task))
+            run = run_demo(results, on_status=progress.console.print, on_request_done=lambda: progress.advance(task),
+                           resume=resume, force=force)
         except CtxbenchError as exc:
             raise _fail(exc) from exc
     records = list(run.records())

@@ -37,6 +37,8 @@ def run_demo(
     *,
     on_status: Callable[[str], None] = lambda message: None,
     on_request_done: Callable[[], None] = lambda: None,
+    resume: Path | None = None,
+    force: bool = False,
 ) -> RunDir:
     """Start llama-server with the demo model, run every check, stop, and write the report."""
     build = LlamaCppBuild()
@@ -53,5 +55,5 @@ def run_demo(
     return run_suite(
         config, gguf_token_counter(model), DEMO_SUITE, results, deployment=DEPLOYMENT, campaign="demo",
         note="SmolLM2-135M-Instruct, real weights, F16, on this machine's CPU: speeds are not a GPU's.",
-        on_status=on_status, on_request_done=on_request_done,
+        on_status=on_status, on_request_done=on_request_done, resume=resume, force=force,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,10 +79,24 @@ def run_suite(
     extra_manifest: dict[str, Any] | None = None,
     on_status: Callable[[str], None] = lambda message: None,
     on_request_done: Callable[[], None] = lambda: None,
+    resume: Path | None = None,
+    force: bool = False,
 ) -> RunDir:
-    """Launch `config`, run `suite` against it, stop it, and write `report.md`; returns the run."""
-    run = RunDir.create(results, new_run_id(campaign, deployment))
-    scope = (campaign, deployment, run.run_id)
+    """Launch `config`, run `suite` against it, stop it, and write `report.md`; returns the run.
+
+    With `resume` (a run directory), the same run continues with the same seeds: units of work that
+    finished on an earlier attempt (a check, a ramp users setting) are skipped unless `force`; the
+    records of an interrupted attempt stay in `requests.jsonl`, and the new attempt's ids end in `-a<N>`.
+    """
+    if resume is not None:
+        previous = json.loads((resume / "manifest.json").read_text())
+        run = RunDir(resume, attempt=len(previous.get("attempts", [None])) + 1)
+    else:
+        previous = {}
+        run = RunDir.create(results, new_run_id(campaign, deployment))
+    # A new attempt draws new documents: the interrupted attempt's prompts may sit in the server's cache.
+    scope = (campaign, deployment, run.run_id) + ((f"attempt{run.attempt}",) if run.attempt > 1 else ())
+    skip = set() if force else run.completed_units()
     manifest: dict[str, Any] = {
         "ctxbench_version": __version__,
         "git_revision": git_revision(),
@@ -92,8 +107,9 @@ def run_suite(
         "checks": [name for name, spec in dataclasses.asdict(suite).items() if spec is not None],
         "check_parameters": {k: v for k, v in dataclasses.asdict(suite).items() if v is not None},
         "seed_scope": list(scope),
-        "started_at": utc_now(),
-        "clock": clock_anchor(),
+        "started_at": previous.get("started_at", utc_now()),
+        "attempts": [*previous.get("attempts", []), {"attempt": run.attempt, "started_at": utc_now(),
+                                                     "clock": clock_anchor(), "force": force}],
         "note": note,
         "gpus": gpus,
         "random_weights": random_weights,
@@ -117,22 +133,26 @@ def run_suite(
 
         async def checks() -> None:
             async with Client(server.base_url, config.alias) as client:
-                if suite.probe:
+                if suite.probe and "probe" not in skip:
                     await run_probe(client, suite.probe, run, lambda _: on_request_done())
-                if suite.capacity:
+                    run.mark_completed("probe")
+                if suite.capacity and "capacity" not in skip:
                     on_status(f"claim 1: capacity near the {limit.tokens}-token limit, and one prompt over it")
                     await run_capacity(client, pool, limit, suite.capacity, run, scope)
+                    run.mark_completed("capacity")
                     on_request_done()
                     on_request_done()
-                if suite.needle:
+                if suite.needle and "needle" not in skip:
                     on_status(f"claim 2: planted facts in fresh documents of {list(suite.needle.lengths)} tokens")
                     await run_needle(client, pool, suite.needle, run, scope, limit.tokens,
                                      on_trial=lambda _: on_request_done())
+                    run.mark_completed("needle")
                 if suite.ramp:
                     on_status(f"claim 3: conversations growing {suite.ramp.start_tokens} -> {suite.ramp.end_tokens} "
                               f"tokens in {suite.ramp.turns} turns, with {list(suite.ramp.users)} users")
                     await run_ramp(client, pool, suite.ramp, run, scope, deployment=deployment,
-                                   table=results / RAMP_TABLE, on_turn=lambda _: on_request_done())
+                                   table=results / RAMP_TABLE, on_turn=lambda _: on_request_done(),
+                                   skip_completed=not force)
 
         asyncio.run(checks())
         run.write_metrics_snapshot("after", server.metrics())

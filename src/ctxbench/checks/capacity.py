@@ -60,7 +60,7 @@ async def run_capacity(
     target = limit.tokens - spec.output_tokens - spec.margin_tokens
     near = build_haystack(pool, target, request_seed(*seed_scope, "capacity", 0))
     near_record = await client.chat(
-        near.messages, max_tokens=spec.output_tokens, request_id="capacity-near",
+        near.messages, max_tokens=spec.output_tokens, request_id=run.request_id("capacity-near"),
         labels={"check": "capacity", "prompt": "near_limit", "planned_tokens": str(near.planned_tokens)},
         extra_body={"temperature": 0.0},
     )
@@ -68,7 +68,7 @@ async def run_capacity(
     over_tokens = limit.tokens + spec.over_by_tokens
     over = build_haystack(pool, over_tokens, request_seed(*seed_scope, "capacity", 1))
     over_record = await client.chat(
-        over.messages, max_tokens=spec.output_tokens, request_id="capacity-over",
+        over.messages, max_tokens=spec.output_tokens, request_id=run.request_id("capacity-over"),
         labels={"check": "capacity", "prompt": "over_limit", "planned_tokens": str(over.planned_tokens)},
     )
     run.append(over_record)

@@ -108,7 +108,7 @@ async def _user(
             turn = Turn(users, user, number, target, history_tokens, None, None, f"not sent: {exc}")
         else:
             record = await client.chat(
-                haystack.messages, max_tokens=spec.max_tokens, request_id=f"ramp-u{users}-user{user}-turn{number}",
+                haystack.messages, max_tokens=spec.max_tokens, request_id=run.request_id(f"ramp-u{users}-user{user}-turn{number}"),
                 labels={"check": "ramp", "users": str(users), "user": str(user), "turn": str(number),
                         "target_tokens": str(target), "planned_tokens": str(haystack.planned_tokens),
                         "intended_cached_tokens": str(history_tokens)},
@@ -131,15 +131,20 @@ async def _user(
 
 async def run_ramp(
     client: Client, pool: UnitPool, spec: RampSpec, run: RunDir, scope: tuple[str, ...], *,
-    deployment: str, table: Path, on_turn: Callable[[Turn], None] | None = None,
+    deployment: str, table: Path, on_turn: Callable[[Turn], None] | None = None, skip_completed: bool = True,
 ) -> list[Turn]:
-    """Run the ramp for each users setting in turn; append its rows to `table` (ramp1m.csv) when it ends."""
+    """Run the ramp for each users setting in turn; append its rows to `table` (ramp1m.csv) when it ends.
+    A setting that finished on an earlier attempt of `run` is skipped unless `skip_completed` is False."""
     everything: list[Turn] = []
+    done = run.completed_units() if skip_completed else set()
     for users in spec.users:
+        if f"ramp-u{users}" in done:
+            continue  # finished on an earlier attempt of this run: its rows are in the table already
         turns = [t for per_user in await asyncio.gather(
             *(_user(client, pool, spec, users, user, scope, run, on_turn) for user in range(users))
         ) for t in per_user]
         append_rows(table, ramp_rows(turns, deployment=deployment, run=run))
+        run.mark_completed(f"ramp-u{users}")
         everything += turns
     return everything
 

@@ -100,7 +100,7 @@ async def run_needle(
     with (run.path / "niah.log").open("a") as log:
         for length in spec.lengths:
             for depth in spec.depths:
-                request_id = f"needle-{length}-{depth:.2f}"
+                request_id = run.request_id(f"needle-{length}-{depth:.2f}")
                 seed = request_seed(*seed_scope, "needle", 0 if spec.reuse_seed else index)
                 index += 1
                 if limit_tokens is not None and length + spec.max_tokens > limit_tokens and not spec.force:

@@ -58,7 +58,7 @@ async def run_probe(
         record = await client.chat(
             messages,
             max_tokens=spec.max_tokens,
-            request_id=f"{phase}-{label}",
+            request_id=run.request_id(f"{phase}-{label}"),
             labels={"phase": phase, "prompt": label},
             extra_body=spec.sampling,
             enqueued_ns=enqueued_ns,

@@ -183,7 +183,8 @@ def _ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
         mine = [r for r in rows if int(r["users"]) == users]
         scored = [r for r in mine if r["recall"]]
         found = sum(int(r["recall"]) for r in scored)
-        setting = [r for r in records if r.labels.get("check") == "ramp" and r.labels.get("users") == str(users)]
+        ids = {r["request_id"] for r in mine}
+        setting = [r for r in records if r.request_id in ids]
         pooled = metrics.pooled_stall(metrics.user_stalls(setting).values()) if users > 1 else None
         last_turn = max(int(r["turn"]) for r in mine)
         last = [r for r in mine if int(r["turn"]) == last_turn]

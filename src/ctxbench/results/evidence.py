@@ -111,7 +111,8 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float = DEFAULT
             context = max(int(r["context_tokens"]) for r in last)
             cells[f"ttft_{suffix}"] = Cell(f"{worst_ttft:.2f} s at {context}", RAMP_TABLE, worst_ttft)
             cells[f"decode_{suffix}"] = Cell(f"{slowest:.1f} tok/s", RAMP_TABLE, slowest)
-        setting = [r for r in records if r.labels.get("check") == "ramp" and r.labels.get("users") == str(users)]
+        ids = {r["request_id"] for r in mine}
+        setting = [r for r in records if r.request_id in ids]
         if users == 2 and setting:
             pooled = metrics.pooled_stall(metrics.user_stalls(setting).values())
             cells["stall"] = Cell(metrics.format_stall(pooled), _rel(results, run.requests_path),

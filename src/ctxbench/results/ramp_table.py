@@ -31,8 +31,23 @@ def append_rows(table: Path, rows: Sequence[dict[str, str]]) -> None:
 
 
 def read_rows(table: Path, run_id: str | None = None) -> list[dict[str, str]]:
-    """Every row (or one run's rows); an absent table has none."""
+    """Every row, or one run's rows (of each users setting's latest attempt); an absent table has none."""
     if not table.exists():
         return []
     with table.open(newline="") as handle:
-        return [row for row in csv.DictReader(handle) if run_id is None or row["run_id"] == run_id]
+        rows = list(csv.DictReader(handle))
+    return rows if run_id is None else latest_attempt([row for row in rows if row["run_id"] == run_id])
+
+
+def attempt_of(request_id: str) -> int:
+    """The attempt a request id belongs to: `...-a2` is attempt 2, anything else attempt 1."""
+    head, sep, tail = request_id.rpartition("-a")
+    return int(tail) if sep and tail.isdigit() else 1
+
+
+def latest_attempt(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+    """For each users setting, only the rows of its latest attempt (a forced rerun replaces, never adds)."""
+    latest: dict[str, int] = {}
+    for row in rows:
+        latest[row["users"]] = max(latest.get(row["users"], 0), attempt_of(row["request_id"]))
+    return [row for row in rows if attempt_of(row["request_id"]) == latest[row["users"]]]

@@ -55,10 +55,16 @@ def git_revision(start: Path | None = None) -> str | None:
 
 
 class RunDir:
-    """One run's directory. Create it with `RunDir.create(results, run_id)`."""
+    """One run's directory. Create it with `RunDir.create(results, run_id)`.
 
-    def __init__(self, path: Path) -> None:
+    `attempt` counts how many times a suite started on this directory: a resumed run is attempt 2 and
+    its request ids end in `-a2`, so records of an interrupted attempt are kept and never confused
+    with the ones that replace them.
+    """
+
+    def __init__(self, path: Path, attempt: int = 1) -> None:
         self.path = path
+        self.attempt = attempt
 
     @classmethod
     def create(cls, results: Path, run_id: str) -> RunDir:
@@ -73,6 +79,31 @@ class RunDir:
     @property
     def requests_path(self) -> Path:
         return self.path / "requests.jsonl"
+
+    def request_id(self, base: str) -> str:
+        """`base` on the first attempt, `base-a<N>` on the N-th."""
+        return base if self.attempt == 1 else f"{base}-a{self.attempt}"
+
+    def completed_units(self) -> set[str]:
+        """Units of work (a check, a ramp users setting) that finished on some attempt."""
+        path = self.path / "units.jsonl"
+        if not path.exists():
+            return set()
+        units = set()
+        for line in path.read_text().splitlines():
+            try:
+                units.add(json.loads(line)["unit"])
+            except (ValueError, KeyError):
+                continue
+        return units
+
+    def mark_completed(self, unit: str) -> None:
+        """Record that `unit` finished (appended and flushed: a resumed run skips it)."""
+        with (self.path / "units.jsonl").open("a") as handle:
+            handle.write(json.dumps({"unit": unit, "attempt": self.attempt,
+                                     "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
 
     def append(self, record: RequestRecord) -> None:
         """Append one record and flush it to disk before returning."""

@@ -1,0 +1,67 @@
+"""An interrupted suite keeps what it measured, and a rerun resumes without redoing finished units."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ctxbench.checks.capacity import CapacitySpec
+from ctxbench.checks.conversation import RampSpec
+from ctxbench.checks.needle import NeedleSpec
+from ctxbench.engines.build import LlamaCppBuild
+from ctxbench.engines.llamacpp import LlamaServerConfig
+from ctxbench.engines.models import TinyModel
+from ctxbench.results.ramp_table import read_rows
+from ctxbench.results.store import RunDir
+from ctxbench.suite import Suite, run_suite
+from ctxbench.text.tokens import HfTokenCounter
+
+pytestmark = pytest.mark.engine
+EXACT = {"temperature": 0.0, "ignore_eos": True}
+SUITE = Suite(capacity=CapacitySpec(), needle=NeedleSpec(lengths=(500, 1200), max_tokens=4),
+              ramp=RampSpec(start_tokens=500, end_tokens=1200, turns=2, max_tokens=8, users=(1, 2), stagger_s=0.1,
+                            sampling=EXACT))
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_interrupted_suite_resumes_where_it_stopped(llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path: Path) -> None:
+    config = LlamaServerConfig(binary=llama_build.server, model=tiny.gguf, ctx_size=2 * 2048, parallel=2, alias="tiny")
+    counter = HfTokenCounter.from_path(tiny.tokenizer_dir)
+    results = tmp_path / "results"
+    sent = 0
+
+    def stop_after_four() -> None:  # capacity (2 requests) and two of the six needle prompts
+        nonlocal sent
+        sent += 1
+        if sent == 4:
+            raise Interrupt()
+
+    with pytest.raises(Interrupt):
+        run_suite(config, counter, SUITE, results, deployment="tiny", campaign="resume", on_request_done=stop_after_four)
+    (path,) = (results / "runs").iterdir()
+    first = RunDir(path)
+    assert first.completed_units() == {"capacity"}
+    kept = [r.request_id for r in first.records()]
+    assert kept[:2] == ["capacity-near", "capacity-over"] and len(kept) >= 4  # nothing measured was lost
+
+    run = run_suite(config, counter, SUITE, results, deployment="tiny", campaign="resume", resume=path)
+    assert run.path == path and run.attempt == 2
+    ids = [r.request_id for r in run.records()]
+    assert ids.count("capacity-near") == 1  # finished units are not sent again
+    trials = json.loads((path / "needle.json").read_text())["trials"]
+    assert [t["request_id"] for t in trials] == [f"needle-{n}-{d:.2f}-a2" for n in (500, 1200) for d in (0.1, 0.5, 0.9)]
+    assert not any(t["cache_hit_suspected"] for t in trials)  # the new attempt drew new documents
+    assert run.completed_units() == {"capacity", "needle", "ramp-u1", "ramp-u2"}
+    assert len(read_rows(results / "ramp1m.csv", run.run_id)) == 2 + 4
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert [a["attempt"] for a in manifest["attempts"]] == [1, 2]
+
+    forced = run_suite(config, counter, SUITE, results, deployment="tiny", campaign="resume", resume=path, force=True)
+    assert forced.attempt == 3 and [r.request_id for r in forced.records()].count("capacity-near-a3") == 1
+    rows = read_rows(results / "ramp1m.csv", run.run_id)
+    assert len(rows) == 6 and all(r["request_id"].endswith("-a3") for r in rows)  # a forced rerun replaces
