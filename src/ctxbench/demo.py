@@ -27,7 +27,7 @@ DEPLOYMENT = "smollm2-135m-f16-llamacpp-cpu"
 DEMO_SUITE = Suite(
     probe=ProbeSpec(document_chars=0),
     capacity=CapacitySpec(),
-    needle=NeedleSpec(lengths=(1024, 3072)),
+    needle=NeedleSpec(lengths=(1024, 2048)),
     ramp=RampSpec(start_tokens=1024, end_tokens=4096, turns=4, max_tokens=96, users=(1, 2), stagger_s=2.0),
 )
 
