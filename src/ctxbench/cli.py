@@ -179,9 +179,18 @@ def demo(
     summary = metrics.summarize(records)
     console.print(f"{summary.requests} requests ({summary.failed} failed: see the report; the capacity check's "
                   "over-limit prompt is meant to be rejected)")
+    _finish(run, results)
+
+
+def _finish(run: RunDir, results: Path) -> None:
+    """Rebuild the run's report, print its claims, and rebuild the evidence report of `results`."""
+    from .report.campaign import write_campaign_report
+
+    (run.path / "report.md").write_text(run_report(run))
     for line in claims_summary(run):
-        console.print(line)
-    console.print(f"report: {run.path / 'report.md'}")
+        console.print(line, highlight=False)
+    markdown_path, html_path = write_campaign_report(results)
+    console.print(f"run report: {run.path / 'report.md'}\nevidence:   {markdown_path}\n            {html_path}")
 
 
 @app.command()
@@ -275,11 +284,11 @@ def capacity(
             with console.status("sending a prompt near the limit, then one over it"):
                 await run_capacity(client, pool, stated, CapacitySpec(), run, (campaign, url, run.run_id))
 
-    asyncio.run(main())
-    (run.path / "report.md").write_text(run_report(run))
-    for line in claims_summary(run):
-        console.print(line)
-    console.print(f"report: {run.path / 'report.md'}")
+    try:
+        asyncio.run(main())
+    finally:
+        counter.close()
+    _finish(run, results)
 
 
 @app.command()
@@ -327,11 +336,12 @@ def needle(
             async with Client(url, model) as client:
                 await run_needle(client, pool, spec, run, (campaign, url, run.run_id), stated.tokens, done)
 
-    asyncio.run(main())
-    (run.path / "report.md").write_text(run_report(run))
-    for line in claims_summary(run):
-        console.print(line)
-    console.print(f"niah.log: {run.path / 'niah.log'}\nreport:   {run.path / 'report.md'}")
+    try:
+        asyncio.run(main())
+    finally:
+        counter.close()
+    console.print(f"niah.log: {run.path / 'niah.log'}")
+    _finish(run, results)
 
 
 @app.command()
@@ -395,11 +405,12 @@ def ramp(
                 await run_ramp(client, pool, spec, run, (campaign, name, run.run_id), deployment=name,
                                table=results / RAMP_TABLE, on_turn=done)
 
-    asyncio.run(main())
-    (run.path / "report.md").write_text(run_report(run))
-    for line in claims_summary(run):
-        console.print(line)
-    console.print(f"table:  {results / RAMP_TABLE}\nreport: {run.path / 'report.md'}")
+    try:
+        asyncio.run(main())
+    finally:
+        counter.close()
+    console.print(f"table: {results / RAMP_TABLE}")
+    _finish(run, results)
 
 
 @app.command()

@@ -38,6 +38,10 @@ class TokenCounter(Protocol):
         """Token count of the whole prompt the server builds from `messages` (template included)."""
         ...
 
+    def close(self) -> None:
+        """Release what the counter holds (the server counter's HTTP connections)."""
+        ...
+
 
 def _render_template(template: str, messages: Sequence[Message], special: Mapping[str, str]) -> str:
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -83,6 +87,9 @@ class HfTokenCounter:
             template = config.get("chat_template")
             special = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token") if config.get(k)}
         return cls(tokenizer, template, special, f"hf:{file}")
+
+    def close(self) -> None:
+        pass
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
