@@ -218,6 +218,9 @@ TokenizerOption = Annotated[
 GgufOption = Annotated[Path | None, typer.Option(help="Count with the vocabulary inside this GGUF file.")]
 CorpusOption = Annotated[Path | None, typer.Option(help="Directory of your own .txt files for the haystack.")]
 CampaignOption = Annotated[str, typer.Option(help="Campaign name; part of every request's seed.")]
+UrlOption = Annotated[str, typer.Option(help="Base URL of the server, e.g. http://127.0.0.1:8000.")]
+ModelOption = Annotated[str, typer.Option(help="Model name the server serves.")]
+LimitOption = Annotated[int | None, typer.Option(help="Context limit, if the server does not state one.")]
 
 _SUFFIXES = {"k": 1024, "m": 1024 * 1024}
 
@@ -256,12 +259,12 @@ def _counter_and_limit(url: str, model: str, tokenizer: Path | None, gguf: Path 
 
 @app.command()
 def capacity(
-    url: Annotated[str, typer.Option(help="Base URL of the server.")],
-    model: Annotated[str, typer.Option(help="Model name the server serves.")],
+    url: UrlOption,
+    model: ModelOption,
     tokenizer: TokenizerOption = None,
     gguf: GgufOption = None,
     corpus: CorpusOption = None,
-    limit: Annotated[int | None, typer.Option(help="Context limit, if the server does not state one.")] = None,
+    limit: LimitOption = None,
     campaign: CampaignOption = "adhoc",
     results: ResultsOption = Path("results"),
 ) -> None:
@@ -293,8 +296,8 @@ def capacity(
 
 @app.command()
 def needle(
-    url: Annotated[str, typer.Option(help="Base URL of the server.")],
-    model: Annotated[str, typer.Option(help="Model name the server serves.")],
+    url: UrlOption,
+    model: ModelOption,
     lengths: Annotated[str, typer.Option(help="Prompt lengths, comma separated: 32K,128K,1M. Default: the limit.")] = "",
     depths: Annotated[str, typer.Option(help="Needle depths in [0, 1], comma separated.")] = "0.1,0.5,0.9",
     max_tokens: Annotated[int, typer.Option(help="Output budget for each answer.")] = 32,
@@ -302,7 +305,7 @@ def needle(
     tokenizer: TokenizerOption = None,
     gguf: GgufOption = None,
     corpus: CorpusOption = None,
-    limit: Annotated[int | None, typer.Option(help="Context limit, if the server does not state one.")] = None,
+    limit: LimitOption = None,
     campaign: CampaignOption = "adhoc",
     results: ResultsOption = Path("results"),
 ) -> None:
@@ -346,8 +349,8 @@ def needle(
 
 @app.command()
 def ramp(
-    url: Annotated[str, typer.Option(help="Base URL of the server.")],
-    model: Annotated[str, typer.Option(help="Model name the server serves.")],
+    url: UrlOption,
+    model: ModelOption,
     start: Annotated[str, typer.Option(help="Context of the first turn (8K, 32K...).")] = "32K",
     end: Annotated[str, typer.Option(help="Context of the last turn.")] = "1M",
     turns: Annotated[int, typer.Option(help="Number of turns.")] = 10,
