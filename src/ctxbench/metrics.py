@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Literal
 
 from .records import RequestRecord
@@ -120,7 +121,7 @@ def itl(record: RequestRecord) -> list[Gap]:
     chunks = record.chunks
     tokens = output_tokens(record)
     per_chunk = 1 if tokens is not None and tokens.source == "usage" and tokens.tokens == len(chunks) else None
-    return [Gap((b.arrived_ns - a.arrived_ns) / NS, per_chunk) for a, b in zip(chunks, chunks[1:])]
+    return [Gap((b.arrived_ns - a.arrived_ns) / NS, per_chunk) for a, b in pairwise(chunks)]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -253,14 +254,14 @@ def stall(record: RequestRecord, others: Sequence[RequestRecord], min_overlap_s:
     if len(record.chunks) < 2:
         return None
     start, end = record.chunks[0].arrived_ns, record.chunks[-1].arrived_ns
-    gaps = sorted(b.arrived_ns - a.arrived_ns for a, b in zip(record.chunks, record.chunks[1:]))
+    gaps = sorted(b.arrived_ns - a.arrived_ns for a, b in pairwise(record.chunks))
     shortest_ns = (min_overlap_s * NS) if min_overlap_s is not None else MIN_OVERLAP_STEPS * gaps[len(gaps) // 2]
     clipped = [(max(a, start), min(b, end)) for a, b in _merge([prefill_window(o) for o in others])]
     windows = [(a, b) for a, b in clipped if b - a > 0 and b - a >= shortest_ns]
     tokens = output_tokens(record)
     per_chunk = (tokens.tokens - 1) / (len(record.chunks) - 1) if tokens is not None and tokens.tokens > 1 else 1.0
     tokens_inside = 0.0
-    for before, after in zip(record.chunks, record.chunks[1:]):
+    for before, after in pairwise(record.chunks):
         gap = after.arrived_ns - before.arrived_ns
         if gap > 0:
             tokens_inside += per_chunk * _overlap_ns(before.arrived_ns, after.arrived_ns, windows) / gap

@@ -6,7 +6,6 @@ A missing engine or model fails the tests (it never skips them): `make test` pre
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from loopback import ScriptedSse
+
 from ctxbench import metrics
 from ctxbench.client import Client, Timeouts
-from loopback import ScriptedSse
 
 EVENTS = [
     {"choices": [{"delta": {"content": "late"}, "finish_reason": None}]},

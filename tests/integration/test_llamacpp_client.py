@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from loopback import KeepAliveDropper
 
 from ctxbench import metrics
 from ctxbench.client import Client, Timeouts
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.errors import ContextLimitExceeded
 from ctxbench.text.corpus import ProseGenerator
-from loopback import KeepAliveDropper
 
 pytestmark = pytest.mark.engine
 

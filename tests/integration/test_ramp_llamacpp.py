@@ -10,12 +10,12 @@ import pytest
 
 from ctxbench import metrics
 from ctxbench.checks.conversation import RampSpec, run_ramp
-from ctxbench.results.ramp_table import read_rows
 from ctxbench.client import Client
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
 from ctxbench.engines.models import TinyModel
 from ctxbench.report.render import run_report
+from ctxbench.results.ramp_table import read_rows
 from ctxbench.results.store import RunDir
 from ctxbench.text.haystack import UnitPool, build_haystack
 from ctxbench.text.tokens import HfTokenCounter

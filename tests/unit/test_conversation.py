@@ -9,9 +9,9 @@ import pytest
 
 from ctxbench import metrics
 from ctxbench.checks.conversation import RampSpec, Turn, ramp_schedule, recall_k_of_n
-from ctxbench.results.ramp_table import RAMP_COLUMNS, append_rows, read_rows
 from ctxbench.errors import CtxbenchError
 from ctxbench.records import Chunk, RequestRecord, Usage
+from ctxbench.results.ramp_table import RAMP_COLUMNS, append_rows, read_rows
 
 MS = 1_000_000
 
