@@ -24,7 +24,7 @@ demo: demo-model
 test: demo-model
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  echo "installing Debian's chromium for the report's browser test" && \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
+	  (timeout 300 apt-get update -qq && DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
 	  echo "note: chromium is not installed; the report's browser test will be skipped"
 	$(BIN)/python -m pytest
 
