@@ -440,3 +440,28 @@ def plan(
                   f"(16-bit), {kv * (new + old) * users / 2**30:.1f} GiB for {users} user(s) at {new + old} tokens")
     console.print(f"prefill of {new} tokens after {old} cached: {prefill_flops(shape, new, old) / 1e15:.2f} PFLOP, "
                   f"{predicted_prefill_s(shape, new, old, tflops * efficiency):.1f} s at {tflops * efficiency:.0f} TFLOP/s")
+
+
+@app.command("audit-cache")
+def audit_cache(results: ResultsOption = Path("results")) -> None:
+    """Find answers served from a prefix cache: reported hits on fresh prompts, prefills too fast to be real,
+    and conversations reusing more than their own history; reconcile with the engine's /metrics counter."""
+    from .audits.cache import audit_run
+
+    runs = sorted((results / "runs").glob("*/manifest.json"))
+    if not runs:
+        console.print(f"[red]no runs under {results / 'runs'}[/]; nothing to audit.")
+        raise typer.Exit(code=1)
+    total = 0
+    for manifest in runs:
+        audit = audit_run(RunDir(manifest.parent))
+        total += len(audit.findings)
+        rate = audit.median_prefill_tokens_per_s
+        console.print(
+            f"{audit.run_id}: {audit.fresh_requests} fresh prompts, median prefill "
+            f"{'n/a' if rate is None else f'{rate:.0f} tokens/s'}; cached tokens reported {audit.records_cached_tokens}, "
+            f"engine counter {'n/a' if audit.metrics_cached_tokens is None else f'{audit.metrics_cached_tokens:.0f}'}; "
+            f"{len(audit.findings)} finding(s)", highlight=False)
+        for finding in audit.findings:
+            console.print(f"  {finding.kind} {finding.request_id}: {finding.detail}", highlight=False)
+    raise typer.Exit(code=1 if total else 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,26 @@ async def test_smollm2_gguf_vocabulary_counts_like_the_server(demo_server: Llama
     async with Client(demo_server.base_url, "smollm2") as client:
         record = await client.chat(haystack.messages, max_tokens=1)
     assert record.usage is not None and record.usage.prompt_tokens == 3000
+
+
+async def test_cache_audit_catches_a_reused_seed_reported_or_not(
+    tiny_server: LlamaServer, pool: UnitPool, tmp_path: Path
+) -> None:
+    from ctxbench.audits.cache import audit_run
+
+    run = RunDir.create(tmp_path, "audit")
+    async with Client(tiny_server.base_url, "tiny") as client:
+        await run_needle(client, pool, NeedleSpec(lengths=(1900,), depths=(0.9, 0.5, 0.1, 0.7), max_tokens=2), run,
+                         ("test", "audit"), TINY_SLOT_CONTEXT)
+        # The seed's mistake: the same seed again, so the same document as the first prompt above.
+        await run_needle(client, pool, NeedleSpec(lengths=(1900,), depths=(0.9,), max_tokens=2, reuse_seed=True), run,
+                         ("test", "audit"), TINY_SLOT_CONTEXT)
+    (finding,) = audit_run(run).findings
+    assert finding.kind == "fresh_cache_hit"
+    # An engine that does not report cached tokens: the audit still sees a prefill far too fast to be real.
+    records = [json.loads(line) for line in run.requests_path.read_text().splitlines()]
+    for record in records:
+        record["usage"]["cached_tokens"] = None
+    run.requests_path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    findings = audit_run(run).findings
+    assert [f.kind for f in findings] == ["too_fast"], findings

@@ -125,6 +125,10 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float = DEFAULT
             cells["cost"] = Cell(
                 f"${cost:.2f}/M tokens (new prompt + output, 2-user ramp, {gpus} GPU at ${price_per_gpu_hour:.2f}/h)"
                 if cost is not None else "n/a (no GPU count)", _rel(results, run.requests_path), cost)
+    from ..audits.cache import audit_run
+
+    audit = audit_run(run)
+    facts["cache_findings"] = len(audit.findings)
     status, reasons = status_of(facts, random_weights=bool(manifest.get("random_weights")))
     return Row(deployment=manifest.get("deployment", run.run_id), run_id=run.run_id, gpus=gpus,
                random_weights=bool(manifest.get("random_weights")), status=status, reasons=reasons, **cells)
@@ -144,6 +148,8 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
         reasons.append(f"one-shot retrieval {retrieval[0]}/{retrieval[1]} is below n/n")
     if facts.get("cache_suspects"):
         reasons.append(f"{facts['cache_suspects']} fresh request(s) showed a prefix-cache hit")
+    if facts.get("cache_findings"):
+        reasons.append(f"the cache audit has {facts['cache_findings']} finding(s) (`ctxbench audit-cache`)")
     if facts.get("token_fallback"):
         reasons.append("some token counts came from a fallback, not the server's usage")
     if facts.get("needle_count_errors") or facts.get("count_error") not in (None, 0):

@@ -1,0 +1,116 @@
+"""The prefix-cache audit: was any "fresh" answer served from a cache, and was a conversation's reuse its own?
+
+The seed's campaign got "250K" prompts back in under a second because a random seed was reused. This
+audit reads a run's files alone and applies three tests:
+
+1. Reported hits on fresh prompts (capacity, needle): `cached_tokens` beyond the smallest any fresh prompt
+   of the run reported (the chat template's opening, shared by all) plus a slack.
+2. Too fast to be a prefill: each fresh prompt's implied prefill rate, (prompt - reported cached) / TTFT,
+   against the run's median; a prompt more than `too_fast_factor` times faster was served from somewhere
+   the server did not report (some engines do not report cached tokens at all).
+3. Conversation reuse beyond its own history: a ramp turn whose cached tokens exceed what the same user's
+   previous turn left in the cache (its context plus its reply).
+It also reconciles the cached tokens the records report with the engine's own `/metrics` counter.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from typing import Literal
+
+from .. import metrics
+from ..records import RequestRecord
+from ..results.ramp_table import attempt_of
+from ..results.store import RunDir
+
+FRESH_CHECKS = ("capacity", "needle")
+SHARED_PREFIX_SLACK = 16
+TOO_FAST_FACTOR = 3.0
+MIN_AUDITED_PROMPT = 512
+CACHE_COUNTERS = ("llamacpp:prompt_tokens_cached_total", "vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits")
+
+Kind = Literal["fresh_cache_hit", "too_fast", "reuse_beyond_history"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    request_id: str
+    kind: Kind
+    detail: str
+
+
+@dataclass(frozen=True)
+class CacheAudit:
+    run_id: str
+    findings: tuple[Finding, ...]
+    fresh_requests: int
+    median_prefill_tokens_per_s: float | None
+    records_cached_tokens: int
+    metrics_cached_tokens: float | None  # the engine's counter, after - before; None if it has none
+
+
+def _implied_rate(record: RequestRecord) -> float | None:
+    prompt, ttft = metrics.prompt_tokens(record), metrics.ttft_s(record)
+    if prompt is None or not ttft:
+        return None
+    return (prompt - (metrics.cached_tokens(record) or 0)) / ttft
+
+
+def _counter(run: RunDir, label: str) -> float | None:
+    path = run.path / f"metrics-{label}.json"
+    if not path.exists():
+        return None
+    samples = json.loads(path.read_text())
+    found = [value for name, value in samples.items() if name.split("{")[0] in CACHE_COUNTERS]
+    return sum(found) if found else None
+
+
+def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAudit:
+    """Apply the three tests to one run directory."""
+    records = [r for r in run.records() if r.ok]
+    fresh = [r for r in records if r.labels.get("check") in FRESH_CHECKS]
+    findings: list[Finding] = []
+    template = min((metrics.cached_tokens(r) or 0 for r in fresh), default=0)
+    for record in fresh:
+        cached = metrics.cached_tokens(record) or 0
+        if cached > template + SHARED_PREFIX_SLACK:
+            findings.append(Finding(record.request_id, "fresh_cache_hit",
+                                    f"{cached} of {metrics.prompt_tokens(record)} prompt tokens came from the cache "
+                                    f"(fresh prompts share {template})"))
+    rates = {r.request_id: _implied_rate(r) for r in fresh if (metrics.prompt_tokens(r) or 0) >= MIN_AUDITED_PROMPT}
+    known = [rate for rate in rates.values() if rate is not None]
+    median = statistics.median(known) if known else None
+    if median is not None and len(known) >= 3:
+        for request_id, rate in rates.items():
+            if rate is not None and rate > too_fast_factor * median:
+                findings.append(Finding(request_id, "too_fast",
+                                        f"implied prefill {rate:.0f} tokens/s, {rate / median:.1f}x the run's median "
+                                        f"{median:.0f}: served from a cache the server did not report"))
+    findings += _ramp_findings(records)
+    before, after = _counter(run, "before"), _counter(run, "after")
+    return CacheAudit(
+        run_id=run.run_id, findings=tuple(findings), fresh_requests=len(fresh), median_prefill_tokens_per_s=median,
+        records_cached_tokens=sum(metrics.cached_tokens(r) or 0 for r in records),
+        metrics_cached_tokens=None if before is None or after is None else after - before,
+    )
+
+
+def _ramp_findings(records: list[RequestRecord]) -> list[Finding]:
+    findings = []
+    previous: dict[tuple[str, str, str], RequestRecord] = {}
+    ramp = sorted((r for r in records if r.labels.get("check") == "ramp"), key=lambda r: int(r.labels["turn"]))
+    for record in ramp:
+        key = (record.labels["users"], record.labels["user"], str(attempt_of(record.request_id)))
+        earlier = previous.get(key)
+        previous[key] = record
+        if earlier is None:
+            continue
+        out = metrics.output_tokens(earlier)
+        own = (metrics.prompt_tokens(earlier) or 0) + (out.tokens if out else 0) + SHARED_PREFIX_SLACK
+        cached = metrics.cached_tokens(record) or 0
+        if cached > own:
+            findings.append(Finding(record.request_id, "reuse_beyond_history",
+                                    f"{cached} cached tokens, but this user's history held at most {own}"))
+    return findings
