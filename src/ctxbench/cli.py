@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -426,8 +427,6 @@ def plan(
     efficiency: Annotated[float, typer.Option(help="Measured fraction of that rate the engine reaches.")] = 1.0,
 ) -> None:
     """Prefill FLOPs and time, and KV-cache bytes, for a dense llama-style model (a lower-bound estimate)."""
-    import json
-
     from .plan import DenseShape, predicted_prefill_s, prefill_flops
 
     try:
@@ -465,3 +464,34 @@ def audit_cache(results: ResultsOption = Path("results")) -> None:
         for finding in audit.findings:
             console.print(f"  {finding.kind} {finding.request_id}: {finding.detail}", highlight=False)
     raise typer.Exit(code=1 if total else 0)
+
+
+@app.command("inspect-checkpoint")
+def inspect_checkpoint(
+    paths: Annotated[list[Path], typer.Argument(help="Model directories or .safetensors files (two or more compare).")],
+) -> None:
+    """What the weights really are, from safetensors headers alone: dtypes, scales, scheme, label check."""
+    from .audits.checkpoint import CheckpointError, compare, inspect, load_checkpoint
+
+    reports = []
+    for path in paths:
+        try:
+            report = inspect(load_checkpoint(path))
+        except CheckpointError as exc:
+            raise _fail(exc) from exc
+        reports.append(report)
+        table = Table("dtype", "parameters", "GB", title=f"{path} (label: {report.label or 'none'})")
+        for dtype, (params, nbytes) in report.by_dtype.items():
+            table.add_row(dtype, f"{params:,}", f"{nbytes / 1e9:.3f}")
+        console.print(table)
+        for scheme, count in sorted(report.schemes.items(), key=lambda item: -item[1]):
+            console.print(f"  {count} weights: {scheme}", highlight=False)
+        if report.unquantized:
+            shown = ", ".join(report.unquantized[:6]) + (" ..." if len(report.unquantized) > 6 else "")
+            console.print(f"  {len(report.unquantized)} 2-D weights unquantized: {shown}", highlight=False)
+        if report.config_quantization:
+            console.print(f"  config.json quantization_config: {json.dumps(report.config_quantization)}", highlight=False)
+        for warning in report.warnings:
+            console.print(f"  [yellow]warning:[/] {warning}", highlight=False)
+    for first, second in zip(reports, reports[1:], strict=False):
+        console.print(f"{first.checkpoint} vs {second.checkpoint}: {compare(first, second)}", highlight=False)
