@@ -495,3 +495,27 @@ def inspect_checkpoint(
             console.print(f"  [yellow]warning:[/] {warning}", highlight=False)
     for first, second in zip(reports, reports[1:], strict=False):
         console.print(f"{first.checkpoint} vs {second.checkpoint}: {compare(first, second)}", highlight=False)
+
+
+@app.command()
+def topology(
+    from_file: Annotated[Path | None, typer.Option(help="Parse this saved `nvidia-smi topo -m` output instead.")] = None,
+    model_gb: Annotated[float | None, typer.Option(help="Model weights in GB, for layout advice.")] = None,
+    gpu_gb: Annotated[float | None, typer.Option(help="Memory of one GPU in GB (H200: 141).")] = None,
+) -> None:
+    """Check the topology first: NVLink islands, PCIe/SYS paths, NUMA, IOMMU mode, and layout advice."""
+    from .audits.topology import TopologyError, advice, local_iommu_mode, parse_topo_matrix, read_topology
+
+    try:
+        found = parse_topo_matrix(from_file.read_text()) if from_file else read_topology()
+    except (TopologyError, OSError) as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(code=1) from exc
+    iommu = local_iommu_mode()
+    table = Table("GPU", *found.gpus, "NUMA", title="links (nvidia-smi topo -m)")
+    for row in found.gpus:
+        table.add_row(row, *(found.links.get((row, col), "?") for col in found.gpus), found.numa.get(row, "?"))
+    console.print(table)
+    console.print(f"IOMMU: {iommu}" + (" (of this machine)" if from_file else ""), highlight=False)
+    for note in advice(found, iommu, model_gb, gpu_gb):
+        console.print(f"- {note}", highlight=False)

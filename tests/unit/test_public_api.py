@@ -21,7 +21,7 @@ def test_public_names_are_exported() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [[], ["engine"], ["engine", "build"], ["model"], ["model", "prepare"], ["probe"], ["demo"], ["report"], ["capacity"], ["needle"], ["ramp"], ["plan"], ["audit-cache"], ["inspect-checkpoint"]]
+    "command", [[], ["engine"], ["engine", "build"], ["model"], ["model", "prepare"], ["probe"], ["demo"], ["report"], ["capacity"], ["needle"], ["ramp"], ["plan"], ["audit-cache"], ["inspect-checkpoint"], ["topology"]]
 )
 def test_every_command_has_help(command: list[str]) -> None:
     result = CliRunner().invoke(app, [*command, "--help"])

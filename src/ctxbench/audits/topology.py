@@ -1,0 +1,133 @@
+"""Topology preflight: which GPUs talk over NVLink, which only over PCIe or across sockets, the IOMMU
+mode, and what that means for a layout (the seed: "Check the topology first").
+
+The link matrix comes from `nvidia-smi topo -m` (the text a user already knows, parsed here; GPU names
+and memory come from the same tool). NVLink islands are the connected groups of GPUs joined by `NV#`
+links. The advice follows the seed's experience: replicas per island beat one model split across
+islands, and cross-socket GPU copies failed until the IOMMU was set to passthrough.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CtxbenchError
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_GPU = re.compile(r"^GPU\d+$")
+
+
+class TopologyError(CtxbenchError):
+    """No GPU topology could be read."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    gpus: tuple[str, ...]
+    links: dict[tuple[str, str], str]  # (GPUa, GPUb) -> X, NV#, PIX, PXB, PHB, NODE, SYS
+    numa: dict[str, str]
+    cpu_affinity: dict[str, str]
+
+    def islands(self) -> list[list[str]]:
+        """Groups of GPUs connected by NVLink (a GPU with no NVLink is an island of one)."""
+        seen: set[str] = set()
+        groups = []
+        for gpu in self.gpus:
+            if gpu in seen:
+                continue
+            group, frontier = [], [gpu]
+            while frontier:
+                current = frontier.pop()
+                if current in seen:
+                    continue
+                seen.add(current)
+                group.append(current)
+                frontier += [b for (a, b), link in self.links.items() if a == current and link.startswith("NV")]
+            groups.append(sorted(group, key=lambda g: int(g[3:])))
+        return groups
+
+
+def parse_topo_matrix(text: str) -> Topology:
+    """Parse `nvidia-smi topo -m` output (ANSI underlines and NIC rows tolerated)."""
+    lines = [_ANSI.sub("", line).rstrip() for line in text.splitlines()]
+    header_index = next((i for i, line in enumerate(lines) if "GPU0" in line and "Affinity" in line), None)
+    if header_index is None:
+        raise TopologyError("no GPU matrix in the `nvidia-smi topo -m` output: is an NVIDIA GPU visible?")
+    columns = [c.strip() for c in lines[header_index].split("\t")]
+    columns = [c for c in columns if c]
+    gpus = tuple(c for c in columns if _GPU.match(c))
+    links: dict[tuple[str, str], str] = {}
+    numa: dict[str, str] = {}
+    affinity: dict[str, str] = {}
+    for line in lines[header_index + 1:]:
+        if line.startswith("Legend"):
+            break
+        cells = [c.strip() for c in line.split("\t")]
+        if not _GPU.match(cells[0]):
+            continue  # NIC rows and blank lines
+        row, values = cells[0], cells[1:]
+        for column, value in zip(columns, values, strict=False):
+            if _GPU.match(column):
+                links[(row, column)] = value
+            elif column == "CPU Affinity":
+                affinity[row] = value
+            elif column == "NUMA Affinity":
+                numa[row] = value
+    return Topology(gpus, links, numa, affinity)
+
+
+def read_topology() -> Topology:
+    """The local machine's topology, from `nvidia-smi topo -m`."""
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        raise TopologyError("no NVIDIA GPU here: `nvidia-smi` is not installed. Run `ctxbench topology` on the GPU "
+                            "node, or give --from-file with its `nvidia-smi topo -m` output.")
+    result = subprocess.run([tool, "topo", "-m"], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise TopologyError(f"`nvidia-smi topo -m` failed: {(result.stderr or result.stdout).strip()[:300]}")
+    return parse_topo_matrix(result.stdout)
+
+
+def iommu_mode(cmdline: str, iommu_entries: list[str]) -> str:
+    """`passthrough`, `translated` (an IOMMU is active and not in passthrough) or `off` (none exposed)."""
+    if re.search(r"\biommu=pt\b|\biommu\.passthrough=1\b", cmdline):
+        return "passthrough"
+    return "translated" if iommu_entries else "off"
+
+
+def local_iommu_mode() -> str:
+    cmdline = Path("/proc/cmdline").read_text() if Path("/proc/cmdline").exists() else ""
+    entries = [p.name for p in Path("/sys/class/iommu").glob("*")] if Path("/sys/class/iommu").exists() else []
+    return iommu_mode(cmdline, entries)
+
+
+def advice(topology: Topology, iommu: str, model_gb: float | None = None, gpu_gb: float | None = None) -> list[str]:
+    """Layout advice and warnings in the seed's words of experience."""
+    islands = topology.islands()
+    notes = [f"{len(topology.gpus)} GPU(s) in {len(islands)} NVLink island(s): "
+             + "; ".join("+".join(group) for group in islands)]
+    crossing = {link for (a, b), link in topology.links.items() if a != b and not link.startswith("NV")}
+    if len(islands) > 1:
+        notes.append(f"GPUs in different islands talk over {'/'.join(sorted(crossing))}: do not split one model "
+                     "across the islands if replicas will do (one copy per island or per GPU).")
+    numas = set(topology.numa.values()) - {"N/A", ""}
+    if "SYS" in crossing and iommu == "translated":
+        notes.append("warning: GPU pairs cross the CPU sockets (SYS) and the IOMMU translates: cross-socket GPU copies "
+                     "failed until the IOMMU was set to passthrough (iommu=pt on the kernel command line).")
+    if len(numas) > 1:
+        notes.append(f"GPUs sit on NUMA nodes {', '.join(sorted(numas))}: pin each server's CPU threads to its GPUs' node.")
+    if model_gb is not None and gpu_gb is not None and islands:
+        island_gb = gpu_gb * len(islands[0])
+        if model_gb <= gpu_gb:
+            notes.append(f"a {model_gb:.0f} GB model fits one {gpu_gb:.0f} GB GPU: one replica per GPU.")
+        elif model_gb <= island_gb:
+            notes.append(f"a {model_gb:.0f} GB model fits one island ({island_gb:.0f} GB): one replica per island, "
+                         "tensor-parallel inside it.")
+        else:
+            notes.append(f"a {model_gb:.0f} GB model needs more than one island ({island_gb:.0f} GB): it must span "
+                         "islands; prefer pipeline over tensor parallelism across the slower link.")
+    return notes
