@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import json
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -417,29 +418,69 @@ def ramp(
     _finish(run, results)
 
 
+def parse_bytes(text: str) -> float:
+    """`141GB`, `80GiB`, `1.5TB` or a plain number of bytes."""
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]?)(i?)B?\s*", text, re.IGNORECASE)
+    if not match:
+        raise typer.BadParameter(f"{text!r} is not a size; write 141GB or 80GiB.")
+    number, prefix, binary = match.groups()
+    power = "KMGT".find(prefix.upper()) + 1 if prefix else 0
+    return float(number) * (1024 if binary else 1000) ** power
+
+
 @app.command()
 def plan(
-    config: Annotated[Path, typer.Option(help="A llama-style model's Hugging Face config.json.")],
-    context: Annotated[str, typer.Option(help="Tokens to prefill (8K, 1M...).")] = "1M",
-    cached: Annotated[str, typer.Option(help="Tokens already in the cache before them.")] = "0",
+    config: Annotated[Path, typer.Option(help="The model's Hugging Face config.json.")],
+    context: Annotated[str, typer.Option(help="Context each user holds (8K, 1M...).")] = "1M",
     users: Annotated[int, typer.Option(help="Concurrent users holding that context.")] = 1,
+    gpus: Annotated[int, typer.Option(help="GPUs the deployment uses.")] = 1,
+    gpu_memory: Annotated[str, typer.Option(help="Memory of one GPU (H200: 141GB).")] = "141GB",
+    kv_dtype: Annotated[str, typer.Option(help="KV cache precision: bf16, fp16, fp8, q8_0, q4_0.")] = "bf16",
+    weights_gb: Annotated[float | None, typer.Option(help="Weight bytes in GB (default: 2 bytes a parameter "
+                                                         "of a dense model).")] = None,
     tflops: Annotated[float, typer.Option(help="Measured matmul rate of one GPU, TFLOP/s.")] = 789.0,
     efficiency: Annotated[float, typer.Option(help="Measured fraction of that rate the engine reaches.")] = 1.0,
+    decode_tokens_per_s: Annotated[float | None, typer.Option(help="Measured aggregate decode rate, for the "
+                                                                   "cost per token.")] = None,
+    price: Annotated[float, typer.Option(help="Price per GPU-hour.")] = 3.50,
 ) -> None:
-    """Prefill FLOPs and time, and KV-cache bytes, for a dense llama-style model (a lower-bound estimate)."""
-    from .plan import DenseShape, predicted_prefill_s, prefill_flops
+    """Users x context: KV bytes a token (MHA/GQA/MLA, sliding windows, linear-attention layers), how many
+    users fit beside the weights, when KV offload is needed, prefill time and cost per token."""
+    from .plan import BYTES_PER_VALUE, DenseShape, kv_layout, predicted_prefill_s, users_that_fit
+    from .results.evidence import cost_per_million
 
+    if kv_dtype not in BYTES_PER_VALUE:
+        raise typer.BadParameter(f"--kv-dtype {kv_dtype!r}: use one of {', '.join(BYTES_PER_VALUE)}.")
     try:
-        shape = DenseShape.from_hf_config(json.loads(config.read_text()))
+        fields = json.loads(config.read_text())
+        layout = kv_layout(fields, kv_dtype)
     except (OSError, ValueError, KeyError) as exc:
-        raise typer.BadParameter(f"{config}: not a readable llama-style config.json ({exc!r})") from None
-    new, old = parse_token_count(context), parse_token_count(cached)
-    kv = shape.kv_bytes_per_token()
-    console.print(f"{shape.linear_params / 1e9:.2f}B parameters in the layers; KV cache {kv / 1024:.0f} KiB a token "
-                  f"(16-bit), {kv * (new + old) * users / 2**30:.1f} GiB for {users} user(s) at {new + old} tokens")
-    console.print(f"prefill of {new} tokens after {old} cached: {prefill_flops(shape, new, old) / 1e15:.2f} PFLOP, "
-                  f"{predicted_prefill_s(shape, new, old, tflops * efficiency):.1f} s at {tflops * efficiency:.0f} TFLOP/s")
-
+        raise typer.BadParameter(f"{config}: not a readable transformer config.json ({exc!r})") from None
+    tokens = parse_token_count(context)
+    memory = parse_bytes(gpu_memory)
+    moe = any(k in fields for k in ("n_routed_experts", "num_experts", "num_local_experts"))
+    shape = None if moe or "intermediate_size" not in fields else DenseShape.from_hf_config(fields)
+    weights = weights_gb * 1e9 if weights_gb is not None else (
+        2.0 * (shape.linear_params + 2 * fields.get("vocab_size", 0) * shape.n_embd) if shape else None)
+    per_user = layout.bytes_at(tokens)
+    console.print(f"KV cache ({layout.kind}, {kv_dtype}): {layout.bytes_at(1) / 1024:.1f} KiB a token"
+                  + (f" over {layout.full_layers} full-context layers" if layout.window_layers or "linear" in layout.kind
+                     else "") + f"; {per_user / 2**30:.1f} GiB for one user at {tokens} tokens, "
+                  f"{per_user * users / 2**30:.1f} GiB for {users} user(s)", highlight=False)
+    if weights is None:
+        console.print("weights: give --weights-gb (mixture-of-experts sizes are not estimated)", highlight=False)
+    else:
+        fit = users_that_fit(gpus, memory, weights, per_user)
+        console.print(f"weights {weights / 1e9:.1f} GB on {gpus} x {memory / 1e9:.0f} GB (10% reserved): "
+                      f"{fit} user(s) fit at {tokens} tokens"
+                      + ("" if fit >= users else f"; {users} need KV offload or more GPUs"), highlight=False)
+    if shape is not None:
+        console.print(f"prefill of {tokens} tokens: {predicted_prefill_s(shape, tokens, 0, tflops * efficiency):.1f} s "
+                      f"at {tflops * efficiency:.0f} TFLOP/s (a lower bound at efficiency {efficiency})", highlight=False)
+    if decode_tokens_per_s:
+        cost = cost_per_million(price, gpus, 3600, decode_tokens_per_s * 3600)
+        console.print(f"cost: ${cost:.2f} per million output tokens at {decode_tokens_per_s:.0f} tokens/s on {gpus} "
+                      f"GPU(s) at ${price:.2f}/GPU-hour", highlight=False)
 
 @app.command("audit-cache")
 def audit_cache(results: ResultsOption = Path("results")) -> None:

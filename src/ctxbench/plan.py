@@ -51,3 +51,61 @@ def prefill_flops(shape: DenseShape, new_tokens: int, cached_tokens: int = 0) ->
 def predicted_prefill_s(shape: DenseShape, new_tokens: int, cached_tokens: int, tflops: float) -> float:
     """The prefill time if every FLOP ran at `tflops` (a measured matrix-multiply rate): a lower bound."""
     return prefill_flops(shape, new_tokens, cached_tokens) / (tflops * 1e12)
+
+
+BYTES_PER_VALUE = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "f32": 4.0, "q8_0": 1.0625, "q4_0": 0.5625}
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    """How a model's KV cache grows: per token and layer, for layers over the full context and for
+    sliding-window layers; layers of linear attention hold state that does not grow and are left out."""
+
+    kind: str
+    bytes_per_token_layer: float
+    full_layers: int
+    window_layers: int
+    window: int | None
+
+    def bytes_at(self, context: int) -> float:
+        """KV bytes one sequence of `context` tokens holds."""
+        windowed = min(context, self.window) if self.window else context
+        return self.bytes_per_token_layer * (self.full_layers * context + self.window_layers * windowed)
+
+
+def kv_layout(config: dict[str, object], kv_dtype: str = "bf16") -> KvLayout:
+    """From a Hugging Face `config.json`: MHA/GQA (2 x KV heads x head size), MLA (one latent of
+    `kv_lora_rank` + `qk_rope_head_dim`), sliding-window layers (`layer_types` or `sliding_window`),
+    hybrid linear-attention layers (`layer_types` "linear_attention" or `full_attention_interval`)."""
+    value = BYTES_PER_VALUE[kv_dtype]
+    c: dict[str, int] = {k: v for k, v in config.items() if isinstance(v, int)}
+    layers = c["num_hidden_layers"]
+    if "kv_lora_rank" in c:
+        kind, per = "MLA", (c["kv_lora_rank"] + c.get("qk_rope_head_dim", 0)) * value
+    else:
+        heads = c["num_attention_heads"]
+        head_dim = c.get("head_dim", c["hidden_size"] // heads)
+        kind, per = "GQA" if c.get("num_key_value_heads", heads) < heads else "MHA", 2 * c.get(
+            "num_key_value_heads", heads) * head_dim * value
+    types = config.get("layer_types")
+    window = c.get("sliding_window")
+    if isinstance(types, list) and types:
+        full = sum(1 for t in types if t == "full_attention")
+        sliding = sum(1 for t in types if t == "sliding_attention")
+        if any(t == "linear_attention" for t in types):
+            kind += " + linear attention"
+    elif "full_attention_interval" in c:
+        full, sliding = layers // c["full_attention_interval"], 0
+        kind += " + linear attention"
+    elif window and config.get("use_sliding_window", True) is not False:
+        full, sliding = 0, layers
+    else:
+        full, sliding, window = layers, 0, None
+    return KvLayout(kind, per, full, sliding, window if sliding else None)
+
+
+def users_that_fit(gpus: int, gpu_memory_bytes: float, weight_bytes: float, kv_per_user_bytes: float,
+                   reserve_fraction: float = 0.1) -> int:
+    """Users whose KV fits beside the weights: (GPUs x memory x (1 - reserve) - weights) / KV per user."""
+    free = gpus * gpu_memory_bytes * (1 - reserve_fraction) - weight_bytes
+    return max(0, int(free // kv_per_user_bytes)) if kv_per_user_bytes > 0 else 0
