@@ -483,7 +483,9 @@ def plan(
                       f"GPU(s) at ${price:.2f}/GPU-hour", highlight=False)
 
 @app.command("audit-cache")
-def audit_cache(results: ResultsOption = Path("results")) -> None:
+def audit_cache(
+    results: Annotated[Path, typer.Argument(help="Results directory to audit.")] = Path("results"),
+) -> None:
     """Find answers served from a prefix cache: reported hits on fresh prompts, prefills too fast to be real,
     and conversations reusing more than their own history; reconcile with the engine's /metrics counter."""
     from .audits.cache import audit_run
@@ -504,20 +506,25 @@ def audit_cache(results: ResultsOption = Path("results")) -> None:
             f"{len(audit.findings)} finding(s)", highlight=False)
         for finding in audit.findings:
             console.print(f"  {finding.kind} {finding.request_id}: {finding.detail}", highlight=False)
+        for users, ratio in sorted(audit.ramp_hit_ratio.items()):
+            console.print(f"  ramp, {users} user(s): {ratio:.1%} of the intended history came back from the cache "
+                          "(intended reuse)", highlight=False)
     raise typer.Exit(code=1 if total else 0)
 
 
 @app.command("inspect-checkpoint")
 def inspect_checkpoint(
-    paths: Annotated[list[Path], typer.Argument(help="Model directories or .safetensors files (two or more compare).")],
+    paths: Annotated[list[str], typer.Argument(help="Model directories, .safetensors files, or hf://org/name "
+                                                    "(needs huggingface-hub and network); two or more compare.")],
 ) -> None:
     """What the weights really are, from safetensors headers alone: dtypes, scales, scheme, label check."""
-    from .audits.checkpoint import CheckpointError, compare, inspect, load_checkpoint
+    from .audits.checkpoint import CheckpointError, compare, inspect, load_checkpoint, load_remote
 
     reports = []
     for path in paths:
         try:
-            report = inspect(load_checkpoint(path))
+            remote = path.startswith("hf://")
+            report = inspect(load_remote(path.removeprefix("hf://")) if remote else load_checkpoint(Path(path)))
         except CheckpointError as exc:
             raise _fail(exc) from exc
         reports.append(report)

@@ -118,3 +118,18 @@ def test_command_compares_two_checkpoints(tmp_path: Path) -> None:
     assert "both say FP8" in " ".join(result.output.split())
     missing = CliRunner().invoke(app, ["inspect-checkpoint", str(tmp_path / "nope")])
     assert missing.exit_code == 1 and "does not exist" in " ".join(missing.output.split())
+
+
+def test_hub_repositories_go_through_the_safetensors_metadata_api() -> None:
+    from types import SimpleNamespace
+
+    from ctxbench.audits.checkpoint import load_remote
+
+    def fake(repo_id: str):  # type: ignore[no-untyped-def]  # the shape huggingface_hub returns
+        assert repo_id == "org/Model-FP8"
+        tensors = {"l.weight": SimpleNamespace(dtype="F8_E4M3", shape=[ROWS, COLS]),
+                   "l.weight_scale": SimpleNamespace(dtype="F32", shape=[])}
+        return SimpleNamespace(files_metadata={"model.safetensors": SimpleNamespace(tensors=tensors)})
+
+    report = inspect(load_remote("org/Model-FP8", fake))
+    assert report.scheme == "FP8 E4M3, per-tensor scales (F32)" and report.label == "fp8"

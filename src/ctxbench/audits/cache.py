@@ -49,6 +49,7 @@ class CacheAudit:
     median_prefill_tokens_per_s: float | None
     records_cached_tokens: int
     metrics_cached_tokens: float | None  # the engine's counter, after - before; None if it has none
+    ramp_hit_ratio: dict[str, float]  # users setting -> cached / intended over turns 2.., intended reuse
 
 
 def _implied_rate(record: RequestRecord) -> float | None:
@@ -94,7 +95,20 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
         run_id=run.run_id, findings=tuple(findings), fresh_requests=len(fresh), median_prefill_tokens_per_s=median,
         records_cached_tokens=sum(metrics.cached_tokens(r) or 0 for r in records),
         metrics_cached_tokens=None if before is None or after is None else after - before,
+        ramp_hit_ratio=_hit_ratios(records),
     )
+
+
+def _hit_ratios(records: list[RequestRecord]) -> dict[str, float]:
+    """Per ramp users setting: cached tokens / intended (the history each turn was meant to reuse)."""
+    sums: dict[str, list[int]] = {}
+    for record in records:
+        intended = int(record.labels.get("intended_cached_tokens", "0") or 0)
+        if record.labels.get("check") == "ramp" and intended > 0:
+            entry = sums.setdefault(record.labels["users"], [0, 0])
+            entry[0] += min(metrics.cached_tokens(record) or 0, intended)
+            entry[1] += intended
+    return {users: hit / intended for users, (hit, intended) in sums.items() if intended}
 
 
 def _ramp_findings(records: list[RequestRecord]) -> list[Finding]:

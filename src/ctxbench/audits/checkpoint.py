@@ -102,6 +102,28 @@ class Checkpoint:
         return next((label for label in LABELS if label in lowered), None)
 
 
+def load_remote(repo_id: str, fetch_metadata=None) -> Checkpoint:  # type: ignore[no-untyped-def]
+    """A Hub repository's headers through huggingface-hub's safetensors-metadata API (needs network access;
+    `fetch_metadata` stands in for `huggingface_hub.get_safetensors_metadata` in tests)."""
+    if fetch_metadata is None:
+        try:
+            from huggingface_hub import get_safetensors_metadata as fetch_metadata
+        except ImportError as exc:
+            raise CheckpointError("reading a Hub repository needs `pip install huggingface-hub` and network access; "
+                                  "or download the *.safetensors headers and give a local directory.") from exc
+    try:
+        metadata = fetch_metadata(repo_id)
+    except Exception as exc:  # the Hub client raises many kinds; all mean "could not read it"
+        raise CheckpointError(f"hf://{repo_id}: could not read its safetensors metadata ({exc}).") from exc
+    tensors = {}
+    for file, info in metadata.files_metadata.items():
+        for name, tensor in info.tensors.items():
+            if tensor.dtype not in BITS:
+                raise CheckpointError(f"hf://{repo_id}: tensor {name!r} has unknown dtype {tensor.dtype!r}.")
+            tensors[name] = Tensor(name, tensor.dtype, tuple(tensor.shape), file)
+    return Checkpoint(Path(repo_id), tensors, None)
+
+
 def load_checkpoint(path: Path) -> Checkpoint:
     """A `.safetensors` file, or a directory of shards (through `model.safetensors.index.json` when present)."""
     if path.is_file():
