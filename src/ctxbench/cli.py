@@ -436,8 +436,9 @@ def plan(
     gpus: Annotated[int, typer.Option(help="GPUs the deployment uses.")] = 1,
     gpu_memory: Annotated[str, typer.Option(help="Memory of one GPU (H200: 141GB).")] = "141GB",
     kv_dtype: Annotated[str, typer.Option(help="KV cache precision: bf16, fp16, fp8, q8_0, q4_0.")] = "bf16",
-    weights_gb: Annotated[float | None, typer.Option(help="Weight bytes in GB (default: 2 bytes a parameter "
-                                                         "of a dense model).")] = None,
+    weights_gb: Annotated[float | None, typer.Option(help="Weight bytes in GB (default: from --checkpoint, else 2 "
+                                                         "bytes a parameter of a dense model).")] = None,
+    checkpoint: Annotated[Path | None, typer.Option(help="Read weight bytes from this checkpoint's headers.")] = None,
     tflops: Annotated[float, typer.Option(help="Measured matmul rate of one GPU, TFLOP/s.")] = 789.0,
     efficiency: Annotated[float, typer.Option(help="Measured fraction of that rate the engine reaches.")] = 1.0,
     decode_tokens_per_s: Annotated[float | None, typer.Option(help="Measured aggregate decode rate, for the "
@@ -460,8 +461,16 @@ def plan(
     memory = parse_bytes(gpu_memory)
     moe = any(k in fields for k in ("n_routed_experts", "num_experts", "num_local_experts"))
     shape = None if moe or "intermediate_size" not in fields else DenseShape.from_hf_config(fields)
-    weights = weights_gb * 1e9 if weights_gb is not None else (
-        2.0 * (shape.linear_params + 2 * fields.get("vocab_size", 0) * shape.n_embd) if shape else None)
+    weights = weights_gb * 1e9 if weights_gb is not None else None
+    if weights is None and checkpoint is not None:
+        from .audits.checkpoint import CheckpointError, inspect, load_checkpoint
+
+        try:
+            weights = float(sum(nbytes for _, nbytes in inspect(load_checkpoint(checkpoint)).by_dtype.values()))
+        except CheckpointError as exc:
+            raise _fail(exc) from exc
+    if weights is None and shape is not None:
+        weights = 2.0 * (shape.linear_params + 2 * fields.get("vocab_size", 0) * shape.n_embd)
     per_user = layout.bytes_at(tokens)
     console.print(f"KV cache ({layout.kind}, {kv_dtype}): {layout.bytes_at(1) / 1024:.1f} KiB a token"
                   + (f" over {layout.full_layers} full-context layers" if layout.window_layers or "linear" in layout.kind

@@ -91,3 +91,20 @@ def test_users_that_fit_beside_the_weights() -> None:
     # 4 x 141 GB, 10% reserve, 16 GB of weights, 131 GB of KV per 1M-token user: 3 users.
     assert users_that_fit(4, 141e9, 16e9, kv_layout(LLAMA_8B).bytes_at(1_000_000)) == 3
     assert users_that_fit(1, 141e9, 140e9, 1e9) == 0
+
+
+def test_plan_reads_weight_bytes_from_a_checkpoint(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+    from test_checkpoint import write  # the same tiny safetensors writer
+
+    write(tmp_path / "ckpt" / "model.safetensors", {"w.weight": ("BF16", (1000, 1000))})
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(DEEPSEEK_V3))
+    result = CliRunner().invoke(app, ["plan", "--config", str(config), "--checkpoint", str(tmp_path / "ckpt"),
+                                      "--context", "128K"])
+    assert result.exit_code == 0, result.output
+    assert "weights 0.0 GB" in " ".join(result.output.split()) and "MLA" in result.output

@@ -70,3 +70,33 @@ def test_command_prints_islands_and_advice() -> None:
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "2 NVLink island(s)" in text and "one replica per GPU" in text
+
+
+def test_nvml_path_counts_nvlinks_per_peer_and_falls_back_to_pcie_levels() -> None:
+    from types import SimpleNamespace
+
+    from ctxbench.audits.topology import topology_from_nvml
+
+    class NVMLError(Exception):
+        pass
+
+    buses = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:9A:00.0"]
+    # GPU0 and GPU1 joined by 4 NVLinks; GPU2 reaches both only across the sockets.
+    peers = {0: [buses[1]] * 4, 1: [buses[0]] * 4, 2: []}
+
+    def remote(handle: int, link: int) -> SimpleNamespace:
+        if link >= len(peers[handle]):
+            raise NVMLError("not supported")
+        return SimpleNamespace(busId=peers[handle][link].encode())
+
+    fake = SimpleNamespace(
+        NVMLError=NVMLError, NVML_NVLINK_MAX_LINKS=18, nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlDeviceGetCount=lambda: 3, nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetPciInfo=lambda h: SimpleNamespace(busId=buses[h].encode()),
+        nvmlDeviceGetNvLinkState=lambda h, link: 1 if link < len(peers[h]) else (_ for _ in ()).throw(NVMLError()),
+        nvmlDeviceGetNvLinkRemotePciInfo_v2=remote,
+        nvmlDeviceGetTopologyCommonAncestor=lambda a, b: 50,
+    )
+    topology = topology_from_nvml(fake)
+    assert topology.links[("GPU0", "GPU1")] == "NV4" and topology.links[("GPU0", "GPU2")] == "SYS"
+    assert topology.islands() == [["GPU0", "GPU1"], ["GPU2"]]

@@ -1,8 +1,8 @@
 """Topology preflight: which GPUs talk over NVLink, which only over PCIe or across sockets, the IOMMU
 mode, and what that means for a layout (the seed: "Check the topology first").
 
-The link matrix comes from `nvidia-smi topo -m` (the text a user already knows, parsed here; GPU names
-and memory come from the same tool). NVLink islands are the connected groups of GPUs joined by `NV#`
+The link matrix comes from NVML (nvidia-ml-py), with `nvidia-smi topo -m` (the text a user already knows)
+as the fallback and for NUMA and CPU affinity; saved `topo -m` text can be parsed too. NVLink islands are the connected groups of GPUs joined by `NV#`
 links. The advice follows the seed's experience: replicas per island beat one model split across
 islands, and cross-socket GPU copies failed until the IOMMU was set to passthrough.
 """
@@ -80,8 +80,67 @@ def parse_topo_matrix(text: str) -> Topology:
     return Topology(gpus, links, numa, affinity)
 
 
+_NVML_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+
+
+def topology_from_nvml(nvml) -> Topology:  # type: ignore[no-untyped-def]
+    """The link matrix from NVML (nvidia-ml-py): NVLinks counted per peer, else the PCIe common ancestor."""
+    nvml.nvmlInit()
+    try:
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        buses = [_bus(nvml.nvmlDeviceGetPciInfo(h).busId) for h in handles]
+        nvlinks: dict[tuple[int, int], int] = {}
+        for i, handle in enumerate(handles):
+            for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+                try:
+                    if nvml.nvmlDeviceGetNvLinkState(handle, link) != 1:
+                        continue
+                    peer = _bus(nvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(handle, link).busId)
+                except nvml.NVMLError:
+                    break  # no (more) NVLinks on this GPU
+                if peer in buses:
+                    key = (i, buses.index(peer))
+                    nvlinks[key] = nvlinks.get(key, 0) + 1
+        gpus = tuple(f"GPU{i}" for i in range(len(handles)))
+        links = {}
+        for i, a in enumerate(handles):
+            for j, b in enumerate(handles):
+                if i == j:
+                    links[(gpus[i], gpus[j])] = "X"
+                elif (i, j) in nvlinks:
+                    links[(gpus[i], gpus[j])] = f"NV{nvlinks[(i, j)]}"
+                else:
+                    level = nvml.nvmlDeviceGetTopologyCommonAncestor(a, b)
+                    links[(gpus[i], gpus[j])] = _NVML_LEVELS.get(int(level), f"level {level}")
+        return Topology(gpus, links, {}, {})
+    finally:
+        nvml.nvmlShutdown()
+
+
+def _bus(value: bytes | str) -> str:
+    text = value.decode() if isinstance(value, bytes) else value
+    return text.lower().lstrip("0")
+
+
 def read_topology() -> Topology:
-    """The local machine's topology, from `nvidia-smi topo -m`."""
+    """The local machine's topology: NVML (nvidia-ml-py) first, `nvidia-smi topo -m` as the fallback,
+    which also gives NUMA and CPU affinity."""
+    try:
+        import pynvml
+
+        found = topology_from_nvml(pynvml)
+        if found.gpus:
+            try:
+                text = _nvidia_smi_topology()
+                return Topology(found.gpus, found.links, text.numa, text.cpu_affinity)
+            except TopologyError:
+                return found
+    except Exception:  # no NVML library or no driver: nvidia-smi says why, below
+        pass
+    return _nvidia_smi_topology()
+
+
+def _nvidia_smi_topology() -> Topology:
     tool = shutil.which("nvidia-smi")
     if tool is None:
         raise TopologyError("no NVIDIA GPU here: `nvidia-smi` is not installed. Run `ctxbench topology` on the GPU "
