@@ -92,3 +92,79 @@ class ScriptedSse:
             await writer.drain()
         finally:
             writer.close()
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> list[bytes]:
+    """The chunks of a chunked HTTP body, until the terminating zero-size chunk or EOF."""
+    chunks = []
+    while True:
+        size_line = await reader.readline()
+        if not size_line:
+            return chunks
+        size = int(size_line.split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            await reader.readline()
+            return chunks
+        chunks.append(await reader.readexactly(size))
+        await reader.readexactly(2)
+
+
+class FaultProxy:
+    """A proxy in front of a real server that breaks responses on purpose, one fault a proxy:
+
+    `reset` closes the connection after the first SSE event; `late` waits `delay_s` before any byte;
+    `malformed` and `truncated` insert a non-JSON line and a half JSON event after the first event;
+    `stall` sends the first event, then nothing for `delay_s`; `http500` and `http429` answer at once
+    without asking the server (429 with `Retry-After: 7`). Other requests pass through untouched.
+    """
+
+    def __init__(self, upstream_port: int, fault: str, delay_s: float = 2.0) -> None:
+        self.upstream_port = upstream_port
+        self.fault = fault
+        self.delay_s = delay_s
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head, body = await _read_request(reader)
+            if self.fault in ("http500", "http429"):
+                status = b"500 Internal Server Error" if self.fault == "http500" else b"429 Too Many Requests"
+                extra = b"Retry-After: 7\r\n" if self.fault == "http429" else b""
+                text = b'{"error": {"message": "injected fault"}}'
+                writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n" + extra
+                             + f"Content-Length: {len(text)}\r\nConnection: close\r\n\r\n".encode() + text)
+                await writer.drain()
+                return
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+            up_writer.write(_without_connection_header(head, b"close") + body)
+            response_head = await up_reader.readuntil(b"\r\n\r\n")
+            chunks = await _read_chunked(up_reader)
+            up_writer.close()
+            if self.fault == "late":
+                await asyncio.sleep(self.delay_s)
+            writer.write(_without_connection_header(response_head, b"close"))
+            for index, chunk in enumerate(chunks):
+                writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                await writer.drain()
+                if index == 0 and self.fault == "reset":
+                    writer.transport.abort()
+                    return
+                if index == 0 and self.fault in ("malformed", "truncated"):
+                    bad = b"data: {not json at all\n\n" if self.fault == "malformed" else b'data: {"choices": [{"de\n\n'
+                    writer.write(f"{len(bad):x}\r\n".encode() + bad + b"\r\n")
+                if index == 0 and self.fault == "stall":
+                    await asyncio.sleep(self.delay_s)
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()

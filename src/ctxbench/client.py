@@ -238,7 +238,7 @@ class _Outcome:
             if response.status_code != 200:
                 body = await response.aread()
                 self.end_ns = perf_counter_ns()
-                self.error = _http_error(response.status_code, body)
+                self.error = _http_error(response.status_code, body, response.headers.get("retry-after"))
                 return
             decoder = SseDecoder()
             async for raw in response.aiter_bytes():
@@ -356,8 +356,9 @@ _PROMPT_PATTERNS = (
 )
 
 
-def _http_error(status: int, body: bytes) -> RequestError:
-    """Classify a non-200 answer; over-limit rejections become `context_limit` with the limit."""
+def _http_error(status: int, body: bytes, retry_after: str | None = None) -> RequestError:
+    """Classify a non-200 answer; over-limit rejections become `context_limit` with the limit. A server's
+    `Retry-After` (429, 503) is kept in the message: ctxbench records it and does not retry on its own."""
     text = body.decode("utf-8", errors="replace")
     message, info = text.strip()[:2000], {}
     try:
@@ -382,7 +383,8 @@ def _http_error(status: int, body: bytes) -> RequestError:
         return RequestError(
             kind="context_limit", message=message, context_limit=limit, server_prompt_tokens=prompt
         )
-    return RequestError(kind="http_status", message=f"HTTP {status}: {message}")
+    wait = f" (Retry-After: {retry_after})" if retry_after else ""
+    return RequestError(kind="http_status", message=f"HTTP {status}: {message}{wait}")
 
 
 def _first_int(patterns: Sequence[re.Pattern[str]], text: str) -> int | None:
