@@ -7,6 +7,7 @@ and its log goes to a file that is kept with the results.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import signal
 import socket
@@ -48,6 +49,19 @@ class LlamaServerConfig:
         if self.threads is not None:
             command += ["--threads", str(self.threads)]
         return command + list(self.extra_args)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGTERM it when ctxbench dies, even by SIGKILL, so that no
+    server outlives the run that started it (elsewhere this does nothing; `stop` and atexit still apply).
+    Linux ties this to the thread that started the server: start servers from a thread that outlives them."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def free_port() -> int:
@@ -105,7 +119,7 @@ class LlamaServer:
         with self.log_path.open("wb") as log:
             self._process = subprocess.Popen(
                 self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env={**os.environ, **self.config.env},
+                start_new_session=True, env={**os.environ, **self.config.env}, preexec_fn=_die_with_parent,
             )
         atexit.register(self.stop)
         deadline = started + self.config.ready_timeout_s

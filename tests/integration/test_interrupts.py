@@ -1,0 +1,76 @@
+"""ctxbench interrupted (SIGINT, SIGKILL) mid-run: every record written still parses, and no server is left."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ctxbench.engines.build import LlamaCppBuild
+from ctxbench.engines.models import TinyModel
+from ctxbench.results.store import RunDir
+
+pytestmark = pytest.mark.engine
+
+RUNNER = textwrap.dedent("""
+    import asyncio, sys
+    from pathlib import Path
+    from ctxbench.client import Client
+    from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
+    from ctxbench.results.store import RunDir
+
+    binary, model, out = sys.argv[1:4]
+    run = RunDir.create(Path(out), "interrupted")
+    config = LlamaServerConfig(binary=Path(binary), model=Path(model), ctx_size=1024)
+    with LlamaServer(config, run.path / "server.log") as server:
+        (Path(out) / "server.pid").write_text(str(server._process.pid))
+
+        async def forever():
+            async with Client(server.base_url, "tiny") as client:
+                for i in range(10_000):
+                    run.append(await client.chat([{"role": "user", "content": f"request {i}"}], max_tokens=32,
+                                                 extra_body={"ignore_eos": True}))
+
+        asyncio.run(forever())
+""")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "State:\tZ" in status.read_text())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_interrupted_run_keeps_every_record_and_leaves_no_server(
+    llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path: Path, sig: signal.Signals
+) -> None:
+    script = tmp_path / "runner.py"
+    script.write_text(RUNNER)
+    child = subprocess.Popen([sys.executable, str(script), str(llama_build.server), str(tiny.gguf), str(tmp_path)])
+    run = RunDir(tmp_path / "runs" / "interrupted")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(run.records())) < 5:
+        time.sleep(0.1)
+    assert len(list(run.records())) >= 5, "the runner did not get going"
+    server_pid = int((tmp_path / "server.pid").read_text())
+    child.send_signal(sig)
+    child.wait(timeout=30)
+    lines = run.requests_path.read_text().splitlines()
+    complete = [line for line in lines if line.endswith("}")]
+    assert all(json.loads(line)["request_id"] for line in complete)  # nothing written is torn, but a last line
+    assert len(list(run.records())) >= len(lines) - 1
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and alive(server_pid):
+        time.sleep(0.1)
+    assert not alive(server_pid), f"llama-server {server_pid} outlived ctxbench after {sig.name}"
