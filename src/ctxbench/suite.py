@@ -28,7 +28,7 @@ from .engines.limits import read_context_limit
 from .engines.llamacpp import LlamaServer, LlamaServerConfig
 from .report.render import run_report
 from .results.ramp_table import RAMP_TABLE
-from .results.store import RunDir, git_revision, new_run_id
+from .results.store import RunDir, git_revision, new_run_id, redact_command, redact_env
 from .text.haystack import pool_for
 from .text.tokens import TokenCounter
 
@@ -122,7 +122,8 @@ def run_suite(
             "name": "llama.cpp llama-server",
             "version": server.version(),
             "source": f"llama-cpp-python=={LLAMACPP_SDIST_VERSION} sdist, vendor/llama.cpp",
-            "command": server.command,
+            "command": redact_command(server.command),
+            "env": redact_env(config.env),
             "cold_start_s": server.ready_s,
             "context_limit_per_slot": limit.tokens,
         }

@@ -39,3 +39,13 @@ def test_manifest_is_replaced_whole(tmp_path: Path) -> None:
     manifest = json.loads((run.path / "manifest.json").read_text())
     assert manifest == {"manifest_version": 1, "started_at": "t0", "ended_at": "t1"}
     assert not list(run.path.glob("*.partial"))
+
+
+def test_secrets_never_reach_a_manifest() -> None:
+    from ctxbench.results.store import redact_command, redact_env
+
+    command = ["llama-server", "--api-key", "sk-live-123", "--hf-token=hf_abc", "--port", "8080"]
+    assert redact_command(command) == ["llama-server", "--api-key", "<redacted>", "--hf-token=<redacted>",
+                                       "--port", "8080"]
+    assert redact_env({"HF_TOKEN": "hf_abc", "OPENAI_API_KEY": "sk", "CUDA_VISIBLE_DEVICES": "0"}) == {
+        "HF_TOKEN": "<redacted>", "OPENAI_API_KEY": "<redacted>", "CUDA_VISIBLE_DEVICES": "0"}
