@@ -29,21 +29,28 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
     return head, await reader.readexactly(length)
 
 
-class KeepAliveDropper:
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.served = 0
-        self.dropped = 0
-        self._server: asyncio.Server | None = None
+class _Loopback:
+    """A server on 127.0.0.1 that runs `_handle` for each connection, in the test's own event loop."""
+
+    _server: asyncio.Server | None = None
 
     async def start(self) -> str:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        port = self._server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
 
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
+class KeepAliveDropper(_Loopback):
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.served = 0
+        self.dropped = 0
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -63,20 +70,11 @@ class KeepAliveDropper:
             writer.close()
 
 
-class ScriptedSse:
+class ScriptedSse(_Loopback):
     def __init__(self, events: list[dict[str, object]], delay_s: float = 0.0) -> None:
         self.events = events
         self.delay_s = delay_s
         self.body_sizes: list[int] = []
-        self._server: asyncio.Server | None = None
-
-    async def start(self) -> str:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -109,7 +107,7 @@ async def _read_chunked(reader: asyncio.StreamReader) -> list[bytes]:
         await reader.readexactly(2)
 
 
-class FaultProxy:
+class FaultProxy(_Loopback):
     """A proxy in front of a real server that breaks responses on purpose, one fault a proxy:
 
     `reset` closes the connection after the first SSE event; `late` waits `delay_s` before any byte;
@@ -122,15 +120,6 @@ class FaultProxy:
         self.upstream_port = upstream_port
         self.fault = fault
         self.delay_s = delay_s
-        self._server: asyncio.Server | None = None
-
-    async def start(self) -> str:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
