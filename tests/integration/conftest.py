@@ -26,7 +26,7 @@ def llama_build() -> LlamaCppBuild:
 
 
 @pytest.fixture(scope="session")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> TinyModel:
+def tiny() -> TinyModel:
     return tiny_model()
 
 

@@ -6,6 +6,7 @@ from loopback import ScriptedSse
 
 from ctxbench import metrics
 from ctxbench.client import Client, Timeouts
+from ctxbench.records import RequestRecord
 
 EVENTS = [
     {"choices": [{"delta": {"content": "late"}, "finish_reason": None}]},
@@ -14,14 +15,18 @@ EVENTS = [
 ]
 
 
-async def test_a_silent_prefill_longer_than_a_second_is_waited_for() -> None:
-    server = ScriptedSse(EVENTS, delay_s=1.5)
+async def ask(server: ScriptedSse, timeouts: Timeouts | None = None, content: str = "x") -> RequestRecord:
+    """One chat request to `server` over a real loopback socket; the server is closed afterwards."""
     url = await server.start()
     try:
-        async with Client(url, "m", timeouts=Timeouts(read_s=5)) as client:
-            record = await client.chat([{"role": "user", "content": "x"}])
+        async with Client(url, "m", timeouts=timeouts) as client:
+            return await client.chat([{"role": "user", "content": content}])
     finally:
         await server.close()
+
+
+async def test_a_silent_prefill_longer_than_a_second_is_waited_for() -> None:
+    record = await ask(ScriptedSse(EVENTS, delay_s=1.5), Timeouts(read_s=5))
     assert record.ok, record.error
     ttft = metrics.ttft_s(record)
     assert ttft is not None and ttft >= 1.5
@@ -29,36 +34,18 @@ async def test_a_silent_prefill_longer_than_a_second_is_waited_for() -> None:
 
 
 async def test_silence_beyond_the_read_timeout_is_a_recorded_timeout() -> None:
-    server = ScriptedSse(EVENTS, delay_s=1.5)
-    url = await server.start()
-    try:
-        async with Client(url, "m", timeouts=Timeouts(read_s=0.3)) as client:
-            record = await client.chat([{"role": "user", "content": "x"}])
-    finally:
-        await server.close()
+    record = await ask(ScriptedSse(EVENTS, delay_s=1.5), Timeouts(read_s=0.3))
     assert record.error is not None and record.error.kind == "timeout"
     assert not record.retried
 
 
 async def test_total_timeout_bounds_the_whole_request() -> None:
-    server = ScriptedSse(EVENTS, delay_s=1.5)
-    url = await server.start()
-    try:
-        async with Client(url, "m", timeouts=Timeouts(read_s=5, total_s=0.3)) as client:
-            record = await client.chat([{"role": "user", "content": "x"}])
-    finally:
-        await server.close()
+    record = await ask(ScriptedSse(EVENTS, delay_s=1.5), Timeouts(read_s=5, total_s=0.3))
     assert record.error is not None and record.error.kind == "timeout" and "total" in record.error.message
 
 
 async def test_a_four_megabyte_body_arrives_whole() -> None:
     server = ScriptedSse(EVENTS)
-    url = await server.start()
-    prompt = "é" * (2 * 1024 * 1024)  # 4 MiB of UTF-8
-    try:
-        async with Client(url, "m") as client:
-            record = await client.chat([{"role": "user", "content": prompt}])
-    finally:
-        await server.close()
+    record = await ask(server, content="é" * (2 * 1024 * 1024))  # 4 MiB of UTF-8
     assert record.ok
     assert server.body_sizes == [record.request_bytes] and record.request_bytes > 4 * 1024 * 1024

@@ -28,7 +28,7 @@ def test_a_failed_capacity_fails_the_row_whatever_else_holds() -> None:
 
 @pytest.mark.parametrize(("facts", "reason"), [
     ({"retrieval": (2, 3)}, "one-shot retrieval 2/3 is below n/n"),
-    ({"cache_suspects": 1}, "1 fresh request(s) showed a prefix-cache hit"),
+    ({"cache_findings": 1}, "the cache audit has 1 finding(s) (`ctxbench audit-cache`)"),
     ({"token_fallback": True}, "some token counts came from a fallback, not the server's usage"),
     ({"count_error": 3}, "a planned prompt length differs from the server's count"),
     ({"checks": {"capacity", "ramp"}}, "the needle check did not run"),

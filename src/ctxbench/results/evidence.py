@@ -87,7 +87,6 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float = DEFAULT
         longest = max((int(length) for length, r in recall.items() if r["scored"]), default=0)
         cells["retrieval"] = Cell(f"{k}/{n} (to {longest} tokens)", _rel(results, run.path / "niah.log"))
         facts["retrieval"] = (k, n)
-        facts["cache_suspects"] = sum(1 for t in needle["trials"] if t["cache_hit_suspected"])
         facts["needle_count_errors"] = sum(1 for t in needle["trials"] if t["planned_tokens"] and t["prompt_tokens"]
                                            and t["prompt_tokens"] != t["planned_tokens"])
     rows = read_rows(results / RAMP_TABLE, run.run_id)
@@ -146,8 +145,6 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
     retrieval = facts.get("retrieval")
     if isinstance(retrieval, tuple) and retrieval[0] < retrieval[1]:
         reasons.append(f"one-shot retrieval {retrieval[0]}/{retrieval[1]} is below n/n")
-    if facts.get("cache_suspects"):
-        reasons.append(f"{facts['cache_suspects']} fresh request(s) showed a prefix-cache hit")
     if facts.get("cache_findings"):
         reasons.append(f"the cache audit has {facts['cache_findings']} finding(s) (`ctxbench audit-cache`)")
     if facts.get("token_fallback"):
