@@ -162,26 +162,81 @@ def probe(
 @app.command()
 def demo(
     results: ResultsOption = Path("results"),
-    resume: Annotated[Path | None, typer.Option(help="Continue this interrupted run directory (same seeds).")] = None,
-    force: Annotated[bool, typer.Option(help="With --resume, redo units that already finished.")] = False,
 ) -> None:
-    """Run the demo campaign on SmolLM2 through the embedded llama-server and write its report."""
-    from .demo import DEMO_SUITE, run_demo
+    """Run the demo campaign (SmolLM2 on the embedded llama-server, every check) and write its report.
 
-    if resume is not None and not (resume / "manifest.json").exists():
-        raise typer.BadParameter(f"--resume {resume}: no manifest.json there; give a results/runs/<run_id> directory.")
+    An interrupted demo resumes where it stopped when run again; a finished one is run anew."""
+    from .demo import demo_campaign
+
+    try:
+        campaign = demo_campaign()
+    except CtxbenchError as exc:
+        raise _fail(exc) from exc
+    _run_campaign(campaign, results, [], force=True)
+
+
+@app.command()
+def run(
+    campaign_file: Annotated[Path, typer.Argument(help="The campaign file (TOML); examples/ has two.")],
+    deployment: Annotated[list[str] | None, typer.Option("--deployment", "-d", help="Run only this deployment "
+                                                          "(repeat for several).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the exact commands and the plan; start "
+                                                            "nothing.")] = False,
+    force: Annotated[bool, typer.Option(help="Run deployments that finished earlier again, in new runs.")] = False,
+    results: Annotated[Path | None, typer.Option("--results", help="Results directory (default: the file's "
+                                                                   "`results`).")] = None,
+) -> None:
+    """Run a campaign: per deployment, start it, run the checks, stop it. Rerun to resume."""
+    from .campaign import dry_run as plan_lines
+    from .config import load_campaign
+
+    try:
+        campaign = load_campaign(campaign_file, check_paths=not dry_run)
+        if dry_run:
+            for line in plan_lines(campaign, deployment or []):
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
+            return
+    except CtxbenchError as exc:
+        raise _fail(exc) from exc
+    _run_campaign(campaign, results or campaign.campaign.results, deployment or [], force=force)
+
+
+def _run_campaign(campaign, results: Path, names: list[str], *, force: bool) -> None:  # type: ignore[no-untyped-def]
+    from .campaign import run_campaign, suite_for
+    from .report.campaign import write_campaign_report
+
+    try:
+        selected = campaign.select(names)
+    except CtxbenchError as exc:
+        raise _fail(exc) from exc
+    total = sum(suite_for(campaign.checks_for(d)).request_count() for d in selected)
     with _progress() as progress:
-        task = progress.add_task("requests", total=DEMO_SUITE.request_count())
+        task = progress.add_task("requests", total=total)
         try:
-            run = run_demo(results, on_status=progress.console.print, on_request_done=lambda: progress.advance(task),
-                           resume=resume, force=force)
+            outcomes = run_campaign(campaign, results=results, names=names, force=force,
+                                    on_status=lambda m: progress.console.print(m, highlight=False, markup=False),
+                                    on_request_done=lambda: progress.advance(task))
         except CtxbenchError as exc:
             raise _fail(exc) from exc
-    records = list(run.records())
-    summary = metrics.summarize(records)
-    console.print(f"{summary.requests} requests ({summary.failed} failed: see the report; the capacity check's "
-                  "over-limit prompt is meant to be rejected)")
-    _finish(run, results)
+    for outcome in outcomes:
+        if outcome.run_id:
+            run = RunDir(results / "runs" / outcome.run_id)
+            if (run.path / "manifest.json").exists():
+                summary = metrics.summarize(list(run.records()))
+                console.print(f"\n{outcome.deployment}: {outcome.status}; {summary.requests} requests "
+                              f"({summary.failed} failed; the capacity check's over-limit prompt is meant to be "
+                              "rejected)", highlight=False)
+                (run.path / "report.md").write_text(run_report(run))
+                for line in claims_summary(run):
+                    console.print(line, highlight=False)
+                console.print(f"run report: {run.path / 'report.md'}", highlight=False)
+        else:
+            console.print(f"\n{outcome.deployment}: {outcome.status}" + (f": {outcome.error}" if outcome.error else ""),
+                          highlight=False, markup=False)
+    markdown_path, html_path = write_campaign_report(results, campaign.campaign.price_per_gpu_hour)
+    console.print(f"evidence:   {markdown_path}\n            {html_path}")
+    if any(o.status == "failed" for o in outcomes):
+        raise typer.Exit(code=1)
 
 
 def _finish(run: RunDir, results: Path) -> None:

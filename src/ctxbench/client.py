@@ -96,8 +96,12 @@ class Client:
         labels: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
         enqueued_ns: int | None = None,
+        conversation: str | None = None,
     ) -> RequestRecord:
-        """Stream one chat completion. `extra_body` is merged into the JSON (e.g. `temperature`)."""
+        """Stream one chat completion. `extra_body` is merged into the JSON (e.g. `temperature`).
+
+        `conversation` names the conversation a request continues: one server ignores it; a `Router`
+        over replicas keeps a conversation on the replica that holds its prefix cache."""
         body: dict[str, Any] = {"model": self.model, "messages": list(messages)}
         return await self._send("chat", body, max_tokens, request_id, labels, extra_body, enqueued_ns)
 
@@ -110,8 +114,9 @@ class Client:
         labels: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
         enqueued_ns: int | None = None,
+        conversation: str | None = None,
     ) -> RequestRecord:
-        """Stream one text completion."""
+        """Stream one text completion (`conversation` as in `chat`)."""
         body: dict[str, Any] = {"model": self.model, "prompt": prompt}
         return await self._send("completions", body, max_tokens, request_id, labels, extra_body, enqueued_ns)
 

@@ -1,18 +1,20 @@
-"""Run the checks that exist against one llama-server deployment that ctxbench launches.
+"""Run the checks against one deployment: launch its replicas, run the checks, stop, report.
 
-Start the server, record its exact command, version, cold start and limit, run the probe and the
-three claims' checks in order (each optional), snapshot `/metrics` before and after, stop the
-server, and write the run's report. The demo and the GPU validation are two settings of this.
+Start the engine(s), record the exact commands, version, cold start and limit, run the probe and the
+three claims' checks in order (each optional) through one client (or a router over replicas),
+snapshot `/metrics` before and after each check, stop, and write the run's report. A campaign runs
+this once per deployment; the demo and the GPU validation are settings of it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,11 +26,14 @@ from .checks.needle import NeedleSpec, run_needle
 from .checks.probe import ProbeSpec, probe_request_count, run_probe
 from .client import Client
 from .engines.build import LLAMACPP_SDIST_VERSION
-from .engines.limits import read_context_limit
-from .engines.llamacpp import LlamaServer, LlamaServerConfig
+from .engines.deployment import ENGINE_NAMES, DeploymentPlan, Running, merged_samples
+from .engines.limits import ContextLimit, read_context_limit
+from .engines.llamacpp import LlamaServerConfig
+from .errors import CtxbenchError
 from .report.render import run_report
 from .results.ramp_table import RAMP_TABLE
-from .results.store import RunDir, git_revision, new_run_id, redact_command, redact_env
+from .results.store import RunDir, git_revision, new_run_id
+from .router import Router
 from .text.haystack import pool_for
 from .text.tokens import TokenCounter
 
@@ -66,28 +71,35 @@ def clock_anchor() -> dict[str, int]:
 
 
 def run_suite(
-    config: LlamaServerConfig,
-    counter: TokenCounter,
+    target: DeploymentPlan | LlamaServerConfig,
+    counter: TokenCounter | Callable[[str], TokenCounter],
     suite: Suite,
     results: Path,
     *,
     deployment: str,
     campaign: str,
     note: str = "",
-    gpus: int = 0,
+    gpus: int | None = None,
     random_weights: bool = False,
     extra_manifest: dict[str, Any] | None = None,
     on_status: Callable[[str], None] = lambda message: None,
     on_request_done: Callable[[], None] = lambda: None,
     resume: Path | None = None,
     force: bool = False,
+    on_run: Callable[[RunDir], None] = lambda run: None,
 ) -> RunDir:
-    """Launch `config`, run `suite` against it, stop it, and write `report.md`; returns the run.
+    """Launch `target` (every replica), run `suite` against it, stop it, and write `report.md`; returns the run.
+
+    `counter` counts prompt tokens; a callable is given the first replica's URL once it is ready.
 
     With `resume` (a run directory), the same run continues with the same seeds: units of work that
     finished on an earlier attempt (a check, a ramp users setting) are skipped unless `force`; the
     records of an interrupted attempt stay in `requests.jsonl`, and the new attempt's ids end in `-a<N>`.
+    If the engine does not start or exits during a check, the manifest records the failure with the log
+    tail, the report is still written, and the error is raised for the campaign to mark the deployment
+    failed (`EngineNotReady`, `EngineDied`).
     """
+    plan = DeploymentPlan.llamacpp(target, deployment) if isinstance(target, LlamaServerConfig) else target
     if resume is not None:
         previous = json.loads((resume / "manifest.json").read_text())
         run = RunDir(resume, attempt=len(previous.get("attempts", [None])) + 1)
@@ -97,13 +109,14 @@ def run_suite(
     # A new attempt draws new documents: the interrupted attempt's prompts may sit in the server's cache.
     scope = (campaign, deployment, run.run_id) + ((f"attempt{run.attempt}",) if run.attempt > 1 else ())
     skip = set() if force else run.completed_units()
+    on_run(run)
     manifest: dict[str, Any] = {
         "ctxbench_version": __version__,
         "git_revision": git_revision(),
         "deployment": deployment,
         "campaign": campaign,
-        "model": str(config.model),
-        "tokenizer": counter.source,
+        "model": plan.model,
+        "tokenizer": None if callable(counter) else counter.source,
         "checks": [name for name, spec in dataclasses.asdict(suite).items() if spec is not None],
         "check_parameters": {k: v for k, v in dataclasses.asdict(suite).items() if v is not None},
         "seed_scope": list(scope),
@@ -111,53 +124,87 @@ def run_suite(
         "attempts": [*previous.get("attempts", []), {"attempt": run.attempt, "started_at": utc_now(),
                                                      "clock": clock_anchor(), "force": force}],
         "note": note,
-        "gpus": gpus,
+        "gpus": plan.gpu_count if gpus is None else gpus,
         "random_weights": random_weights,
         **(extra_manifest or {}),
     }
-    on_status(f"starting llama-server with {config.model.name}")
-    with LlamaServer(config, run.path / "server.log") as server:
-        limit = read_context_limit(server.base_url)
-        manifest["engine"] = {
-            "name": "llama.cpp llama-server",
-            "version": server.version(),
-            "source": f"llama-cpp-python=={LLAMACPP_SDIST_VERSION} sdist, vendor/llama.cpp",
-            "command": redact_command(server.command),
-            "env": redact_env(config.env),
-            "cold_start_s": server.ready_s,
-            "context_limit_per_slot": limit.tokens,
-        }
+    on_status(f"starting {ENGINE_NAMES[plan.engine]} ({len(plan.specs) or len(plan.urls)} replica(s)) for {deployment}")
+    try:
+        with Running(plan, run.path) as running:
+            limit = read_context_limit(running.base_urls[0])
+            if callable(counter):  # a counter that needs the server (its /tokenize) is made now
+                counter = counter(running.base_urls[0])
+                manifest["tokenizer"] = counter.source
+            manifest["engine"] = {**running.describe(), "context_limit_per_slot": limit.tokens}
+            if plan.engine == "llamacpp":
+                manifest["engine"]["source"] = f"llama-cpp-python=={LLAMACPP_SDIST_VERSION} sdist, vendor/llama.cpp"
+            run.write_manifest(manifest)
+            cold = manifest["engine"]["cold_start_s"]
+            on_status(f"ready{f' in {cold:.1f} s' if cold else ''} at {', '.join(running.base_urls)}; "
+                      f"limit {limit.tokens} tokens a request")
+            _run_checks(running, plan, limit, counter, suite, run, results, scope, skip, deployment, force,
+                        on_status, on_request_done)
+    except CtxbenchError as exc:  # the engine did not start, or died mid-check: the run says so
+        manifest["failed"] = {"error": str(exc), "at": utc_now()}
+        raise
+    finally:
+        manifest["ended_at"] = utc_now()
         run.write_manifest(manifest)
-        run.write_metrics_snapshot("before", server.metrics())
-        on_status(f"server ready in {server.ready_s:.1f} s at {server.base_url}; limit {limit.tokens} tokens a slot")
-        pool = pool_for(counter, suite.longest_prompt(limit.tokens))
+        (run.path / "report.md").write_text(run_report(run))
+    return run
 
-        async def checks() -> None:
-            async with Client(server.base_url, config.alias) as client:
-                if suite.probe and "probe" not in skip:
-                    await run_probe(client, suite.probe, run, lambda _: on_request_done())
-                    run.mark_completed("probe")
-                if suite.capacity and "capacity" not in skip:
-                    on_status(f"claim 1: capacity near the {limit.tokens}-token limit, and one prompt over it")
-                    await run_capacity(client, pool, limit, suite.capacity, run, scope)
-                    run.mark_completed("capacity")
-                    on_request_done()
-                    on_request_done()
-                if suite.needle and "needle" not in skip:
-                    on_status(f"claim 2: planted facts in fresh documents of {list(suite.needle.lengths)} tokens")
-                    await run_needle(client, pool, suite.needle, run, scope, limit.tokens,
+
+def _run_checks(running: Running, plan: DeploymentPlan, limit: ContextLimit, counter: TokenCounter, suite: Suite,
+                run: RunDir, results: Path, scope: tuple[str, ...], skip: set[str], deployment: str, force: bool,
+                on_status: Callable[[str], None], on_request_done: Callable[[], None]) -> None:
+    def snapshot(check: str, phase: str) -> None:
+        per_replica = running.metrics()
+        run.append_metrics(check, phase, per_replica)
+        if check == "run":
+            run.write_metrics_snapshot(phase, merged_samples(per_replica))
+
+    snapshot("run", "before")
+    needle = suite.needle
+    if needle is not None and not needle.lengths:
+        needle = dataclasses.replace(needle, lengths=(limit.tokens - needle.max_tokens - 16,))
+    pool = pool_for(counter, max(suite.longest_prompt(limit.tokens), *(needle.lengths if needle else ())))
+
+    @contextlib.contextmanager
+    def watched(name: str) -> Iterator[None]:
+        snapshot(name, "before")
+        yield
+        running.check_alive()  # an engine that died mid-check fails the deployment here, log tail included
+        snapshot(name, "after")
+
+    async def checks() -> None:
+        clients = [Client(url, plan.served, api_key=running.api_key) for url in running.base_urls]
+        client = clients[0] if len(clients) == 1 else Router(clients)
+        async with client:
+            if suite.probe and "probe" not in skip:
+                with watched("probe"):
+                    await run_probe(client, suite.probe, run, lambda _: on_request_done())  # type: ignore[arg-type]
+                run.mark_completed("probe")
+            if suite.capacity and "capacity" not in skip:
+                on_status(f"claim 1: capacity near the {limit.tokens}-token limit, and one prompt over it")
+                with watched("capacity"):
+                    await run_capacity(client, pool, limit, suite.capacity, run, scope)  # type: ignore[arg-type]
+                run.mark_completed("capacity")
+                on_request_done()
+                on_request_done()
+            if needle and "needle" not in skip:
+                on_status(f"claim 2: planted facts in fresh documents of {list(needle.lengths)} tokens")
+                with watched("needle"):
+                    await run_needle(client, pool, needle, run, scope, limit.tokens,  # type: ignore[arg-type]
                                      on_trial=lambda _: on_request_done())
-                    run.mark_completed("needle")
-                if suite.ramp:
-                    on_status(f"claim 3: conversations growing {suite.ramp.start_tokens} -> {suite.ramp.end_tokens} "
-                              f"tokens in {suite.ramp.turns} turns, with {list(suite.ramp.users)} users")
-                    await run_ramp(client, pool, suite.ramp, run, scope, deployment=deployment,
+                run.mark_completed("needle")
+            if suite.ramp:
+                ramp = suite.ramp
+                on_status(f"claim 3: conversations growing {ramp.start_tokens} -> {ramp.end_tokens} "
+                          f"tokens in {ramp.turns} turns, with {list(ramp.users)} users")
+                with watched("ramp"):
+                    await run_ramp(client, pool, ramp, run, scope, deployment=deployment,  # type: ignore[arg-type]
                                    table=results / RAMP_TABLE, on_turn=lambda _: on_request_done(),
                                    skip_completed=not force)
 
-        asyncio.run(checks())
-        run.write_metrics_snapshot("after", server.metrics())
-    manifest["ended_at"] = utc_now()
-    run.write_manifest(manifest)
-    (run.path / "report.md").write_text(run_report(run))
-    return run
+    asyncio.run(checks())
+    snapshot("run", "after")

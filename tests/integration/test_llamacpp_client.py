@@ -121,7 +121,7 @@ async def test_stale_kept_alive_connection_is_retried_once_on_a_fresh_one(tiny_s
 
 
 async def test_nothing_listening_is_a_recorded_connect_error() -> None:
-    from ctxbench.engines.llamacpp import free_port
+    from ctxbench.engines.server import free_port
 
     async with Client(f"http://127.0.0.1:{free_port()}", "none", timeouts=Timeouts(connect_s=2)) as client:
         record = await client.chat(ask("hello"), max_tokens=4)

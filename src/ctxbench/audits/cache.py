@@ -22,6 +22,7 @@ from typing import Literal
 
 from .. import metrics
 from ..records import RequestRecord
+from ..engines.prom import common_metrics
 from ..results.ramp_table import attempt_of
 from ..results.store import RunDir
 
@@ -29,7 +30,6 @@ FRESH_CHECKS = ("capacity", "needle")
 SHARED_PREFIX_SLACK = 16
 TOO_FAST_FACTOR = 3.0
 MIN_AUDITED_PROMPT = 512
-CACHE_COUNTERS = ("llamacpp:prompt_tokens_cached_total", "vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits")
 
 Kind = Literal["fresh_cache_hit", "too_fast", "reuse_beyond_history"]
 
@@ -63,9 +63,7 @@ def _counter(run: RunDir, label: str) -> float | None:
     path = run.path / f"metrics-{label}.json"
     if not path.exists():
         return None
-    samples = json.loads(path.read_text())
-    found = [value for name, value in samples.items() if name.split("{")[0] in CACHE_COUNTERS]
-    return sum(found) if found else None
+    return common_metrics(json.loads(path.read_text())).get("prefix_cache_hits")
 
 
 def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAudit:

@@ -112,7 +112,7 @@ async def _user(
                 labels={"check": "ramp", "users": str(users), "user": str(user), "turn": str(number),
                         "target_tokens": str(target), "planned_tokens": str(haystack.planned_tokens),
                         "intended_cached_tokens": str(history_tokens)},
-                extra_body=spec.sampling,
+                extra_body=spec.sampling, conversation=f"ramp-u{users}-user{user}",
             )
             run.append(record)
             error = None if record.error is None else f"{record.error.kind}: {record.error.message}"

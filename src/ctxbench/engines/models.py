@@ -63,9 +63,14 @@ class TinyModel:
     tokenizer_dir: Path
 
 
+def tiny_model_dir(spec: TinyModelSpec = TinyModelSpec()) -> Path:
+    """Where the tiny model lives in the cache (its GGUF and tokenizer; `-hf` beside it: the HF directory)."""
+    return cache_root() / "models" / f"tiny-{spec.key()}"
+
+
 def tiny_model(directory: Path | None = None, spec: TinyModelSpec = TinyModelSpec()) -> TinyModel:
     """Return the tiny model in `directory` (default: the cache), writing it if absent."""
-    directory = directory or cache_root() / "models" / f"tiny-{spec.key()}"
+    directory = directory or tiny_model_dir(spec)
     model = TinyModel(directory / "tiny-llama.gguf", directory)
     if model.gguf.exists() and (directory / "tokenizer.json").exists():
         return model
@@ -167,6 +172,57 @@ def _write_gguf(path: Path, tokenizer, spec: TinyModelSpec) -> None:  # type: ig
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def tiny_hf_model(spec: TinyModelSpec = TinyModelSpec()) -> Path:
+    """The tiny model as a Hugging Face directory (config.json, model.safetensors, tokenizer) for vLLM and
+    SGLang: same shape and tokenizer as the GGUF, its own random float32 weights. Written once, cached."""
+    from safetensors.numpy import save_file
+
+    source = tiny_model(spec=spec)
+    directory = tiny_model_dir(spec).with_name(tiny_model_dir(spec).name + "-hf")
+    if (directory / "model.safetensors").exists():
+        return directory
+    staging = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(source.tokenizer_dir / name, staging / name)
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": spec.vocab_size,
+        "hidden_size": spec.n_embd, "intermediate_size": spec.n_ff, "num_hidden_layers": spec.n_layer,
+        "num_attention_heads": spec.n_head, "num_key_value_heads": spec.n_head_kv, "head_dim": spec.head_dim,
+        "max_position_embeddings": spec.context_length, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+        "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "float32",
+        "bos_token_id": 0, "eos_token_id": 2,
+    }
+    (staging / "config.json").write_text(json.dumps(config, indent=2))
+    rng = np.random.default_rng(spec.seed)
+
+    def matrix(rows: int, cols: int) -> np.ndarray:
+        return rng.standard_normal((rows, cols), dtype=np.float32) * 0.02
+
+    kv_dim = spec.n_head_kv * spec.head_dim
+    tensors = {"model.embed_tokens.weight": matrix(spec.vocab_size, spec.n_embd),
+               "model.norm.weight": np.ones(spec.n_embd, dtype=np.float32),
+               "lm_head.weight": matrix(spec.vocab_size, spec.n_embd)}
+    for layer in range(spec.n_layer):
+        block = f"model.layers.{layer}"
+        tensors |= {
+            f"{block}.input_layernorm.weight": np.ones(spec.n_embd, dtype=np.float32),
+            f"{block}.post_attention_layernorm.weight": np.ones(spec.n_embd, dtype=np.float32),
+            f"{block}.self_attn.q_proj.weight": matrix(spec.n_embd, spec.n_embd),
+            f"{block}.self_attn.k_proj.weight": matrix(kv_dim, spec.n_embd),
+            f"{block}.self_attn.v_proj.weight": matrix(kv_dim, spec.n_embd),
+            f"{block}.self_attn.o_proj.weight": matrix(spec.n_embd, spec.n_embd),
+            f"{block}.mlp.gate_proj.weight": matrix(spec.n_ff, spec.n_embd),
+            f"{block}.mlp.up_proj.weight": matrix(spec.n_ff, spec.n_embd),
+            f"{block}.mlp.down_proj.weight": matrix(spec.n_embd, spec.n_ff),
+        }
+    save_file(tensors, str(staging / "model.safetensors"), metadata={"format": "pt"})
+    shutil.rmtree(directory, ignore_errors=True)
+    staging.rename(directory)
+    return directory
 
 
 def demo_model_path() -> Path:

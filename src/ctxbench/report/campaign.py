@@ -9,6 +9,7 @@ import base64
 import io
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..results.evidence import COLUMNS, Row, collect
@@ -33,6 +34,11 @@ img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 <tbody>{% for row in rows %}<tr class="{{ row.status }}">
 {% for key, label in columns %}{% set cell = cell_of(row, key) %}<td>{{ cell[0] }}{% if cell[1] %}<span class="src">{{ cell[1] }}</span>{% endif %}</td>{% endfor %}
 <td>{{ row.reasons | join("; ") }}</td></tr>{% endfor %}</tbody></table>
+{% if pairs %}<h2>Side by side</h2>
+<p>One run a side has no spread: a difference here is shown, not established.</p>
+{% for pair in pairs %}<h3>{{ pair.title }}</h3><table class="compare"><tr><th></th><th>{{ pair.a }}</th><th>{{ pair.b }}</th></tr>
+{% for label, left, right in pair.rows %}<tr><td>{{ label }}</td><td>{{ left }}</td><td>{{ right }}</td></tr>{% endfor %}</table>
+{% endfor %}{% endif %}
 <h2>Decision guide</h2>
 <ul id="guide">{% for r in guide %}<li><b>{{ r.question }}</b>: {{ r.answer }} <i>({{ r.conditions }})</i></li>{% endfor %}</ul>
 <h2>Figures</h2>
@@ -54,7 +60,39 @@ def cell_of(row: Row, key: str) -> tuple[str, str]:
     return cell.text, cell.source
 
 
-def markdown(rows: Sequence[Row], guide: Sequence[Reading], title: str) -> str:
+@dataclass(frozen=True)
+class Pair:
+    """Two deployments side by side: a row per evidence column, the latest run of each."""
+
+    a: str
+    b: str
+    title: str
+    rows: tuple[tuple[str, str, str], ...]
+
+
+def comparisons(results: Path) -> list[tuple[str, str, str]]:
+    """(a, b, question) of every campaign run into `results` (from `campaigns/<name>.json`)."""
+    pairs = []
+    for path in sorted((results / "campaigns").glob("*.json")):
+        try:
+            pairs += [(c["a"], c["b"], c.get("question", "")) for c in json.loads(path.read_text()).get("compare", [])]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return pairs
+
+
+def side_by_side(rows: Sequence[Row], results: Path) -> list[Pair]:
+    latest = {row.deployment: row for row in rows}  # rows are oldest first
+    pairs = []
+    for a, b, question in comparisons(results):
+        if a not in latest or b not in latest:
+            continue
+        cells = [(label, cell_of(latest[a], key)[0], cell_of(latest[b], key)[0]) for key, label in COLUMNS[1:]]
+        pairs.append(Pair(a, b, f"{a} vs {b}" + (f": {question}" if question else ""), tuple(cells)))
+    return pairs
+
+
+def markdown(rows: Sequence[Row], guide: Sequence[Reading], title: str, pairs: Sequence[Pair] = ()) -> str:
     header = [label for _, label in COLUMNS] + ["why"]
     lines = [f"# ctxbench evidence: {title}", "",
              "Evidence, not a ranking: each claim has its own column and every cell names its source file "
@@ -64,6 +102,11 @@ def markdown(rows: Sequence[Row], guide: Sequence[Reading], title: str) -> str:
         cells = [cell_of(row, key) for key, _ in COLUMNS]
         shown = [f"{text} <sub>{source}</sub>" if source else text for text, source in cells]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in [*shown, "; ".join(row.reasons)]) + " |")
+    if pairs:
+        lines += ["", "## Side by side", "", "One run a side has no spread: a difference here is shown, not established."]
+    for pair in pairs:
+        lines += ["", f"### {pair.title}", "", f"| | {pair.a} | {pair.b} |", "|---|---|---|"]
+        lines += [f"| {label} | {left} | {right} |".replace("\n", " ") for label, left, right in pair.rows]
     lines += ["", "## Decision guide", ""]
     lines += [f"- **{r.question}**: {r.answer} ({r.conditions})" for r in guide]
     return "\n".join(lines) + "\n"
@@ -132,6 +175,7 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float = 3.50) -> tu
 
     rows = collect(results, price_per_gpu_hour)
     guide = readings(rows)
+    pairs = side_by_side(rows, results)
     title = results.resolve().name
     answers = []
     for row in rows:
@@ -141,9 +185,9 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float = 3.50) -> tu
     env = Environment(autoescape=True)
     html = env.from_string(TEMPLATE).render(
         title=title, rows=rows, columns=COLUMNS, cell_of=cell_of, guide=guide, figures=figures(results, rows),
-        answers=answers,
+        answers=answers, pairs=pairs,
     )
     md_path, html_path = results / "report.md", results / "report.html"
-    md_path.write_text(markdown(rows, guide, title))
+    md_path.write_text(markdown(rows, guide, title, pairs))
     html_path.write_text(html)
     return md_path, html_path

@@ -69,7 +69,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float = DEFAULT
     """One deployment's row from one run directory; status by `status_of`."""
     manifest = json.loads((run.path / "manifest.json").read_text())
     cells: dict[str, Cell] = {}
-    facts: dict[str, object] = {"checks": set(manifest.get("checks", []))}
+    facts: dict[str, object] = {"checks": set(manifest.get("checks", [])), "failed": manifest.get("failed")}
     capacity_path = run.path / "capacity.json"
     if capacity_path.exists():
         c = json.loads(capacity_path.read_text())
@@ -136,6 +136,9 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float = DEFAULT
 def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status, tuple[str, ...]]:
     """The written rules of docs/validation.md, in order. Failed beats provisional beats validated."""
     reasons: list[str] = []
+    failed = facts.get("failed")
+    if isinstance(failed, dict):
+        return "failed", (f"the deployment failed: {str(failed.get('error', '')).splitlines()[0][:160]}",)
     if facts.get("capacity_holds") is False:
         return "failed", ("the capacity claim does not hold",)
     checks = facts.get("checks") or set()

@@ -154,3 +154,14 @@ class RunDir:
 
     def write_metrics_snapshot(self, label: str, samples: dict[str, float]) -> None:
         write_json_atomic(self.path / f"metrics-{safe_name(label)}.json", samples)
+
+    def append_metrics(self, check: str, phase: str, per_replica: list[dict[str, float]]) -> None:
+        """One line of `metrics.jsonl`: each replica's `/metrics` under the common names and as scraped."""
+        from ..engines.prom import common_metrics
+
+        line = {"check": check, "phase": phase, "attempt": self.attempt, "at_ns": time.perf_counter_ns(),
+                "replicas": [{"common": common_metrics(samples), "samples": samples} for samples in per_replica]}
+        with (self.path / "metrics.jsonl").open("a") as handle:
+            handle.write(json.dumps(line) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())

@@ -1,0 +1,226 @@
+"""Run a campaign: per deployment, start it, run its checks, stop it; resumable; failures recorded.
+
+Progress is a JSONL state file per campaign (`results/campaigns/<name>.jsonl`), appended and flushed as
+each deployment starts and ends. Running the campaign again skips deployments that finished, resumes
+an interrupted one in its own run directory (same seeds, finished units skipped), and tries a failed
+one again in a new run. A deployment whose engine does not start, or dies mid-check, is marked failed
+with its log tail, and the next deployment runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from .checks.capacity import CapacitySpec
+from .checks.conversation import RampSpec
+from .checks.needle import NeedleSpec
+from .checks.probe import ProbeSpec
+from .config import BUILTIN_MODELS, Campaign, CampaignFileError, Checks, Deployment, ExternalDeployment
+from .engines.deployment import plan_deployment
+from .errors import CtxbenchError
+from .results.store import RunDir, redact_env, safe_name, write_json_atomic
+from .suite import Suite, run_suite
+from .text.tokens import TokenCounter, load_token_counter
+
+Status = Literal["started", "done", "failed"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    deployment: str
+    status: Status | Literal["skipped"]
+    run_id: str | None = None
+    error: str | None = None
+
+
+def suite_for(checks: Checks) -> Suite:
+    """The campaign file's check parameters as the checks' own specs."""
+    probe = checks.probe
+    capacity = checks.capacity
+    needle = checks.needle
+    ramp = checks.ramp
+    return Suite(
+        probe=ProbeSpec(max_tokens=probe.max_tokens, concurrency=probe.concurrency,
+                        document_chars=probe.document_chars) if probe else None,
+        capacity=CapacitySpec(output_tokens=capacity.output_tokens, margin_tokens=capacity.margin_tokens,
+                              over_by_tokens=capacity.over_by_tokens) if capacity else None,
+        needle=NeedleSpec(lengths=tuple(needle.lengths), depths=tuple(needle.depths),
+                          max_tokens=needle.max_tokens) if needle else None,
+        ramp=RampSpec(start_tokens=ramp.start, end_tokens=ramp.end, turns=ramp.turns, schedule=ramp.schedule,
+                      max_tokens=ramp.max_tokens, users=tuple(ramp.users), stagger_s=ramp.stagger_s,
+                      on_failure=ramp.on_failure) if ramp else None,
+    )
+
+
+def state_path(campaign: Campaign, results: Path) -> Path:
+    return results / "campaigns" / f"{safe_name(campaign.campaign.name)}.jsonl"
+
+
+def read_state(path: Path) -> dict[str, dict[str, str]]:
+    """Each deployment's latest state line (a torn last line from a crash is skipped)."""
+    latest: dict[str, dict[str, str]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+                latest[entry["deployment"]] = entry
+            except (ValueError, KeyError, TypeError):
+                continue
+    return latest
+
+
+def campaign_record(campaign: Campaign) -> dict[str, object]:
+    """The campaign as run, for the report to be rebuilt from files alone (environment values redacted)."""
+    data = campaign.model_dump(mode="json")
+    for deployment in data["deployments"]:
+        deployment["env"] = redact_env(deployment["env"])
+    return data
+
+
+def _append_state(path: Path, deployment: str, status: Status, run_id: str | None, error: str | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entry = {"deployment": deployment, "status": status, "run_id": run_id, "error": error,
+             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with path.open("a") as handle:
+        handle.write(json.dumps(entry) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def counter_for(deployment: Deployment, model: str) -> Callable[[str], TokenCounter]:
+    """The token counter of a deployment: its `tokenizer`, else the GGUF's vocabulary, else the model
+    directory's tokenizer, else the server's own `/tokenize` (made once the server is up)."""
+    tokenizer = deployment.tokenizer
+    gguf = None
+    if tokenizer is None and not isinstance(deployment, ExternalDeployment):
+        path = Path(model)
+        if path.suffix == ".gguf":
+            gguf = path
+        elif (path / "tokenizer.json").exists():
+            tokenizer = path
+    return lambda url: load_token_counter(tokenizer, gguf, url, deployment.served)
+
+
+def available_gpus() -> int | None:
+    """GPUs this machine shows (NVML), or None when that cannot be known."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML library or no driver
+        return 0 if not Path("/dev/nvidiactl").exists() else None
+
+
+def check_gpus(campaign: Campaign, deployments: list[Deployment], present: int | None) -> None:
+    """Every GPU index a launched deployment names must exist on this machine."""
+    if present is None:
+        return
+    for deployment in deployments:
+        if isinstance(deployment, ExternalDeployment):
+            continue
+        missing = [g for g in deployment.gpus if g >= present]
+        if missing:
+            index = campaign.deployments.index(deployment)
+            raise CampaignFileError(
+                f"deployments[{index}].gpus ({deployment.name}): GPU {missing[0]} is not present; this machine shows "
+                f"{present} GPU(s) (indices 0..{present - 1})" if present else
+                f"deployments[{index}].gpus ({deployment.name}): GPU {missing[0]} is not present; this machine shows "
+                "no NVIDIA GPU. Remove `gpus` to run on the CPU, or run on the GPU node.")
+
+
+def dry_run(campaign: Campaign, names: list[str]) -> list[str]:
+    """The plan, line by line: each deployment's exact commands and checks; nothing is started or written."""
+    lines = [f"campaign {campaign.campaign.name}: price ${campaign.campaign.price_per_gpu_hour:.2f}/GPU-hour, "
+             f"results in {campaign.campaign.results}"]
+    for deployment in campaign.select(names):
+        plan = plan_deployment(deployment, resolve=False)
+        checks = campaign.checks_for(deployment)
+        ran = [name for name, spec in checks.model_dump().items() if spec is not None]
+        model = getattr(deployment, "model", None)
+        missing = (model is not None and model not in BUILTIN_MODELS and not isinstance(deployment, ExternalDeployment)
+                   and not Path(model).expanduser().exists())
+        lines.append(f"\n[{deployment.name}] engine {deployment.engine}, {len(plan.specs) or len(plan.urls)} "
+                     f"replica(s), GPUs {[list(g) for g in plan.replica_gpus]}, model {plan.model}"
+                     + (" (MISSING on this machine)" if missing else ""))
+        for index, command in enumerate(plan.commands()):
+            lines.append(f"  replica {index}: {command}")
+        lines.append(f"  checks: {', '.join(ran) or 'none'}")
+        for name in ran:
+            lines.append(f"    {name}: {json.dumps(checks.model_dump()[name])}")
+    for pair in campaign.compare:
+        lines.append(f"\ncompare {pair.a} with {pair.b}" + (f": {pair.question}" if pair.question else ""))
+    return lines
+
+
+def run_campaign(
+    campaign: Campaign,
+    *,
+    results: Path | None = None,
+    names: list[str] | None = None,
+    force: bool = False,
+    on_status: Callable[[str], None] = lambda message: None,
+    on_request_done: Callable[[], None] = lambda: None,
+) -> list[Outcome]:
+    """Run the selected deployments in the file's order; returns what happened to each.
+
+    `force` redoes deployments that finished (in new runs)."""
+    results = results or campaign.campaign.results
+    selected = campaign.select(names or [])
+    if any(d.gpus for d in selected):
+        check_gpus(campaign, selected, available_gpus())
+    path = state_path(campaign, results)
+    write_json_atomic(path.with_suffix(".json"), campaign_record(campaign))
+    state = read_state(path)
+    outcomes = []
+    for deployment in selected:
+        previous = state.get(deployment.name, {})
+        if previous.get("status") == "done" and not force:
+            on_status(f"{deployment.name}: finished earlier in run {previous['run_id']}; skipped (--force redoes it)")
+            outcomes.append(Outcome(deployment.name, "skipped", previous.get("run_id")))
+            continue
+        resume = None
+        if previous.get("status") == "started" and previous.get("run_id") and not force:
+            candidate = results / "runs" / previous["run_id"]
+            resume = candidate if (candidate / "manifest.json").exists() else None
+        outcomes.append(_run_deployment(campaign, deployment, results, path, resume, on_status, on_request_done))
+    return outcomes
+
+
+def _run_deployment(campaign: Campaign, deployment: Deployment, results: Path, state: Path, resume: Path | None,
+                    on_status: Callable[[str], None], on_request_done: Callable[[], None]) -> Outcome:
+    run_id: str | None = resume.name if resume else None
+    try:
+        plan = plan_deployment(deployment)
+        suite = suite_for(campaign.checks_for(deployment))
+
+        def started(run: RunDir) -> None:
+            nonlocal run_id
+            run_id = run.run_id
+            _append_state(state, deployment.name, "started", run.run_id)
+
+        if resume is not None:
+            on_status(f"{deployment.name}: resuming run {resume.name}")
+        run = run_suite(
+            plan, counter_for(deployment, plan.model), suite, results, deployment=deployment.name,
+            campaign=campaign.campaign.name, note=deployment.note, random_weights=deployment.random_weights,
+            extra_manifest={"campaign_file_deployment": {**deployment.model_dump(mode="json"),
+                                                         "env": redact_env(deployment.env)},
+                            "price_per_gpu_hour": campaign.campaign.price_per_gpu_hour},
+            on_status=on_status, on_request_done=on_request_done, resume=resume, on_run=started,
+        )
+    except CtxbenchError as exc:
+        _append_state(state, deployment.name, "failed", run_id, str(exc)[-4000:])
+        on_status(f"{deployment.name}: FAILED: {str(exc).splitlines()[0]}")
+        return Outcome(deployment.name, "failed", run_id, str(exc))
+    _append_state(state, deployment.name, "done", run.run_id)
+    return Outcome(deployment.name, "done", run.run_id)

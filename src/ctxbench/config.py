@@ -1,0 +1,344 @@
+"""Campaign files: TOML, validated with pydantic, every error naming the file, the line and the key.
+
+A campaign compares deployments (model x engine x layout x precision) on one node. The file holds the
+campaign's name and price, the checks with their parameters, the deployments (each selected by its
+`engine` field: `llamacpp`, `vllm`, `sglang`, or `external` for an endpoint already running), and the
+pairs to compare side by side. Relative paths resolve against the directory ctxbench runs in, like
+command-line arguments. `model = "ctxbench:demo"` and `"ctxbench:tiny"` name the models ctxbench makes.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import CtxbenchError
+
+MAX_TOKENS_PER_PROMPT = 1 << 24  # 16M: beyond any model's window; a typo like 1000M is caught here
+BUILTIN_MODELS = ("ctxbench:demo", "ctxbench:tiny")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+_SUFFIXES = {"k": 1024, "m": 1024 * 1024}
+
+
+class CampaignFileError(CtxbenchError):
+    """A campaign file that cannot be used; the message names the file, line, key and fix."""
+
+
+def token_count(value: Any) -> int:
+    """`8192`, `"8K"` (8192), `"1M"` (1048576), `"1.5K"`: context sizes count in powers of two."""
+    if isinstance(value, bool):
+        raise ValueError("a token count is a number or a string like '8K' or '1M', not true/false")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        cleaned = value.strip().lower()
+        try:
+            if cleaned and cleaned[-1] in _SUFFIXES:
+                return int(float(cleaned[:-1]) * _SUFFIXES[cleaned[-1]])
+            return int(cleaned)
+        except ValueError:
+            pass
+    raise ValueError(f"{value!r} is not a token count; write 8192, '8K' or '1M'")
+
+
+Tokens = Annotated[int, BeforeValidator(token_count), Field(ge=1, le=MAX_TOKENS_PER_PROMPT)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ProbeParams(_Strict):
+    max_tokens: int = Field(96, ge=1, le=65536)
+    concurrency: int = Field(2, ge=1, le=1024)
+    document_chars: int = Field(4000, ge=0, le=10_000_000)
+
+
+class CapacityParams(_Strict):
+    output_tokens: int = Field(16, ge=1, le=65536)
+    margin_tokens: int = Field(16, ge=0, le=65536)
+    over_by_tokens: int = Field(256, ge=1, le=MAX_TOKENS_PER_PROMPT)
+
+
+class NeedleParams(_Strict):
+    lengths: list[Tokens] = Field(default_factory=list, max_length=64)  # empty: the server's limit
+    depths: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(default=[0.1, 0.5, 0.9], min_length=1,
+                                                                   max_length=64)
+    max_tokens: int = Field(32, ge=1, le=65536)
+
+
+class RampParams(_Strict):
+    start: Tokens = 32 * 1024
+    end: Tokens = 1024 * 1024
+    turns: int = Field(10, ge=1, le=1000)
+    schedule: Literal["geometric", "linear"] = "geometric"
+    max_tokens: int = Field(256, ge=1, le=65536)
+    users: list[Annotated[int, Field(ge=1, le=1024)]] = Field(default=[1, 2], min_length=1, max_length=16)
+    stagger_s: float = Field(5.0, ge=0.0, le=3600.0)
+    on_failure: Literal["stop", "continue"] = "stop"
+
+    @model_validator(mode="after")
+    def _end_after_start(self) -> RampParams:
+        if self.end < self.start:
+            raise ValueError(f"end ({self.end}) is shorter than start ({self.start}); a ramp grows")
+        return self
+
+
+CHECK_NAMES = ("probe", "capacity", "needle", "ramp")
+
+
+class Checks(_Strict):
+    """Each check runs when its table is present; `check = false` in a deployment's overrides skips it."""
+
+    probe: ProbeParams | None = None
+    capacity: CapacityParams | None = None
+    needle: NeedleParams | None = None
+    ramp: RampParams | None = None
+
+
+def _check_name(value: str) -> str:
+    if not _NAME.match(value) or ".." in value:
+        raise ValueError(
+            f"{value!r} is not a usable name: use letters, digits, '.', '_' and '-' (no '/', no '..', at most "
+            "80 characters, starting with a letter or digit); it becomes a directory name"
+        )
+    return value
+
+
+Name = Annotated[str, BeforeValidator(lambda v: _check_name(v) if isinstance(v, str) else v)]
+
+
+class _Deployment(_Strict):
+    name: Name
+    served_name: str | None = Field(None, max_length=200)
+    gpus: list[Annotated[int, Field(ge=0, le=255)]] = Field(default_factory=list, max_length=256)
+    replicas: int = Field(1, ge=1, le=64)
+    args: list[str] = Field(default_factory=list, max_length=512)
+    env: dict[str, str] = Field(default_factory=dict)
+    tokenizer: Path | None = None
+    ready_timeout_s: float = Field(900.0, gt=0, le=24 * 3600)
+    random_weights: bool = False
+    note: str = Field("", max_length=2000)
+    checks: dict[str, dict[str, Any] | Literal[False]] = Field(default_factory=dict)
+
+    @field_validator("checks")
+    @classmethod
+    def _known_checks(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name in value:
+            if name not in CHECK_NAMES:
+                raise ValueError(f"unknown check {name!r}; the checks are {', '.join(CHECK_NAMES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _gpus_split_evenly(self) -> _Deployment:
+        if self.gpus and len(self.gpus) % self.replicas:
+            raise ValueError(f"{len(self.gpus)} GPUs cannot be split evenly into {self.replicas} replicas")
+        if len(set(self.gpus)) != len(self.gpus):
+            raise ValueError(f"gpus {self.gpus} lists a GPU twice")
+        return self
+
+    @property
+    def served(self) -> str:
+        return self.served_name or self.name
+
+    def replica_gpus(self) -> list[list[int]]:
+        """The GPUs of each replica: `gpus` split evenly in order (`[0,1,2,3]`, 2 replicas -> `[0,1]`, `[2,3]`)."""
+        if not self.gpus:
+            return [[] for _ in range(self.replicas)]
+        size = len(self.gpus) // self.replicas
+        return [self.gpus[i * size:(i + 1) * size] for i in range(self.replicas)]
+
+
+class LlamaCppDeployment(_Deployment):
+    engine: Literal["llamacpp"]
+    model: str
+    binary: Path | None = None  # default: the llama-server ctxbench built (`build`)
+    build: Literal["cpu", "cuda"] = "cpu"
+    ctx_size: Tokens = 8192
+    parallel: int = Field(1, ge=1, le=1024)
+    threads: int | None = Field(None, ge=1, le=4096)
+
+
+class VllmDeployment(_Deployment):
+    engine: Literal["vllm"]
+    model: str
+    python: str = "python3"  # the interpreter of the environment vLLM is installed in
+    compile_cache: Path | None = None  # VLLM_CACHE_ROOT: keep it between runs to compare cold and warm starts
+
+
+class SglangDeployment(_Deployment):
+    engine: Literal["sglang"]
+    model: str
+    python: str = "python3"
+    compile_cache: Path | None = None  # TORCHINDUCTOR_CACHE_DIR
+
+
+class ExternalDeployment(_Deployment):
+    engine: Literal["external"]
+    urls: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(min_length=1, max_length=64)
+    model: str | None = None
+    api_key_env: str | None = None  # the name of the environment variable holding the key, never the key
+
+    @model_validator(mode="after")
+    def _one_replica_per_url(self) -> ExternalDeployment:
+        if self.replicas not in (1, len(self.urls)):
+            raise ValueError(f"replicas = {self.replicas} but {len(self.urls)} urls; an external deployment has "
+                             "one replica per url (leave replicas out)")
+        return self
+
+
+Deployment = Annotated[
+    LlamaCppDeployment | VllmDeployment | SglangDeployment | ExternalDeployment, Field(discriminator="engine")
+]
+
+
+class Comparison(_Strict):
+    """Two deployments shown side by side (variants on the same GPUs: with and without a drafter...)."""
+
+    a: str
+    b: str
+    question: str = Field("", max_length=500)
+
+
+class CampaignSettings(_Strict):
+    name: Name
+    price_per_gpu_hour: float = Field(3.50, ge=0.0, le=10_000.0)
+    results: Path = Path("results")
+    campaign_seed: str = Field("", max_length=200)
+
+
+class Campaign(_Strict):
+    campaign: CampaignSettings
+    checks: Checks = Checks()
+    deployments: list[Deployment] = Field(min_length=1, max_length=256)
+    compare: list[Comparison] = Field(default_factory=list, max_length=256)
+
+    @model_validator(mode="after")
+    def _names_unique_and_known(self) -> Campaign:
+        names = [d.name for d in self.deployments]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"deployment name(s) {', '.join(twice)} used twice; names must be unique")
+        for pair in self.compare:
+            for side in (pair.a, pair.b):
+                if side not in names:
+                    raise ValueError(f"compare names {side!r}, which is not a deployment ({', '.join(names)})")
+        return self
+
+    def checks_for(self, deployment: _Deployment) -> Checks:
+        """The campaign's checks with the deployment's overrides merged in (`false` removes a check)."""
+        merged: dict[str, Any] = {}
+        for name in CHECK_NAMES:
+            base = getattr(self.checks, name)
+            override = deployment.checks.get(name)
+            if override is False:
+                continue
+            if base is None and override is None:
+                continue
+            merged[name] = {**(base.model_dump() if base else {}), **(override or {})}
+        return Checks.model_validate(merged)
+
+    def select(self, names: list[str]) -> list[Deployment]:
+        """The deployments named (all when `names` is empty), in the file's order."""
+        known = [d.name for d in self.deployments]
+        for name in names:
+            if name not in known:
+                close = [k for k in known if name.lower() in k.lower() or k.lower() in name.lower()]
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise CampaignFileError(f"--deployment {name!r} is not in the campaign ({', '.join(known)}){hint}")
+        return [d for d in self.deployments if not names or d.name in names]
+
+
+def load_campaign(path: Path, *, check_paths: bool = True) -> Campaign:
+    """Read and validate a campaign file. With `check_paths`, local model and binary paths must exist."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise CampaignFileError(f"{path}: cannot read the campaign file ({exc.strerror}).") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CampaignFileError(f"{path}: not valid TOML: {exc}. Fix the syntax at that line.") from None
+    try:
+        campaign = Campaign.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise CampaignFileError(_describe(path, text, first, len(exc.errors()))) from None
+    for index, deployment in enumerate(campaign.deployments):
+        try:
+            campaign.checks_for(deployment)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ("deployments", index, "checks", *first["loc"])
+            raise CampaignFileError(_describe(path, text, {**first, "loc": loc}, len(exc.errors()))) from None
+        if check_paths:
+            _check_local_paths(path, text, index, deployment)
+    return campaign
+
+
+def _check_local_paths(path: Path, text: str, index: int, deployment: _Deployment) -> None:
+    model = getattr(deployment, "model", None)
+    if isinstance(deployment, ExternalDeployment) or model is None or model in BUILTIN_MODELS:
+        return
+    if not Path(model).expanduser().exists():
+        loc = ("deployments", index, "model")
+        raise CampaignFileError(
+            f"{_where(path, text, loc)}: model path {model!r} does not exist. Give a local file or directory "
+            f"(ctxbench never downloads models), or `ctxbench:demo` / `ctxbench:tiny`."
+        )
+    binary = getattr(deployment, "binary", None)
+    if binary is not None and not Path(binary).expanduser().exists():
+        loc = ("deployments", index, "binary")
+        raise CampaignFileError(f"{_where(path, text, loc)}: binary {str(binary)!r} does not exist; leave `binary` "
+                                "out to use the llama-server ctxbench builds (`ctxbench engine build llamacpp`).")
+
+
+def _describe(path: Path, text: str, error: dict[str, Any], count: int) -> str:
+    loc = tuple(error["loc"])
+    # A discriminated union puts the tag in the location (`deployments.0.vllm.args`): drop it.
+    loc = tuple(part for part in loc if part not in ("llamacpp", "vllm", "sglang", "external"))
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "union_tag_invalid":
+        message = f"unknown engine {error['input'].get('engine')!r}; use one of llamacpp, vllm, sglang, external"
+        loc = (*loc, "engine")
+    elif error["type"] == "union_tag_not_found":
+        message = "every deployment needs `engine = ...` (llamacpp, vllm, sglang or external)"
+    elif error["type"] == "extra_forbidden":
+        message = f"unknown key {loc[-1]!r}; check its spelling against docs/campaigns.md"
+    elif error["type"] == "missing":
+        message = f"required key {loc[-1]!r} is missing"
+    more = f" ({count - 1} more problem(s) after this one)" if count > 1 else ""
+    return f"{_where(path, text, loc)}: {message}{more}"
+
+
+def _where(path: Path, text: str, loc: tuple[Any, ...]) -> str:
+    key = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in loc).replace(".[", "[")
+    line = _line_of(text, loc)
+    return f"{path}:{line}: {key}" if line else f"{path}: {key}"
+
+
+def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
+    """The line that sets `loc` (best effort: tables, arrays of tables and `key =` lines, in order)."""
+    lines = text.splitlines()
+    start, found, table = 0, None, ""
+    for position, part in enumerate(loc):
+        if isinstance(part, int):
+            header = re.compile(rf"^\s*\[\[\s*{re.escape(table)}\s*\]\]")
+            hits = [i for i, line in enumerate(lines) if i >= start and header.match(line)]
+            if part < len(hits):
+                start = found = hits[part]
+                start += 1
+            continue
+        table = f"{table}.{part}" if table and isinstance(loc[position - 1], str) else str(part)
+        if position + 1 < len(loc) and isinstance(loc[position + 1], int):
+            continue  # an array (of tables): the index finds the line
+        key = re.compile(rf"^\s*(\[+\s*[\w.\-]*\b{re.escape(str(part))}\s*\]+|{re.escape(str(part))}\s*=)")
+        for i in range(start, len(lines)):
+            if key.match(lines[i]):
+                found, start = i, i + 1
+                break
+    return None if found is None else found + 1

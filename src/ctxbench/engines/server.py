@@ -1,0 +1,212 @@
+"""Start, watch and stop one engine server process on 127.0.0.1, whatever the engine.
+
+The command is composed by the engine's launcher with `{port}` where the port goes; the server runs in
+its own process group (stopping it stops everything it started), dies with ctxbench even on SIGKILL
+(Linux parent-death signal), and logs to a file kept with the results. Ready means the health path
+answers 200 and, where given, the models path too; launch -> ready is the cold start.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ..errors import EngineNotReady
+from .prom import parse_metrics
+
+PORT = "{port}"
+_PORT_ATTEMPTS = 3
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One engine process: its command (with `{port}`), environment additions and readiness rule."""
+
+    engine: str  # llamacpp, vllm, sglang
+    command: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    ready_paths: tuple[str, ...] = ("/health",)
+    ready_timeout_s: float = 180.0
+    port: int | None = None  # None: pick a free loopback port
+
+    def argv(self, port: int) -> list[str]:
+        return [arg.replace(PORT, str(port)) for arg in self.command]
+
+
+class EngineDied(EngineNotReady):
+    """A server that was ready exited while a check ran; the message carries its log tail."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGTERM it when ctxbench dies, even by SIGKILL, so that no
+    server outlives the run that started it (elsewhere this does nothing; `stop` and atexit still apply).
+    Linux ties this to the thread that started the server: start servers from a thread that outlives them."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+class EngineServer:
+    """A running engine. Use as a context manager, or call `start()` and `stop()`."""
+
+    def __init__(self, spec: LaunchSpec, log_path: Path) -> None:
+        self.spec = spec
+        self.log_path = log_path
+        self.port = 0
+        self.command: list[str] = []
+        self.ready_s: float | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> EngineServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> EngineServer:
+        """Launch and wait until ready; `ready_s` is launch -> ready (the cold start)."""
+        fixed = self.spec.port is not None
+        if fixed and port_in_use(self.spec.port):  # type: ignore[arg-type]
+            # Checked first: otherwise the other process would answer our health check.
+            raise EngineNotReady(f"port {self.spec.port} on 127.0.0.1 is already in use by another process; "
+                                 "choose another port, or leave the port unset and ctxbench picks a free one.")
+        attempts = 1 if fixed else _PORT_ATTEMPTS
+        for attempt in range(attempts):
+            self.port = self.spec.port if fixed else free_port()  # type: ignore[assignment]
+            try:
+                self._launch_and_wait()
+                return self
+            except EngineNotReady:
+                # Another process may take the free port between our probe and the server's bind.
+                if attempt + 1 < attempts and self._lost_port_race():
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    def _lost_port_race(self) -> bool:
+        tail = self.log_tail().lower()
+        return any(words in tail for words in ("couldn't bind", "address already in use", "address in use"))
+
+    def _launch_and_wait(self) -> None:
+        self.command = self.spec.argv(self.port)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        try:
+            with self.log_path.open("wb") as log:
+                self._process = subprocess.Popen(
+                    self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True, env={**os.environ, **self.spec.env}, preexec_fn=_die_with_parent,
+                )
+        except OSError as exc:
+            raise EngineNotReady(f"cannot start {self.command[0]!r}: {exc.strerror}. Is the engine installed, and "
+                                 "is the path (`binary` or `python` in the campaign file) right?") from None
+        atexit.register(self.stop)
+        deadline = started + self.spec.ready_timeout_s
+        with httpx.Client(timeout=2.0) as http:
+            while time.perf_counter() < deadline:
+                if self._process.poll() is not None:
+                    code = self._process.returncode
+                    self.stop()
+                    raise EngineNotReady(
+                        f"{self.spec.engine} exited with code {code} during startup. "
+                        f"Command: {' '.join(self.command)}\nLog tail ({self.log_path}):\n{self.log_tail()}"
+                    )
+                if self._ready(http):
+                    self.ready_s = time.perf_counter() - started
+                    return
+                time.sleep(0.1)
+        self.stop()
+        raise EngineNotReady(
+            f"{self.spec.engine} was not ready within {self.spec.ready_timeout_s:.0f} s; raise ready_timeout_s "
+            f"for large models.\nLog tail ({self.log_path}):\n{self.log_tail()}"
+        )
+
+    def _ready(self, http: httpx.Client) -> bool:
+        for path in self.spec.ready_paths:
+            try:
+                if http.get(f"{self.base_url}{path}").status_code != 200:
+                    return False
+            except httpx.TransportError:
+                return False
+        return True
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def check_alive(self) -> None:
+        """Raise `EngineDied` with the log tail when the server has exited since it was ready."""
+        if self._process is not None and self._process.poll() is not None:
+            raise EngineDied(f"{self.spec.engine} at {self.base_url} exited with code {self._process.returncode} "
+                             f"during the run.\nLog tail ({self.log_path}):\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def get_json(self, path: str, timeout_s: float = 10.0) -> Any:
+        with httpx.Client(timeout=timeout_s) as http:
+            response = http.get(f"{self.base_url}{path}")
+            response.raise_for_status()
+            return response.json()
+
+    def metrics(self) -> dict[str, float]:
+        """The server's `/metrics` (Prometheus text), parsed; names keep the engine's prefix."""
+        with httpx.Client(timeout=10.0) as http:
+            response = http.get(f"{self.base_url}/metrics")
+            response.raise_for_status()
+            return parse_metrics(response.text)
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """SIGINT, then SIGTERM, then SIGKILL to the whole process group; safe to call twice."""
+        process, self._process = self._process, None
+        atexit.unregister(self.stop)
+        if process is None:
+            return
+        if process.poll() is not None:
+            # The leader is gone; workers it started (vLLM, SGLang) may not be.
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                process.wait(timeout=grace_s)
+                return
+            except subprocess.TimeoutExpired:
+                continue

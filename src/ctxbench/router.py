@@ -1,0 +1,75 @@
+"""Client-side routing over replicas of one deployment.
+
+A conversation sticks to the replica that served its first turn (its prefix cache is there); a new
+conversation, or a request that names none, goes to the replica with the fewest requests in flight
+(ties: the one that has taken the fewest conversations, then the lowest index). Each record carries
+the replica in its `replica` label, so per-replica load can be read back from the records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .client import Client, Message
+from .records import RequestRecord
+
+
+class Router:
+    """Sends each request to one of `clients` (one per replica); the same methods as `Client`."""
+
+    def __init__(self, clients: Sequence[Client]) -> None:
+        if not clients:
+            raise ValueError("a Router needs at least one replica")
+        self.clients = list(clients)
+        self.in_flight = [0] * len(clients)
+        self.conversations_taken = [0] * len(clients)
+        self._sticky: dict[str, int] = {}
+
+    @property
+    def model(self) -> str:
+        return self.clients[0].model
+
+    @property
+    def base_url(self) -> str:
+        return self.clients[0].base_url
+
+    def pick(self, conversation: str | None) -> int:
+        """The replica for a request of `conversation` (None: a one-off request)."""
+        if conversation is not None and conversation in self._sticky:
+            return self._sticky[conversation]
+        replica = min(range(len(self.clients)), key=lambda i: (self.in_flight[i], self.conversations_taken[i], i))
+        if conversation is not None:
+            self._sticky[conversation] = replica
+        self.conversations_taken[replica] += 1
+        return replica
+
+    async def chat(self, messages: Sequence[Message], *, conversation: str | None = None,
+                   labels: Mapping[str, str] | None = None, **kwargs: Any) -> RequestRecord:
+        replica = self.pick(conversation)
+        self.in_flight[replica] += 1
+        try:
+            return await self.clients[replica].chat(messages, labels={**(labels or {}), "replica": str(replica)},
+                                                    **kwargs)
+        finally:
+            self.in_flight[replica] -= 1
+
+    async def complete(self, prompt: str, *, conversation: str | None = None,
+                       labels: Mapping[str, str] | None = None, **kwargs: Any) -> RequestRecord:
+        replica = self.pick(conversation)
+        self.in_flight[replica] += 1
+        try:
+            return await self.clients[replica].complete(prompt, labels={**(labels or {}), "replica": str(replica)},
+                                                        **kwargs)
+        finally:
+            self.in_flight[replica] -= 1
+
+    async def aclose(self) -> None:
+        for client in self.clients:
+            await client.aclose()
+
+    async def __aenter__(self) -> Router:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

@@ -1,0 +1,159 @@
+"""Campaign files: what loads, and errors that name the file, the line, the key and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxbench.config import CampaignFileError, load_campaign
+
+GOOD = """
+[campaign]
+name = "node-a"
+price_per_gpu_hour = 2.5
+
+[checks.capacity]
+
+[checks.ramp]
+start = "8K"
+end = "1M"
+users = [1, 2, 4]
+
+[[deployments]]
+name = "qwen-tp4"
+engine = "vllm"
+model = "{model}"
+gpus = [0, 1, 2, 3]
+args = ["--max-model-len", "1048576"]
+compile_cache = "/tmp/vllm-cache"
+
+[[deployments]]
+name = "qwen-replicas"
+engine = "vllm"
+model = "{model}"
+gpus = [4, 5, 6, 7]
+replicas = 4
+[deployments.checks.ramp]
+end = "256K"
+[deployments.checks]
+capacity = false
+
+[[deployments]]
+name = "already-up"
+engine = "external"
+urls = ["http://127.0.0.1:8000"]
+api_key_env = "MY_KEY"
+
+[[compare]]
+a = "qwen-tp4"
+b = "qwen-replicas"
+question = "one split copy or four replicas?"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    path = tmp_path / "campaign.toml"
+    path.write_text(text.replace("{model}", str(model)))
+    return path
+
+
+def error_of(tmp_path: Path, text: str) -> str:
+    with pytest.raises(CampaignFileError) as raised:
+        load_campaign(write(tmp_path, text))
+    return str(raised.value)
+
+
+def test_a_campaign_loads_with_token_sizes_overrides_and_replica_gpus(tmp_path: Path) -> None:
+    campaign = load_campaign(write(tmp_path, GOOD))
+    tp4, replicas, external = campaign.deployments
+    assert campaign.checks.ramp is not None and campaign.checks.ramp.start == 8192
+    assert campaign.checks.ramp.end == 1048576
+    assert tp4.replica_gpus() == [[0, 1, 2, 3]]
+    assert replicas.replica_gpus() == [[4], [5], [6], [7]]
+    merged = campaign.checks_for(replicas)
+    assert merged.capacity is None and merged.ramp is not None
+    assert merged.ramp.end == 256 * 1024 and merged.ramp.users == [1, 2, 4]  # the rest comes from the campaign
+    assert campaign.checks_for(tp4).capacity is not None
+    assert external.served == "already-up"
+    assert [d.name for d in campaign.select(["qwen-replicas"])] == ["qwen-replicas"]
+
+
+def test_toml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    message = error_of(tmp_path, '[campaign]\nname = "x"\n\n[[deployments]\nname = "y"\n')
+    assert "campaign.toml" in message and "line 4" in message and "not valid TOML" in message
+
+
+def test_unknown_engine_names_the_deployment_line_and_the_choices(tmp_path: Path) -> None:
+    text = GOOD.replace('name = "qwen-replicas"\nengine = "vllm"', 'name = "qwen-replicas"\nengine = "vlm"')
+    message = error_of(tmp_path, text)
+    assert "deployments[1].engine" in message and "unknown engine 'vlm'" in message
+    assert "llamacpp, vllm, sglang, external" in message
+    line = int(message.split("campaign.toml:")[1].split(":")[0])
+    assert write(tmp_path, text).read_text().splitlines()[line - 1].strip() == 'engine = "vlm"'
+
+
+def test_missing_model_path_says_ctxbench_never_downloads(tmp_path: Path) -> None:
+    text = GOOD.replace('model = "{model}"\ngpus = [0, 1, 2, 3]', 'model = "/nowhere/Qwen3"\ngpus = [0, 1, 2, 3]')
+    message = error_of(tmp_path, text)
+    assert "deployments[0].model" in message and "/nowhere/Qwen3" in message and "never downloads" in message
+
+
+def test_wrong_types_and_absurd_sizes_are_refused_with_their_key(tmp_path: Path) -> None:
+    assert "campaign.price_per_gpu_hour" in error_of(tmp_path, GOOD.replace("2.5", '"cheap"'))
+    message = error_of(tmp_path, GOOD.replace('end = "1M"', 'end = "1000M"'))
+    assert "checks.ramp.end" in message and "16777216" in message
+    message = error_of(tmp_path, GOOD.replace("users = [1, 2, 4]", "users = [1, 2, 100000]"))
+    assert "checks.ramp.users" in message
+    message = error_of(tmp_path, GOOD.replace('end = "1M"', 'end = "4K"'))
+    assert "shorter than start" in message
+
+
+def test_names_with_path_separators_or_dots_are_refused(tmp_path: Path) -> None:
+    for bad in ("../../etc", "a/b", "..hidden"):
+        message = error_of(tmp_path, GOOD.replace('name = "qwen-tp4"', f'name = "{bad}"'))
+        assert "deployments[0].name" in message and "directory name" in message
+
+
+def test_unknown_keys_and_checks_are_named(tmp_path: Path) -> None:
+    message = error_of(tmp_path, GOOD.replace("compile_cache =", "compile_cahce ="))
+    assert "compile_cahce" in message and "unknown key" in message
+    message = error_of(tmp_path, GOOD.replace("[deployments.checks.ramp]", "[deployments.checks.rampp]"))
+    assert "unknown check 'rampp'" in message
+    message = error_of(tmp_path, GOOD.replace('[deployments.checks.ramp]\nend = "256K"',
+                                               '[deployments.checks.ramp]\nturns = "many"'))
+    assert "deployments[1].checks.ramp.turns" in message
+
+
+def test_gpus_that_do_not_split_into_replicas_and_unknown_comparisons(tmp_path: Path) -> None:
+    assert "split evenly" in error_of(tmp_path, GOOD.replace("replicas = 4", "replicas = 3"))
+    assert "not a deployment" in error_of(tmp_path, GOOD.replace('b = "qwen-replicas"', 'b = "nope"'))
+    assert "used twice" in error_of(tmp_path, GOOD.replace('name = "qwen-replicas"', 'name = "qwen-tp4"'))
+
+
+def test_unreadable_file_and_unknown_deployment_flag(tmp_path: Path) -> None:
+    with pytest.raises(CampaignFileError, match="cannot read"):
+        load_campaign(tmp_path / "absent.toml")
+    campaign = load_campaign(write(tmp_path, GOOD))
+    with pytest.raises(CampaignFileError, match="did you mean 'qwen-replicas'"):
+        campaign.select(["replicas"])
+
+
+def test_gpu_index_not_present_is_named(tmp_path: Path) -> None:
+    from ctxbench.campaign import check_gpus
+
+    campaign = load_campaign(write(tmp_path, GOOD))
+    with pytest.raises(CampaignFileError, match=r"deployments\[1\].gpus .*GPU 4 is not present.*4 GPU"):
+        check_gpus(campaign, list(campaign.deployments), 4)
+    with pytest.raises(CampaignFileError, match="no NVIDIA GPU"):
+        check_gpus(campaign, list(campaign.deployments), 0)
+    check_gpus(campaign, list(campaign.deployments), 8)
+
+
+def test_the_shipped_examples_load(tmp_path: Path) -> None:
+    root = Path(__file__).parents[2] / "examples"
+    for path in sorted(root.glob("*.toml")):
+        campaign = load_campaign(path, check_paths=False)
+        assert campaign.deployments, path
