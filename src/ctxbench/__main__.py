@@ -1,0 +1,5 @@
+"""`python -m ctxbench` is the `ctxbench` command."""
+
+from .cli import app
+
+app(prog_name="ctxbench")
