@@ -123,6 +123,9 @@ class _Deployment(_Strict):
     ready_timeout_s: float = Field(900.0, gt=0, le=24 * 3600)
     random_weights: bool = False
     note: str = Field("", max_length=2000)
+    # The *name* of the environment variable holding an API key, never the key: requests send it as a
+    # bearer token, a launched engine gets `--api-key`, and manifests, logs and reports never show it.
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     checks: dict[str, dict[str, Any] | Literal[False]] = Field(default_factory=dict)
 
     @field_validator("checks")
@@ -181,7 +184,6 @@ class ExternalDeployment(_Deployment):
     engine: Literal["external"]
     urls: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(min_length=1, max_length=64)
     model: str | None = None
-    api_key_env: str | None = None  # the name of the environment variable holding the key, never the key
 
     @model_validator(mode="after")
     def _one_replica_per_url(self) -> ExternalDeployment:

@@ -131,7 +131,7 @@ def run_suite(
     on_status(f"starting {ENGINE_NAMES[plan.engine]} ({len(plan.specs) or len(plan.urls)} replica(s)) for {deployment}")
     try:
         with Running(plan, run.path) as running:
-            limit = read_context_limit(running.base_urls[0])
+            limit = read_context_limit(running.base_urls[0], api_key=running.api_key)
             if callable(counter):  # a counter that needs the server (its /tokenize) is made now
                 counter = counter(running.base_urls[0])
                 manifest["tokenizer"] = counter.source

@@ -263,7 +263,7 @@ random_weights = true
 """)
     dry = subprocess.run([sys.executable, "-m", "ctxbench", "run", str(path), "--dry-run"], capture_output=True,
                          text=True, timeout=120)
-    assert dry.returncode == 0 and "--port {port}" in dry.stdout and "[two]" in dry.stdout
+    assert dry.returncode == 0 and "--port '{port}'" in dry.stdout and "[two]" in dry.stdout
     assert not (tmp_path / "results").exists()  # nothing started, nothing written
     real = subprocess.run([sys.executable, "-m", "ctxbench", "run", str(path), "--deployment", "two"],
                           capture_output=True, text=True, timeout=300)
@@ -271,3 +271,40 @@ random_weights = true
     runs = [json.loads(p.read_text())["deployment"] for p in (tmp_path / "results").glob("runs/*/manifest.json")]
     assert runs == ["two"]
     assert (tmp_path / "results" / "report.html").exists()
+
+
+def test_an_api_key_from_the_environment_is_used_and_never_written(
+    tmp_path: Path, tiny: TinyModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-ctxbench-secret-4242"
+    monkeypatch.setenv("CTXBENCH_TEST_KEY", secret)
+    path = campaign_file(tmp_path, f"""
+[checks.probe]
+document_chars = 0
+max_tokens = 4
+[checks.capacity]
+
+[[deployments]]
+name = "keyed"
+engine = "llamacpp"
+model = "{tiny.gguf}"
+tokenizer = "{tiny.tokenizer_dir}"
+api_key_env = "CTXBENCH_TEST_KEY"
+env = {{ HF_TOKEN = "hf-another-secret-99" }}
+random_weights = true
+""")
+    campaign = load_campaign(path)
+    (outcome,) = run_campaign(campaign)
+    assert outcome.status == "done", outcome.error
+    run = the_run(campaign.campaign.results, outcome.run_id)
+    records = list(run.records())
+    assert len(records) == 6 and all(r.ok for r in records if "phase" in r.labels)  # probe answered: key sent
+    command = json.loads((run.path / "manifest.json").read_text())["engine"]["command"]
+    assert command[command.index("--api-key") + 1] == "<redacted>"
+    from ctxbench.report.campaign import write_campaign_report
+
+    write_campaign_report(campaign.campaign.results)
+    for file in campaign.campaign.results.rglob("*"):
+        if file.is_file():
+            data = file.read_bytes()
+            assert secret.encode() not in data and b"hf-another-secret-99" not in data, file

@@ -9,6 +9,7 @@ they stay up, and stops them all. An `external` deployment is a list of URLs alr
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from ..errors import EngineNotReady
 from ..results.store import redact_command, redact_env
 from .llamacpp import LlamaServerConfig
 from .prom import parse_metrics
-from .server import PORT, EngineServer, LaunchSpec
+from .server import API_KEY, PORT, EngineServer, LaunchSpec
 
 ENGINE_NAMES = {"llamacpp": "llama.cpp llama-server", "vllm": "vLLM", "sglang": "SGLang", "external": "external"}
 # Where each engine states its version, tried in order.
@@ -58,7 +59,7 @@ class DeploymentPlan:
         lines = []
         for spec in self.specs:
             env = " ".join(f"{k}={v}" for k, v in redact_env(spec.env).items())
-            lines.append((env + " " if env else "") + " ".join(redact_command(list(spec.command))))
+            lines.append((env + " " if env else "") + shlex.join(redact_command(list(spec.command))))
         return lines or [f"(external) {url}" for url in self.urls]
 
 
@@ -98,10 +99,13 @@ def plan_deployment(deployment: Deployment, *, resolve: bool = True) -> Deployme
         cache = getattr(deployment, "compile_cache", None)
         if cache is not None:
             env["VLLM_CACHE_ROOT" if deployment.engine == "vllm" else "TORCHINDUCTOR_CACHE_DIR"] = str(cache)
+        if deployment.api_key_env:
+            command += ["--api-key", API_KEY]
         ready = ("/health",) if deployment.engine == "llamacpp" else ("/health", "/v1/models")
-        specs.append(LaunchSpec(deployment.engine, tuple(command), env, ready, deployment.ready_timeout_s))
+        specs.append(LaunchSpec(deployment.engine, tuple(command), env, ready, deployment.ready_timeout_s,
+                                api_key_env=deployment.api_key_env))
     return DeploymentPlan(deployment.name, deployment.engine, model, deployment.served, tuple(specs),
-                          compile_cache=getattr(deployment, "compile_cache", None),
+                          api_key_env=deployment.api_key_env, compile_cache=getattr(deployment, "compile_cache", None),
                           replica_gpus=tuple(tuple(g) for g in deployment.replica_gpus()))
 
 
@@ -169,6 +173,10 @@ class Running:
     def api_key(self) -> str | None:
         return os.environ.get(self.plan.api_key_env) if self.plan.api_key_env else None
 
+    @property
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
     def check_alive(self) -> None:
         """Raise `EngineDied` (with the log tail) if any replica has exited."""
         for server in self.servers:
@@ -177,7 +185,7 @@ class Running:
     def version(self) -> str:
         for path in VERSION_PATHS[self.plan.engine]:
             try:
-                data = httpx.get(self.base_urls[0] + path, timeout=10.0).json()
+                data = httpx.get(self.base_urls[0] + path, timeout=10.0, headers=self._headers).json()
             except (httpx.HTTPError, ValueError):
                 continue
             if isinstance(data, dict):
@@ -191,7 +199,7 @@ class Running:
         scraped = []
         for url in self.base_urls:
             try:
-                response = httpx.get(f"{url}/metrics", timeout=10.0)
+                response = httpx.get(f"{url}/metrics", timeout=10.0, headers=self._headers)
                 scraped.append(parse_metrics(response.text) if response.status_code == 200 else {})
             except (httpx.HTTPError, ValueError):
                 scraped.append({})

@@ -34,10 +34,11 @@ def _get(http: httpx.Client, url: str) -> Any:
         return None
 
 
-def read_context_limit(base_url: str, timeout_s: float = 10.0) -> ContextLimit:
+def read_context_limit(base_url: str, timeout_s: float = 10.0, api_key: str | None = None) -> ContextLimit:
     """The server's per-request context limit, from the first endpoint that states one."""
     base = base_url.rstrip("/")
-    with httpx.Client(timeout=timeout_s) as http:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(timeout=timeout_s, headers=headers) as http:
         models = _get(http, f"{base}/v1/models")
         first = (models or {}).get("data", [{}])[0] if isinstance(models, dict) and models.get("data") else {}
         if isinstance(first.get("max_model_len"), int):

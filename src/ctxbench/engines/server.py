@@ -25,6 +25,7 @@ from ..errors import EngineNotReady
 from .prom import parse_metrics
 
 PORT = "{port}"
+API_KEY = "{api_key}"
 _PORT_ATTEMPTS = 3
 _PR_SET_PDEATHSIG = 1
 
@@ -39,9 +40,32 @@ class LaunchSpec:
     ready_paths: tuple[str, ...] = ("/health",)
     ready_timeout_s: float = 180.0
     port: int | None = None  # None: pick a free loopback port
+    api_key_env: str | None = None  # `{api_key}` in the command is this variable's value, read at launch
+
+    @property
+    def api_key(self) -> str | None:
+        if self.api_key_env is None:
+            return None
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise EngineNotReady(f"api_key_env names {self.api_key_env}, which is not set in the environment; "
+                                 f"export {self.api_key_env}=... before running.")
+        return key
 
     def argv(self, port: int) -> list[str]:
-        return [arg.replace(PORT, str(port)) for arg in self.command]
+        key = self.api_key
+        return [arg.replace(PORT, str(port)).replace(API_KEY, key or "") for arg in self.command]
+
+    def secrets(self) -> list[str]:
+        """Values that must never reach a file ctxbench writes: the API key, values after secret flags,
+        secret-looking environment values."""
+        from ..results.store import redact_command, redact_env
+
+        argv = self.argv(0)
+        hidden = [a for a, r in zip(argv, redact_command(argv), strict=True) if a != r]
+        hidden += [v for k, v in self.env.items() if redact_env({k: v})[k] != v]
+        found = [part.split("=", 1)[-1] for part in hidden] + ([self.api_key] if self.api_key_env else [])
+        return [value for value in found if len(value) >= 4]
 
 
 class EngineDied(EngineNotReady):
@@ -80,6 +104,12 @@ class EngineServer:
         self.command: list[str] = []
         self.ready_s: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._secrets: list[str] = []
+
+    @property
+    def headers(self) -> dict[str, str]:
+        key = self.spec.api_key
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     @property
     def base_url(self) -> str:
@@ -117,6 +147,7 @@ class EngineServer:
 
     def _launch_and_wait(self) -> None:
         self.command = self.spec.argv(self.port)
+        self._secrets = self.spec.secrets()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         try:
@@ -130,11 +161,11 @@ class EngineServer:
                                  "is the path (`binary` or `python` in the campaign file) right?") from None
         atexit.register(self.stop)
         deadline = started + self.spec.ready_timeout_s
-        with httpx.Client(timeout=2.0) as http:
+        with httpx.Client(timeout=2.0, headers=self.headers) as http:
             while time.perf_counter() < deadline:
                 if self._process.poll() is not None:
                     code = self._process.returncode
-                    self.stop()
+                    self.stop()  # scrubs the log first: the tail below is read from it
                     raise EngineNotReady(
                         f"{self.spec.engine} exited with code {code} during startup. "
                         f"Command: {' '.join(self.command)}\nLog tail ({self.log_path}):\n{self.log_tail()}"
@@ -170,19 +201,32 @@ class EngineServer:
 
     def log_tail(self, lines: int = 25) -> str:
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            return self._redact("\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:]))
         except OSError:
             return "(no log)"
 
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "<redacted>")
+        return text
+
+    def scrub_log(self) -> None:
+        """Replace every secret value in the engine's log (an engine may print its arguments)."""
+        if not self._secrets or not self.log_path.exists():
+            return
+        text = self.log_path.read_text(errors="replace")
+        if any(secret in text for secret in self._secrets):
+            self.log_path.write_text(self._redact(text))
+
     def get_json(self, path: str, timeout_s: float = 10.0) -> Any:
-        with httpx.Client(timeout=timeout_s) as http:
+        with httpx.Client(timeout=timeout_s, headers=self.headers) as http:
             response = http.get(f"{self.base_url}{path}")
             response.raise_for_status()
             return response.json()
 
     def metrics(self) -> dict[str, float]:
         """The server's `/metrics` (Prometheus text), parsed; names keep the engine's prefix."""
-        with httpx.Client(timeout=10.0) as http:
+        with httpx.Client(timeout=10.0, headers=self.headers) as http:
             response = http.get(f"{self.base_url}/metrics")
             response.raise_for_status()
             return parse_metrics(response.text)
@@ -191,6 +235,12 @@ class EngineServer:
         """SIGINT, then SIGTERM, then SIGKILL to the whole process group; safe to call twice."""
         process, self._process = self._process, None
         atexit.unregister(self.stop)
+        try:
+            self._stop(process, grace_s)
+        finally:
+            self.scrub_log()
+
+    def _stop(self, process: subprocess.Popen[bytes] | None, grace_s: float) -> None:
         if process is None:
             return
         if process.poll() is not None:
