@@ -21,6 +21,7 @@ from .checks.capacity import CapacitySpec
 from .checks.conversation import RampSpec
 from .checks.needle import NeedleSpec
 from .checks.probe import ProbeSpec
+from .checks.throughput import ThroughputSpec
 from .config import BUILTIN_MODELS, Campaign, CampaignFileError, Checks, Deployment, ExternalDeployment
 from .engines.deployment import plan_deployment
 from .errors import CtxbenchError
@@ -45,6 +46,7 @@ def suite_for(checks: Checks) -> Suite:
     capacity = checks.capacity
     needle = checks.needle
     ramp = checks.ramp
+    throughput = checks.throughput
     return Suite(
         probe=ProbeSpec(max_tokens=probe.max_tokens, concurrency=probe.concurrency,
                         document_chars=probe.document_chars) if probe else None,
@@ -55,6 +57,8 @@ def suite_for(checks: Checks) -> Suite:
         ramp=RampSpec(start_tokens=ramp.start, end_tokens=ramp.end, turns=ramp.turns, schedule=ramp.schedule,
                       max_tokens=ramp.max_tokens, users=tuple(ramp.users), stagger_s=ramp.stagger_s,
                       on_failure=ramp.on_failure) if ramp else None,
+        throughput=ThroughputSpec(**{**throughput.model_dump(), "levels": tuple(throughput.levels)})
+        if throughput else None,
     )
 
 

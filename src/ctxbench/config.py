@@ -88,7 +88,35 @@ class RampParams(_Strict):
         return self
 
 
-CHECK_NAMES = ("probe", "capacity", "needle", "ramp")
+class ThroughputParams(_Strict):
+    levels: list[Annotated[int, Field(ge=1, le=4096)]] = Field(default=[1, 4, 16, 64], min_length=1, max_length=32)
+    prompt_tokens: Tokens = 1024
+    output_tokens: int = Field(256, ge=1, le=65536)
+    requests_per_user: int | None = Field(None, ge=1, le=100_000)  # None: run each level for duration_s
+    duration_s: float = Field(60.0, gt=0, le=24 * 3600)
+    warmup_requests: int = Field(1, ge=0, le=1000)
+    source: str = Field("prose", max_length=4096)  # prose, code, or a JSONL file of prompts
+    shared_prefix_tokens: int = Field(0, ge=0, le=MAX_TOKENS_PER_PROMPT)
+    ttft_slo_s: float | None = Field(None, gt=0)
+    tpot_slo_s: float | None = Field(None, gt=0)
+    ignore_eos: bool = True
+
+    @model_validator(mode="after")
+    def _prefix_inside_prompt(self) -> ThroughputParams:
+        if self.shared_prefix_tokens >= self.prompt_tokens:
+            raise ValueError(f"shared_prefix_tokens ({self.shared_prefix_tokens}) must be below prompt_tokens "
+                             f"({self.prompt_tokens}), which counts the whole prompt")
+        return self
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, value: str) -> str:
+        if value not in ("prose", "code") and not value.endswith(".jsonl"):
+            raise ValueError(f"source {value!r}: use prose, code, or the path of a .jsonl file of prompts")
+        return value
+
+
+CHECK_NAMES = ("probe", "capacity", "needle", "ramp", "throughput")
 
 
 class Checks(_Strict):
@@ -98,6 +126,7 @@ class Checks(_Strict):
     capacity: CapacityParams | None = None
     needle: NeedleParams | None = None
     ramp: RampParams | None = None
+    throughput: ThroughputParams | None = None
 
 
 def _check_name(value: str) -> str:

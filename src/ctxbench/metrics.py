@@ -8,7 +8,7 @@ cannot be computed for a record (a failed request, a one-token answer) is `None`
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
@@ -312,3 +312,74 @@ def user_stalls(records: Sequence[RequestRecord], user_label: str = "user") -> d
         r.request_id: stall(r, [o for o in records if o.labels.get(user_label) != r.labels.get(user_label)])
         for r in records
     }
+
+
+def tokens_per_chunk(record: RequestRecord) -> float | None:
+    """Output tokens / text chunks. Above 1 when the server streams several tokens at once, as speculative
+    decoding does when it accepts a draft: then chunk gaps (ITL) arrive in bursts and are not per token."""
+    tokens = output_tokens(record)
+    if tokens is None or not record.chunks:
+        return None
+    return tokens.tokens / len(record.chunks)
+
+
+def meets_slo(record: RequestRecord, ttft_slo_s: float | None, tpot_slo_s: float | None) -> bool:
+    """A successful request within every limit given (TTFT <= its limit, TPOT <= its limit), as vLLM
+    `bench serve --goodput` counts; a request with one output token has no TPOT and meets that limit."""
+    if not record.ok:
+        return False
+    ttft, tpot = ttft_s(record), tpot_s(record)
+    if ttft_slo_s is not None and (ttft is None or ttft > ttft_slo_s):
+        return False
+    return tpot_slo_s is None or tpot is None or tpot <= tpot_slo_s
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """One concurrency level of closed-loop users, over its measured (non-warm-up) requests."""
+
+    requests: int
+    failed: int
+    window_s: float  # first measured send -> last measured end
+    output_tokens: int
+    output_tokens_per_s: float | None
+    requests_per_s: float | None
+    goodput_requests: int
+    goodput_per_s: float | None
+    ttft_s: Distribution
+    tpot_s: Distribution
+    decode_rate: Distribution  # per request: what one user sees
+    queue_s: Distribution  # client-side: enqueued (prompt building included) -> sent
+    tokens_per_chunk: Distribution
+
+
+def throughput(records: Sequence[RequestRecord], ttft_slo_s: float | None = None,
+               tpot_slo_s: float | None = None) -> Throughput:
+    """Aggregate output tokens/s = sum of output tokens of successful requests / window, the window running
+    from the first send to the last end (vLLM `bench serve` "output token throughput" divides by the
+    benchmark duration the same way). Requests/s counts successful requests; goodput counts those within
+    the SLOs (`meets_slo`)."""
+    ok = [r for r in records if r.ok]
+    window = (max(r.end_ns for r in records) - min(r.sent_ns for r in records)) / NS if records else 0.0
+    tokens = sum((output_tokens(r) or TokenCount(0, "usage")).tokens for r in ok)
+    good = sum(1 for r in ok if meets_slo(r, ttft_slo_s, tpot_slo_s))
+    per_s = (lambda n: n / window if window > 0 else None)  # noqa: E731
+    return Throughput(
+        requests=len(records), failed=len(records) - len(ok), window_s=window, output_tokens=tokens,
+        output_tokens_per_s=per_s(tokens), requests_per_s=per_s(len(ok)), goodput_requests=good,
+        goodput_per_s=per_s(good),
+        ttft_s=Distribution.of(ttft_s(r) for r in ok), tpot_s=Distribution.of(tpot_s(r) for r in ok),
+        decode_rate=Distribution.of(decode_rate(r) for r in ok), queue_s=Distribution.of(queue_s(r) for r in records),
+        tokens_per_chunk=Distribution.of(tokens_per_chunk(r) for r in ok),
+    )
+
+
+def spec_acceptance(deltas: Mapping[str, float]) -> tuple[float | None, float | None]:
+    """From the engine's speculative-decoding counters over a phase (after - before, common names):
+    acceptance rate = accepted draft tokens / draft tokens proposed; accepted tokens per step = accepted
+    draft tokens / drafting steps (vLLM's "mean acceptance length" is this + 1, counting the token the
+    target model adds each step)."""
+    drafted, accepted, steps = (deltas.get(k) for k in ("spec_draft_tokens", "spec_accepted_tokens", "spec_drafts"))
+    rate = accepted / drafted if drafted and accepted is not None else None
+    per_step = accepted / steps if steps and accepted is not None else None
+    return rate, per_step

@@ -24,6 +24,7 @@ from .checks.capacity import CapacitySpec, run_capacity
 from .checks.conversation import RampSpec, run_ramp
 from .checks.needle import NeedleSpec, run_needle
 from .checks.probe import ProbeSpec, probe_request_count, run_probe
+from .checks.throughput import PromptMaker, ThroughputSpec, run_throughput
 from .client import Client
 from .engines.build import LLAMACPP_SDIST_VERSION
 from .engines.deployment import ENGINE_NAMES, DeploymentPlan, Running, merged_samples
@@ -46,18 +47,21 @@ class Suite:
     capacity: CapacitySpec | None = None
     needle: NeedleSpec | None = None
     ramp: RampSpec | None = None
+    throughput: ThroughputSpec | None = None
 
     def request_count(self) -> int:
         """Requests the suite sends (for progress bars)."""
         count = probe_request_count(self.probe) if self.probe else 0
         count += 2 if self.capacity else 0
         count += len(self.needle.lengths) * len(self.needle.depths) if self.needle else 0
+        count += self.throughput.request_count() if self.throughput else 0
         return count + (self.ramp.turns * sum(self.ramp.users) if self.ramp else 0)
 
     def longest_prompt(self, limit_tokens: int) -> int:
         lengths = [limit_tokens] if self.capacity else []
         lengths += list(self.needle.lengths) if self.needle else []
         lengths += [self.ramp.end_tokens] if self.ramp else []
+        lengths += [self.throughput.prompt_tokens] if self.throughput else []
         return max(lengths, default=1024)
 
 
@@ -205,6 +209,14 @@ def _run_checks(running: Running, plan: DeploymentPlan, limit: ContextLimit, cou
                     await run_ramp(client, pool, ramp, run, scope, deployment=deployment,  # type: ignore[arg-type]
                                    table=results / RAMP_TABLE, on_turn=lambda _: on_request_done(),
                                    skip_completed=not force)
+            if suite.throughput:
+                spec = suite.throughput
+                on_status(f"many users, short prompts: {list(spec.levels)} users, {spec.prompt_tokens} tokens in, "
+                          f"{spec.output_tokens} out ({spec.source})")
+                prompts = PromptMaker(spec, pool, counter, scope)
+                with watched("throughput"):
+                    await run_throughput(client, prompts, spec, run, scope, snapshot=snapshot,  # type: ignore[arg-type]
+                                         on_request=lambda _: on_request_done(), skip_completed=not force)
 
     asyncio.run(checks())
     snapshot("run", "after")

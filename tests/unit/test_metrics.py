@@ -78,3 +78,26 @@ def test_summary_counts_failures_without_measuring_them() -> None:
     assert (summary.requests, summary.failed) == (2, 1)
     assert summary.ttft_s.n == 1 and summary.ttft_s.p50 == pytest.approx(0.1)
     assert summary.output_tokens_source == frozenset({"usage"})
+
+
+def test_goodput_counts_only_successful_requests_within_every_slo() -> None:
+    fast = record([100, 110, 120], completion=3, sent_ms=0)  # TTFT 0.1 s, TPOT 0.01 s
+    slow_start = record([900, 910, 920], completion=3, sent_ms=0)  # TTFT 0.9 s
+    slow_decode = record([100, 400, 700], completion=3, sent_ms=0)  # TPOT 0.3 s
+    failed = record([], sent_ms=0, end_ms=50, error=RequestError(kind="http_status", message="500"))
+    records = [fast, slow_start, slow_decode, failed]
+    assert [metrics.meets_slo(r, 0.5, 0.05) for r in records] == [True, False, False, False]
+    figures = metrics.throughput(records, ttft_slo_s=0.5, tpot_slo_s=0.05)
+    assert figures.requests == 4 and figures.failed == 1 and figures.goodput_requests == 1
+    assert figures.window_s == pytest.approx(0.92)  # first send (0) -> last end (920 ms)
+    assert figures.output_tokens == 9 and figures.output_tokens_per_s == pytest.approx(9 / 0.92)
+    assert figures.goodput_per_s == pytest.approx(1 / 0.92) and figures.requests_per_s == pytest.approx(3 / 0.92)
+    assert metrics.throughput(records).goodput_requests == 3  # no SLO: every success counts
+
+
+def test_tokens_per_chunk_shows_bursts_and_acceptance_comes_from_counters() -> None:
+    assert metrics.tokens_per_chunk(record([10, 20], completion=8)) == 4.0  # 8 tokens in 2 chunks
+    assert metrics.tokens_per_chunk(record([10, 20, 30], completion=3)) == 1.0
+    rate, per_step = metrics.spec_acceptance({"spec_draft_tokens": 40, "spec_accepted_tokens": 30, "spec_drafts": 10})
+    assert rate == pytest.approx(0.75) and per_step == pytest.approx(3.0)
+    assert metrics.spec_acceptance({"prompt_tokens": 5}) == (None, None)

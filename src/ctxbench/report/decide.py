@@ -67,6 +67,20 @@ def readings(rows: Sequence[Row]) -> list[Reading]:
         "one-shot retrieval n/n and conversation recall n/n alone and with 2 users, at the sampled lengths and "
         "depths only; not a broad reasoning evaluation",
     ))
-    out.append(Reading("Many users, short prompts", "not measured by these checks",
-                       "the throughput-and-cost check for short prompts does not exist yet"))
+    served = [r for r in rows if r.throughput.value is not None and r.status != "failed"]
+    costed = [r for r in served if r.throughput_cost.value is not None]
+    if costed:
+        cheapest = min(costed, key=lambda r: r.throughput_cost.value or 0.0)
+        out.append(Reading("Many users, short prompts: cheapest per output token",
+                           f"{cheapest.deployment}: {cheapest.throughput_cost.text} ({cheapest.throughput.text})",
+                           f"closed-loop users at the level with the most output tokens/s, this prompt and output "
+                           f"length, this campaign's price and GPU count; {_caveat(cheapest)}"))
+    elif served:
+        fastest = max(served, key=lambda r: r.throughput.value or 0.0)
+        out.append(Reading("Many users, short prompts: most output tokens/s", f"{fastest.deployment}: "
+                           f"{fastest.throughput.text}", "no GPU count, so no cost (a CPU run); "
+                           f"{_caveat(fastest)}"))
+    else:
+        out.append(Reading("Many users, short prompts", "not measured",
+                           "add `[checks.throughput]` to the campaign file"))
     return out

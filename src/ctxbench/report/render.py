@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .. import metrics
 from ..records import RequestRecord
@@ -77,6 +78,7 @@ def run_report(run: RunDir) -> str:
                   "", "```", *error.splitlines()[1:], "```"]
     lines += _counters_section(run)
     lines += _capacity_section(run) + _needle_section(run) + _ramp_section(run, records)
+    lines += _throughput_section(run, manifest)
     lines += [
         "",
         "## Requests",
@@ -95,7 +97,7 @@ def run_report(run: RunDir) -> str:
 
 
 COUNTER_NAMES = ("prompt_tokens", "generation_tokens", "prefix_cache_queries", "prefix_cache_hits", "preemptions",
-                 "spec_draft_tokens", "spec_accepted_tokens")
+                 "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens")
 
 
 def counter_deltas(run: RunDir) -> dict[str, dict[str, float]]:
@@ -132,6 +134,48 @@ def _counters_section(run: RunDir) -> list[str]:
     return ["", "## Engine counters per check (`/metrics`, after - before)", "",
             markdown_table(rows, ["check", *names]), "",
             "Common names over the engines' own (docs/metrics.md); n/a: this engine does not export it."]
+
+
+def _throughput_section(run: RunDir, manifest: dict[str, Any]) -> list[str]:
+    path = run.path / "throughput.json"
+    if not path.exists():
+        return []
+    from ..results.evidence import cost_per_million
+
+    data = json.loads(path.read_text())
+    spec = data.get("spec", {})
+    gpus = int(manifest.get("gpus", 0))
+    price = float(manifest.get("price_per_gpu_hour", 3.50))
+    deltas = counter_deltas(run)
+    slo = ", ".join(f"{name} <= {spec[key]} s" for name, key in (("TTFT", "ttft_slo_s"), ("TPOT", "tpot_slo_s"))
+                    if spec.get(key) is not None) or "none set: every successful request counts"
+    rows = []
+    for users, level in sorted(data.get("levels", {}).items(), key=lambda item: int(item[0])):
+        cost = cost_per_million(price, gpus, level["window_s"], level["output_tokens"])
+        rate, per_step = metrics.spec_acceptance(deltas.get(f"throughput-u{users}", {}))
+        rows.append([
+            users, f"{level['requests']} ({level['failed']} failed)", _fmt(level["output_tokens_per_s"], 1),
+            _fmt(level["requests_per_s"]), f"{level['goodput_requests']} ({_fmt(level['goodput_per_s'])}/s)",
+            f"{_fmt(level['ttft_s']['p50'])} / {_fmt(level['ttft_s']['p99'])}",
+            f"{_fmt(level['tpot_s']['p50'], 4)} / {_fmt(level['tpot_s']['p99'], 4)}",
+            _fmt(level["decode_rate"]["p50"], 1), f"{_fmt(level['queue_s']['p50'], 4)} / {_fmt(level['queue_s']['p99'], 4)}",
+            _fmt(level["tokens_per_chunk"]["mean"]),
+            "n/a" if rate is None else f"{rate:.0%} ({_fmt(per_step)} a step)",
+            "n/a" if cost is None else f"${cost:.2f}",
+        ])
+    columns = ["users", "requests", "output tok/s", "req/s", "goodput", "TTFT p50/p99 s", "TPOT p50/p99 s",
+               "decode/user p50", "client queue p50/p99 s", "tokens/chunk", "draft acceptance", "$/M output"]
+    return [
+        "", "## Many users, short prompts", "",
+        f"Closed loop: each user sends the next request when the previous ends; {spec.get('prompt_tokens')} tokens "
+        f"in ({spec.get('source')}, shared prefix {spec.get('shared_prefix_tokens', 0)} tokens), "
+        f"{spec.get('output_tokens')} out{' (ignore_eos)' if spec.get('ignore_eos') else ''}; each user's first "
+        f"{spec.get('warmup_requests')} request(s) are warm-up, recorded and excluded. Goodput SLO: {slo}. "
+        f"Source: `{_relative(path)}`, requests in `{_relative(run.requests_path)}`, acceptance from `/metrics` "
+        f"(`metrics.jsonl`). Cost at ${price:.2f}/GPU-hour x {gpus} GPU(s)" + (" (n/a: a CPU run)." if not gpus else "."),
+        "",
+        markdown_table(rows, columns),
+    ]
 
 
 def _relative(path: Path) -> str:
@@ -207,6 +251,12 @@ def claims_summary(run: RunDir) -> list[str]:
         factors = [float(r["stall_factor"]) for r in mine if r["stall_factor"]]
         lines.append(f"ramp, {users} user(s): recall {sum(int(r['recall']) for r in scored)}/{len(scored)}"
                      + (f", worst decode stall {max(factors):.1f}x" if factors else ""))
+    throughput = run.path / "throughput.json"
+    if throughput.exists():
+        levels = json.loads(throughput.read_text()).get("levels", {})
+        lines.append("many users: " + ", ".join(
+            f"{users} user(s) {_fmt(level['output_tokens_per_s'], 1)} output tok/s (TTFT p50 {_fmt(level['ttft_s']['p50'])} s)"
+            for users, level in sorted(levels.items(), key=lambda item: int(item[0]))))
     return lines
 
 

@@ -50,6 +50,8 @@ class Row:
     decode_shared: Cell = MISSING
     stall: Cell = MISSING
     cost: Cell = MISSING
+    throughput: Cell = MISSING
+    throughput_cost: Cell = MISSING
     status: Status = "provisional"
     reasons: tuple[str, ...] = field(default_factory=tuple)
 
@@ -124,6 +126,8 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float = DEFAULT
             cells["cost"] = Cell(
                 f"${cost:.2f}/M tokens (new prompt + output, 2-user ramp, {gpus} GPU at ${price_per_gpu_hour:.2f}/h)"
                 if cost is not None else "n/a (no GPU count)", _rel(results, run.requests_path), cost)
+    cells.update(_throughput_cells(results, run, gpus, float(manifest.get("price_per_gpu_hour",
+                                                                             price_per_gpu_hour))))
     from ..audits.cache import audit_run
 
     audit = audit_run(run)
@@ -131,6 +135,26 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float = DEFAULT
     status, reasons = status_of(facts, random_weights=bool(manifest.get("random_weights")))
     return Row(deployment=manifest.get("deployment", run.run_id), run_id=run.run_id, gpus=gpus,
                random_weights=bool(manifest.get("random_weights")), status=status, reasons=reasons, **cells)
+
+
+def _throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour: float) -> dict[str, Cell]:
+    """The level with the most output tokens/s, and its cost per million output tokens."""
+    path = run.path / "throughput.json"
+    if not path.exists():
+        return {}
+    levels = json.loads(path.read_text()).get("levels", {})
+    rated = {users: level for users, level in levels.items() if level.get("output_tokens_per_s")}
+    if not rated:
+        return {}
+    users, best = max(rated.items(), key=lambda item: item[1]["output_tokens_per_s"])
+    source = _rel(results, path)
+    cells = {"throughput": Cell(f"{best['output_tokens_per_s']:.0f} output tok/s at {users} users", source,
+                                best["output_tokens_per_s"])}
+    cost = cost_per_million(price_per_gpu_hour, gpus, best["window_s"], best["output_tokens"])
+    cells["throughput_cost"] = Cell(
+        f"${cost:.2f}/M output tokens ({gpus} GPU at ${price_per_gpu_hour:.2f}/h)" if cost is not None
+        else "n/a (no GPU count)", source, cost)
+    return cells
 
 
 def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status, tuple[str, ...]]:
@@ -172,5 +196,5 @@ COLUMNS: Sequence[tuple[str, str]] = (
     ("retrieval", "2 retrieval k/n"), ("recall_alone", "3 recall alone"), ("recall_shared", "3 recall, 2 users"),
     ("ttft_alone", "last-turn TTFT alone"), ("ttft_shared", "last-turn TTFT, 2 users"),
     ("decode_alone", "decode alone"), ("decode_shared", "decode, 2 users"), ("stall", "decode under prefill"),
-    ("cost", "cost"),
+    ("cost", "cost"), ("throughput", "many users: output tok/s"), ("throughput_cost", "many users: cost"),
 )

@@ -1,0 +1,180 @@
+"""Many users, short prompts: closed-loop users at several concurrency levels, for throughput and cost.
+
+At each level, U users each send requests back to back (the next as soon as the previous ends). Each
+user's first `warmup_requests` are recorded with `warmup=1` and excluded from the numbers. Prompts are
+fresh per request (prose or code from ctxbench's generators, token-exact) or read from the user's JSONL;
+a shared prefix of N tokens (a system prompt every request carries) is an option, recorded. The engine's
+`/metrics` is read before and after each level, for speculative-decoding acceptance. Each finished level
+rewrites `throughput.json` and is a unit a resumed run skips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import metrics
+from ..client import Client
+from ..errors import CtxbenchError
+from ..records import RequestRecord
+from ..results.store import RunDir, write_json_atomic
+from ..text.code import CodeGenerator
+from ..text.haystack import UnitPool, build_haystack, request_seed
+from ..text.tokens import TokenCounter
+
+QUESTIONS = {
+    "prose": "Summarise the passage above in three sentences.",
+    "code": "Explain what the code above does, function by function, then suggest one improvement.",
+}
+
+
+@dataclass(frozen=True)
+class ThroughputSpec:
+    levels: tuple[int, ...] = (1, 4, 16, 64)
+    prompt_tokens: int = 1024  # the whole prompt, shared prefix included
+    output_tokens: int = 256
+    requests_per_user: int | None = None  # measured requests per user; None: run for `duration_s`
+    duration_s: float = 60.0
+    warmup_requests: int = 1
+    source: str = "prose"  # prose, code, or a JSONL file of {"prompt": ...} or {"messages": [...]}
+    shared_prefix_tokens: int = 0
+    ttft_slo_s: float | None = None
+    tpot_slo_s: float | None = None
+    ignore_eos: bool = True  # every request writes `output_tokens`, so levels compare like with like
+    sampling: dict[str, object] = field(default_factory=lambda: {"temperature": 0.0})
+
+    def request_count(self) -> int:
+        """Requests the check sends when that is known in advance (a request count, not a duration)."""
+        if self.requests_per_user is None:
+            return 0
+        return sum(self.levels) * (self.requests_per_user + self.warmup_requests)
+
+
+class PromptSourceError(CtxbenchError):
+    """The prompts file cannot be used; the message names the file, the line and what to write."""
+
+
+def read_prompts(path: Path) -> list[list[dict[str, str]]]:
+    """A JSONL file of `{"prompt": "..."}` or `{"messages": [...]}` lines -> chat messages per line."""
+    prompts = []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise PromptSourceError(f"{path}: cannot read the prompts file ({exc.strerror}).") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            raise PromptSourceError(f"{path}:{number}: not JSON; write one object a line, "
+                                    '{"prompt": "..."} or {"messages": [...]}.') from None
+        if isinstance(entry, dict) and isinstance(entry.get("prompt"), str):
+            prompts.append([{"role": "user", "content": entry["prompt"]}])
+        elif isinstance(entry, dict) and isinstance(entry.get("messages"), list):
+            prompts.append([dict(m) for m in entry["messages"]])
+        else:
+            raise PromptSourceError(f'{path}:{number}: needs a "prompt" string or a "messages" list.')
+    if not prompts:
+        raise PromptSourceError(f"{path}: no prompts in the file.")
+    return prompts
+
+
+class PromptMaker:
+    """Fresh prompts of the spec's source, one per seed; built in a worker thread by the check."""
+
+    def __init__(self, spec: ThroughputSpec, prose: UnitPool, counter: TokenCounter, scope: tuple[str, ...]) -> None:
+        self.spec = spec
+        self.file_prompts = None if spec.source in QUESTIONS else read_prompts(Path(spec.source))
+        self.pool = prose
+        if spec.source == "code":
+            snippets = [CodeGenerator(request_seed(*scope, "code", i)).snippet() for i in range(512)]
+            self.pool = UnitPool(snippets, counter.count_many(snippets), counter, "ctxbench code generator")
+        self.prefix: list[dict[str, str]] = []
+        if spec.shared_prefix_tokens:
+            # Whole prose units up to the size: the same system prompt on every request of the campaign.
+            rng = random.Random(request_seed(*scope, "shared-prefix"))
+            order = rng.sample(range(len(prose.texts)), len(prose.texts))
+            chosen = list(itertools.takewhile(lambda total: total <= spec.shared_prefix_tokens,
+                                              itertools.accumulate(prose.counts[i] for i in order)))
+            text = "\n\n".join(prose.texts[i] for i in order[:max(1, len(chosen))])
+            self.prefix = [{"role": "system", "content": text}]
+
+    def __call__(self, seed: int, index: int) -> tuple[list[dict[str, str]], int | None]:
+        """(messages, planned prompt tokens or None when unknown)."""
+        if self.file_prompts is not None:
+            return [*self.prefix, *self.file_prompts[index % len(self.file_prompts)]], None
+        haystack = build_haystack(self.pool, self.spec.prompt_tokens, seed, history=self.prefix,
+                                  question=QUESTIONS[self.spec.source])
+        return list(haystack.messages), haystack.planned_tokens
+
+
+async def run_throughput(
+    client: Client, prompts: PromptMaker, spec: ThroughputSpec, run: RunDir, scope: tuple[str, ...], *,
+    snapshot: Callable[[str, str], None] = lambda unit, phase: None,
+    on_request: Callable[[RequestRecord], None] | None = None, skip_completed: bool = True,
+) -> dict[str, Any]:
+    """Run every level not finished yet; returns (and writes) `throughput.json`."""
+    done = run.completed_units() if skip_completed else set()
+    path = run.path / "throughput.json"
+    summary: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"levels": {}}
+    summary["spec"] = dataclasses.asdict(spec)
+    for users in spec.levels:
+        unit = f"throughput-u{users}"
+        if unit in done:
+            continue
+        snapshot(unit, "before")
+        started = time.perf_counter()
+        records = await asyncio.gather(*(
+            _user(client, prompts, spec, run, scope, users, user, started, on_request) for user in range(users)))
+        snapshot(unit, "after")
+        measured = [r for mine in records for r in mine if r.labels["warmup"] == "0"]
+        summary["levels"][str(users)] = level_summary(measured, spec, run.attempt)
+        write_json_atomic(path, summary)
+        run.mark_completed(unit)
+    return summary
+
+
+async def _user(client: Client, prompts: PromptMaker, spec: ThroughputSpec, run: RunDir, scope: tuple[str, ...],
+                users: int, user: int, started: float, on_request: Callable[[RequestRecord], None] | None,
+                ) -> list[RequestRecord]:
+    extra = {**spec.sampling, **({"ignore_eos": True} if spec.ignore_eos else {})}
+    out = []
+    # A little jitter so that U users do not all arrive in the same millisecond of the first step.
+    await asyncio.sleep(random.Random(request_seed(*scope, "tput-start", users, user)).uniform(0, 0.05))
+    for index in itertools.count():
+        warmup = index < spec.warmup_requests
+        measured = index - spec.warmup_requests
+        if not warmup and (measured >= spec.requests_per_user if spec.requests_per_user is not None
+                           else time.perf_counter() - started >= spec.duration_s):
+            break
+        enqueued = time.perf_counter_ns()  # before the prompt is built: client-side time is queueing, shown
+        seed = request_seed(*scope, "throughput", users, user, index)
+        messages, planned = await asyncio.to_thread(prompts, seed, user * 100_000 + index)
+        record = await client.chat(
+            messages, max_tokens=spec.output_tokens, request_id=run.request_id(f"tput-u{users}-user{user}-{index}"),
+            labels={"check": "throughput", "users": str(users), "user": str(user), "index": str(index),
+                    "warmup": "1" if warmup else "0", "source": spec.source,
+                    "shared_prefix_tokens": str(spec.shared_prefix_tokens),
+                    "planned_tokens": "" if planned is None else str(planned)},
+            extra_body=extra, enqueued_ns=enqueued,
+        )
+        run.append(record)
+        out.append(record)
+        if on_request is not None:
+            on_request(record)
+    return out
+
+
+def level_summary(records: Sequence[RequestRecord], spec: ThroughputSpec, attempt: int) -> dict[str, Any]:
+    figures = metrics.throughput(records, spec.ttft_slo_s, spec.tpot_slo_s)
+    return {**dataclasses.asdict(figures), "attempt": attempt,
+            "request_ids": [r.request_id for r in records]}

@@ -1,0 +1,36 @@
+"""Prompt sources of the many-users check: the user's JSONL file, and its errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxbench.checks.throughput import PromptSourceError, read_prompts
+from ctxbench.text.code import CodeGenerator
+
+
+def test_prompts_file_takes_prompt_or_messages_lines(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"prompt": "hello"}\n\n{"messages": [{"role": "user", "content": "hi"}]}\n')
+    assert read_prompts(path) == [[{"role": "user", "content": "hello"}], [{"role": "user", "content": "hi"}]]
+
+
+@pytest.mark.parametrize("text, words", [("not json\n", ":1: not JSON"), ('{"text": "x"}\n', ':1: needs a "prompt"'),
+                                         ("\n", "no prompts")])
+def test_bad_prompts_files_name_the_file_and_line(tmp_path: Path, text: str, words: str) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text(text)
+    with pytest.raises(PromptSourceError, match=words):
+        read_prompts(path)
+    with pytest.raises(PromptSourceError, match="cannot read"):
+        read_prompts(tmp_path / "absent.jsonl")
+
+
+def test_code_snippets_are_valid_python_and_seeded() -> None:
+    first, second = CodeGenerator("s"), CodeGenerator("s")
+    snippets = [first.snippet() for _ in range(3)]
+    assert snippets == [second.snippet() for _ in range(3)] and len(set(snippets)) == 3
+    generator = CodeGenerator(7)
+    for _ in range(50):
+        compile(generator.snippet(), "<snippet>", "exec")
