@@ -95,3 +95,45 @@ random_weights = true
     rate, per_step = metrics.spec_acceptance(deltas)
     assert rate is not None and rate > 0.9 and per_step is not None and per_step > 1
     assert "draft acceptance" in run_report(run)
+
+
+def test_variants_are_compared_side_by_side_with_intervals(tmp_path: Path, tiny: TinyModel) -> None:
+    path = tmp_path / "c.toml"
+    deployment = """
+[[deployments]]
+name = "{name}"
+engine = "llamacpp"
+model = "{gguf}"
+tokenizer = "{tok}"
+ctx_size = 4096
+parallel = 2
+args = {args}
+random_weights = true
+"""
+    path.write_text(f"""
+[campaign]
+name = "variants"
+results = "{tmp_path / 'results'}"
+[checks.throughput]
+levels = [2]
+prompt_tokens = 256
+output_tokens = 32
+requests_per_user = 3
+""" + deployment.format(name="plain", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]")
+        + deployment.format(name="self-draft", gguf=tiny.gguf, tok=tiny.tokenizer_dir,
+                            args=f'["--model-draft", "{tiny.gguf}", "--spec-type", "draft-simple"]') + """
+[[compare]]
+a = "plain"
+b = "self-draft"
+question = "does drafting help?"
+""")
+    campaign = load_campaign(path)
+    assert [o.status for o in run_campaign(campaign)] == ["done", "done"]
+    from ctxbench.report.campaign import write_campaign_report
+
+    markdown, html = write_campaign_report(campaign.campaign.results)
+    text = markdown.read_text()
+    assert "### plain vs self-draft: does drafting help?" in text
+    line = next(line for line in text.splitlines() if line.startswith("| 2 users: TTFT s (median [95%])"))
+    assert line.count("[") == 3 and ("| established" in line or "| not established" in line)
+    assert "many users: output tok/s" in text and "difference" in html.read_text()

@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import metrics, stats
 from ..results.evidence import COLUMNS, Row, collect
+from ..results.store import RunDir
 from ..results.ramp_table import RAMP_TABLE, read_rows
 from .decide import Reading, readings
 
@@ -35,9 +37,9 @@ img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 {% for key, label in columns %}{% set cell = cell_of(row, key) %}<td>{{ cell[0] }}{% if cell[1] %}<span class="src">{{ cell[1] }}</span>{% endif %}</td>{% endfor %}
 <td>{{ row.reasons | join("; ") }}</td></tr>{% endfor %}</tbody></table>
 {% if pairs %}<h2>Side by side</h2>
-<p>One run a side has no spread: a difference here is shown, not established.</p>
-{% for pair in pairs %}<h3>{{ pair.title }}</h3><table class="compare"><tr><th></th><th>{{ pair.a }}</th><th>{{ pair.b }}</th></tr>
-{% for label, left, right in pair.rows %}<tr><td>{{ label }}</td><td>{{ left }}</td><td>{{ right }}</td></tr>{% endfor %}</table>
+<p>A difference is established only where intervals do not overlap; one value a side has no spread.</p>
+{% for pair in pairs %}<h3>{{ pair.title }}</h3><table class="compare"><tr><th></th><th>{{ pair.a }}</th><th>{{ pair.b }}</th><th>difference</th></tr>
+{% for label, left, right, verdict in pair.rows %}<tr><td>{{ label }}</td><td>{{ left }}</td><td>{{ right }}</td><td>{{ verdict }}</td></tr>{% endfor %}</table>
 {% endfor %}{% endif %}
 <h2>Decision guide</h2>
 <ul id="guide">{% for r in guide %}<li><b>{{ r.question }}</b>: {{ r.answer }} <i>({{ r.conditions }})</i></li>{% endfor %}</ul>
@@ -67,7 +69,7 @@ class Pair:
     a: str
     b: str
     title: str
-    rows: tuple[tuple[str, str, str], ...]
+    rows: tuple[tuple[str, str, str, str], ...]  # label, a, b, whether the difference is established
 
 
 def comparisons(results: Path) -> list[tuple[str, str, str]]:
@@ -87,9 +89,35 @@ def side_by_side(rows: Sequence[Row], results: Path) -> list[Pair]:
     for a, b, question in comparisons(results):
         if a not in latest or b not in latest:
             continue
-        cells = [(label, cell_of(latest[a], key)[0], cell_of(latest[b], key)[0]) for key, label in COLUMNS[1:]]
+        cells = [(label, cell_of(latest[a], key)[0], cell_of(latest[b], key)[0], "one run a side: no spread")
+                 for key, label in COLUMNS[1:]]
+        cells += throughput_comparison(results, latest[a].run_id, latest[b].run_id)
         pairs.append(Pair(a, b, f"{a} vs {b}" + (f": {question}" if question else ""), tuple(cells)))
     return pairs
+
+
+PER_REQUEST = (("TTFT s", metrics.ttft_s, 3), ("TPOT s", metrics.tpot_s, 4), ("decode tok/s a user", metrics.decode_rate, 1))
+
+
+def throughput_comparison(results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:
+    """At each concurrency level both runs measured: the median of per-request TTFT, TPOT and decode rate
+    with 95% bootstrap intervals, and whether the difference is established (intervals apart)."""
+    levels = []
+    for run_id in (run_a, run_b):
+        path = results / "runs" / run_id / "throughput.json"
+        levels.append(json.loads(path.read_text()).get("levels", {}) if path.exists() else {})
+    rows = []
+    for users in sorted(set(levels[0]) & set(levels[1]), key=int):
+        records = []
+        for run_id, level in zip((run_a, run_b), levels, strict=True):
+            wanted = set(level[users]["request_ids"])
+            records.append([r for r in RunDir(results / "runs" / run_id).records() if r.request_id in wanted and r.ok])
+        for label, formula, digits in PER_REQUEST:
+            a, b = (stats.median_interval([v for r in side if (v := formula(r)) is not None],
+                                          seed=f"{users}-{label}") for side in records)
+            rows.append((f"{users} users: {label} (median [95%])", a.text(digits) if a else "n/a",
+                         b.text(digits) if b else "n/a", stats.verdict(a, b)))
+    return rows
 
 
 def markdown(rows: Sequence[Row], guide: Sequence[Reading], title: str, pairs: Sequence[Pair] = ()) -> str:
@@ -103,10 +131,12 @@ def markdown(rows: Sequence[Row], guide: Sequence[Reading], title: str, pairs: S
         shown = [f"{text} <sub>{source}</sub>" if source else text for text, source in cells]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in [*shown, "; ".join(row.reasons)]) + " |")
     if pairs:
-        lines += ["", "## Side by side", "", "One run a side has no spread: a difference here is shown, not established."]
+        lines += ["", "## Side by side", "", "A difference is established only where intervals do not overlap; one value "
+                  "a side has no spread."]
     for pair in pairs:
-        lines += ["", f"### {pair.title}", "", f"| | {pair.a} | {pair.b} |", "|---|---|---|"]
-        lines += [f"| {label} | {left} | {right} |".replace("\n", " ") for label, left, right in pair.rows]
+        lines += ["", f"### {pair.title}", "", f"| | {pair.a} | {pair.b} | difference |", "|---|---|---|---|"]
+        lines += [f"| {label} | {left} | {right} | {verdict} |".replace("\n", " ")
+                  for label, left, right, verdict in pair.rows]
     lines += ["", "## Decision guide", ""]
     lines += [f"- **{r.question}**: {r.answer} ({r.conditions})" for r in guide]
     return "\n".join(lines) + "\n"
