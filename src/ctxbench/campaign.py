@@ -21,6 +21,7 @@ from .checks.capacity import CapacitySpec
 from .checks.conversation import RampSpec
 from .checks.needle import NeedleSpec
 from .checks.probe import ProbeSpec
+from .checks.quality import QualitySpec
 from .checks.throughput import ThroughputSpec
 from .config import BUILTIN_MODELS, Campaign, CampaignFileError, Checks, Deployment, ExternalDeployment
 from .engines.deployment import plan_deployment
@@ -59,6 +60,7 @@ def suite_for(checks: Checks) -> Suite:
                       on_failure=ramp.on_failure) if ramp else None,
         throughput=ThroughputSpec(**{**throughput.model_dump(), "levels": tuple(throughput.levels)})
         if throughput else None,
+        quality=QualitySpec(**checks.quality.model_dump()) if checks.quality else None,
     )
 
 

@@ -490,6 +490,53 @@ def ramp(
     _finish(run, results)
 
 
+@app.command()
+def quality(
+    url: UrlOption,
+    model: ModelOption,
+    data: Annotated[Path, typer.Option(help="GSM8K test.jsonl (or a directory holding it); never downloaded.")],
+    samples: Annotated[int, typer.Option(help="Problems to sample (seeded).")] = 100,
+    fewshot: Annotated[int, typer.Option(help="Worked examples before each question (the file's last N).")] = 5,
+    endpoint: Annotated[str, typer.Option(help="chat or completions: they can differ by tens of points.")] = "chat",
+    max_tokens: Annotated[int, typer.Option(help="Output budget per answer (generous: answers show working).")] = 512,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight at most.")] = 8,
+    deployment: Annotated[str | None, typer.Option(help="Name in quality.jsonl (default: the model).")] = None,
+    results: ResultsOption = Path("results"),
+) -> None:
+    """GSM8K accuracy, scored as lm-evaluation-harness does (strict and flexible), with Wilson 95% intervals."""
+    from .checks.quality import QualityDataError, QualitySpec, load_problems, run_quality
+
+    if endpoint not in ("chat", "completions"):
+        raise typer.BadParameter(f"--endpoint {endpoint!r}: use chat or completions.")
+    spec = QualitySpec(data=data, samples=samples, fewshot=fewshot, endpoint=endpoint,  # type: ignore[arg-type]
+                       max_tokens=max_tokens, concurrency=concurrency)
+    try:
+        load_problems(data)
+    except QualityDataError as exc:
+        raise _fail(exc) from exc
+    name = deployment or model
+    run = RunDir.create(results, new_run_id(safe_name(name), "quality"))
+    run.write_manifest({"deployment": name, "model": model, "url": url, "check": "quality",
+                        "check_parameters": {"quality": dataclasses.asdict(spec)},
+                        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+
+    async def main() -> dict:  # type: ignore[type-arg]
+        with _progress() as progress:
+            task = progress.add_task("problems", total=samples)
+            async with Client(url, model) as client:
+                return await run_quality(client, spec, run, results, deployment=name,
+                                         on_sample=lambda _: progress.advance(task))
+
+    line = asyncio.run(main())
+    for scoring in ("strict", "flexible"):
+        figures = line[scoring]
+        accuracy = "n/a" if figures["accuracy"] is None else (
+            f"{figures['accuracy']:.3f} [{figures['low']:.3f}, {figures['high']:.3f}]")
+        console.print(f"{scoring}: {figures['correct']}/{line['n']} = {accuracy} (Wilson 95%)", highlight=False)
+    console.print(f"{line['failed']} failed request(s); samples: {results / 'quality' / 'quality.jsonl'}")
+    _finish(run, results)
+
+
 def parse_bytes(text: str) -> float:
     """`141GB`, `80GiB`, `1.5TB` or a plain number of bytes."""
     match = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]?)(i?)B?\s*", text, re.IGNORECASE)

@@ -116,7 +116,16 @@ class ThroughputParams(_Strict):
         return value
 
 
-CHECK_NAMES = ("probe", "capacity", "needle", "ramp", "throughput")
+class QualityParams(_Strict):
+    data: Path  # GSM8K's test.jsonl (or a directory holding it): local, never downloaded
+    samples: int = Field(100, ge=1, le=100_000)
+    fewshot: int = Field(5, ge=0, le=64)
+    endpoint: Literal["chat", "completions"] = "chat"
+    max_tokens: int = Field(512, ge=16, le=65536)
+    concurrency: int = Field(8, ge=1, le=1024)
+
+
+CHECK_NAMES = ("probe", "capacity", "needle", "ramp", "throughput", "quality")
 
 
 class Checks(_Strict):
@@ -127,6 +136,7 @@ class Checks(_Strict):
     needle: NeedleParams | None = None
     ramp: RampParams | None = None
     throughput: ThroughputParams | None = None
+    quality: QualityParams | None = None
 
 
 def _check_name(value: str) -> str:
@@ -308,6 +318,12 @@ def load_campaign(path: Path, *, check_paths: bool = True) -> Campaign:
             raise CampaignFileError(_describe(path, text, {**first, "loc": loc}, len(exc.errors()))) from None
         if check_paths:
             _check_local_paths(path, text, index, deployment)
+    quality = campaign.checks.quality
+    if check_paths and quality is not None and not quality.data.expanduser().exists():
+        raise CampaignFileError(
+            f"{_where(path, text, ('checks', 'quality', 'data'))}: {str(quality.data)!r} does not exist. Get GSM8K's "
+            "test.jsonl from https://github.com/openai/grade-school-math or the Hugging Face dataset openai/gsm8k "
+            "and give its local path (ctxbench never downloads data).")
     return campaign
 
 

@@ -38,7 +38,8 @@ def wilson(k: int, n: int, z: float = Z95) -> Interval | None:
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return Interval(p, max(0.0, centre - half), min(1.0, centre + half))
+    # At k = 0 (k = n) the bound is exactly 0 (1); rounding would leave it a hair off.
+    return Interval(p, 0.0 if k == 0 else max(0.0, centre - half), 1.0 if k == n else min(1.0, centre + half))
 
 
 def two_proportions(k1: int, n1: int, k2: int, n2: int) -> float | None:

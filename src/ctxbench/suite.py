@@ -24,6 +24,7 @@ from .checks.capacity import CapacitySpec, run_capacity
 from .checks.conversation import RampSpec, run_ramp
 from .checks.needle import NeedleSpec, run_needle
 from .checks.probe import ProbeSpec, probe_request_count, run_probe
+from .checks.quality import QualitySpec, run_quality
 from .checks.throughput import PromptMaker, ThroughputSpec, run_throughput
 from .client import Client
 from .engines.build import LLAMACPP_SDIST_VERSION
@@ -48,6 +49,7 @@ class Suite:
     needle: NeedleSpec | None = None
     ramp: RampSpec | None = None
     throughput: ThroughputSpec | None = None
+    quality: QualitySpec | None = None
 
     def request_count(self) -> int:
         """Requests the suite sends (for progress bars)."""
@@ -55,6 +57,7 @@ class Suite:
         count += 2 if self.capacity else 0
         count += len(self.needle.lengths) * len(self.needle.depths) if self.needle else 0
         count += self.throughput.request_count() if self.throughput else 0
+        count += self.quality.samples if self.quality else 0
         return count + (self.ramp.turns * sum(self.ramp.users) if self.ramp else 0)
 
     def longest_prompt(self, limit_tokens: int) -> int:
@@ -209,6 +212,14 @@ def _run_checks(running: Running, plan: DeploymentPlan, limit: ContextLimit, cou
                     await run_ramp(client, pool, ramp, run, scope, deployment=deployment,  # type: ignore[arg-type]
                                    table=results / RAMP_TABLE, on_turn=lambda _: on_request_done(),
                                    skip_completed=not force)
+            if suite.quality and "quality" not in skip:
+                quality = suite.quality
+                on_status(f"quality: {quality.samples} GSM8K problems from {quality.data}, {quality.fewshot}-shot, "
+                          f"{quality.endpoint} endpoint")
+                with watched("quality"):
+                    await run_quality(client, quality, run, results, deployment=deployment,  # type: ignore[arg-type]
+                                      on_sample=lambda _: on_request_done())
+                run.mark_completed("quality")
             if suite.throughput:
                 spec = suite.throughput
                 on_status(f"many users, short prompts: {list(spec.levels)} users, {spec.prompt_tokens} tokens in, "

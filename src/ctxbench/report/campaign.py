@@ -92,11 +92,28 @@ def side_by_side(rows: Sequence[Row], results: Path) -> list[Pair]:
         cells = [(label, cell_of(latest[a], key)[0], cell_of(latest[b], key)[0], "one run a side: no spread")
                  for key, label in COLUMNS[1:]]
         cells += throughput_comparison(results, latest[a].run_id, latest[b].run_id)
+        cells += quality_comparison(results, latest[a].run_id, latest[b].run_id)
         pairs.append(Pair(a, b, f"{a} vs {b}" + (f": {question}" if question else ""), tuple(cells)))
     return pairs
 
 
 PER_REQUEST = (("TTFT s", metrics.ttft_s, 3), ("TPOT s", metrics.tpot_s, 4), ("decode tok/s a user", metrics.decode_rate, 1))
+
+
+def quality_comparison(results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:
+    """GSM8K accuracies of the two runs, and the two-proportion test's verdict at alpha 0.05."""
+    from ..checks.quality import QUALITY_FILE, compare
+
+    path = results / QUALITY_FILE
+    if not path.exists():
+        return []
+    summaries = {line["run_id"]: line for line in map(json.loads, path.read_text().splitlines())
+                 if line.get("kind") == "summary"}
+    if run_a not in summaries or run_b not in summaries:
+        return []
+    a, b = summaries[run_a], summaries[run_b]
+    shown = [f"{s['flexible']['correct']}/{s['n']} ({s['endpoint']}, {s['fewshot']}-shot)" for s in (a, b)]
+    return [("GSM8K correct (flexible)", shown[0], shown[1], compare(a, b))]
 
 
 def throughput_comparison(results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:

@@ -52,6 +52,7 @@ class Row:
     cost: Cell = MISSING
     throughput: Cell = MISSING
     throughput_cost: Cell = MISSING
+    quality: Cell = MISSING
     status: Status = "provisional"
     reasons: tuple[str, ...] = field(default_factory=tuple)
 
@@ -128,6 +129,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float = DEFAULT
                 if cost is not None else "n/a (no GPU count)", _rel(results, run.requests_path), cost)
     cells.update(_throughput_cells(results, run, gpus, float(manifest.get("price_per_gpu_hour",
                                                                              price_per_gpu_hour))))
+    cells.update(_quality_cell(results, run.run_id))
     from ..audits.cache import audit_run
 
     audit = audit_run(run)
@@ -155,6 +157,25 @@ def _throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour:
         f"${cost:.2f}/M output tokens ({gpus} GPU at ${price_per_gpu_hour:.2f}/h)" if cost is not None
         else "n/a (no GPU count)", source, cost)
     return cells
+
+
+def _quality_cell(results: Path, run_id: str) -> dict[str, Cell]:
+    """GSM8K accuracy (flexible scoring) with its Wilson 95% interval, n, endpoint and few-shot count."""
+    from ..checks.quality import QUALITY_FILE
+
+    path = results / QUALITY_FILE
+    if not path.exists():
+        return {}
+    mine = [line for line in map(json.loads, path.read_text().splitlines()) if line.get("kind") == "summary"
+            and line.get("run_id") == run_id]
+    if not mine:
+        return {}
+    last = mine[-1]
+    flexible = last["flexible"]
+    if flexible["accuracy"] is None:
+        return {"quality": Cell(f"no answered samples ({last['failed']} failed)", str(QUALITY_FILE))}
+    return {"quality": Cell(f"{flexible['accuracy']:.2f} [{flexible['low']:.2f}, {flexible['high']:.2f}] n={last['n']} "
+                            f"({last['endpoint']}, {last['fewshot']}-shot)", str(QUALITY_FILE), flexible["accuracy"])}
 
 
 def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status, tuple[str, ...]]:
@@ -197,4 +218,5 @@ COLUMNS: Sequence[tuple[str, str]] = (
     ("ttft_alone", "last-turn TTFT alone"), ("ttft_shared", "last-turn TTFT, 2 users"),
     ("decode_alone", "decode alone"), ("decode_shared", "decode, 2 users"), ("stall", "decode under prefill"),
     ("cost", "cost"), ("throughput", "many users: output tok/s"), ("throughput_cost", "many users: cost"),
+    ("quality", "GSM8K (flexible) [95%]"),
 )

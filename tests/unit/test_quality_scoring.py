@@ -1,0 +1,80 @@
+"""GSM8K scoring as lm-evaluation-harness does it, on recorded answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxbench.checks.quality import (
+    Problem,
+    QualityDataError,
+    QualitySpec,
+    clean,
+    compare,
+    flexible_answer,
+    load_problems,
+    prompt_text,
+    split,
+    strict_answer,
+)
+from ctxbench.text.arithmetic import arithmetic_problems, write_problems
+
+ANSWER = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips.\n#### 72"
+
+
+def test_targets_and_answers_are_cleaned_like_lm_eval() -> None:
+    assert Problem("1", "q", ANSWER).target == "72"
+    assert clean("#### 1,234") == "1234" and clean("$18.") == "18"
+
+
+@pytest.mark.parametrize("response, strict, flexible", [
+    ("She sold 72 clips.\n#### 72", "72", "72"),
+    ("The answer is $1,250.", None, "1250"),
+    ("First 3 + 4 = 7, so 7 apples. Then 7 * 2 = 14", None, "14"),
+    ("#### 5 and then I kept talking about 12", "5", "12"),  # strict takes `####`, flexible the last number
+    ("I do not know.", None, None),
+    ("The total is -3.", None, "-3"),
+])
+def test_strict_and_flexible_extraction(response: str, strict: str | None, flexible: str | None) -> None:
+    assert strict_answer(response) == strict
+    assert flexible_answer(response) == flexible
+
+
+def test_few_shot_examples_are_the_files_last_problems_and_never_sampled(tmp_path: Path) -> None:
+    path = write_problems(tmp_path / "test.jsonl", 30)
+    problems = load_problems(tmp_path)  # a directory holding test*.jsonl works too
+    shots, samples = split(problems, QualitySpec(data=path, samples=10, fewshot=3))
+    assert [s.id for s in shots] == ["arith-27", "arith-28", "arith-29"]
+    assert len(samples) == 10 and not {s.id for s in samples} & {s.id for s in shots}
+    assert split(problems, QualitySpec(data=path, samples=10, fewshot=3))[1] == samples  # seeded
+    prompt = prompt_text(samples[0], shots)
+    assert prompt.count("Question:") == 4 and prompt.endswith("Answer:") and "#### " in prompt
+
+
+def test_generated_problems_carry_correct_answers() -> None:
+    for problem in arithmetic_problems(50):
+        numbers = [int(w) for w in problem["question"].replace("$", "").replace(".", " ").split() if w.isdigit()]
+        start, bought, _price, given = numbers
+        assert problem["answer"].endswith(f"#### {start + bought - given}")
+
+
+def test_missing_or_malformed_data_says_where_to_get_gsm8k(tmp_path: Path) -> None:
+    with pytest.raises(QualityDataError, match="grade-school-math"):
+        load_problems(tmp_path / "absent.jsonl")
+    bad = tmp_path / "test.jsonl"
+    bad.write_text('{"question": "q"}\n')
+    with pytest.raises(QualityDataError, match=":1: expected a JSON object with `question` and `answer`"):
+        load_problems(bad)
+
+
+def summary(correct: int, n: int, endpoint: str = "chat", fewshot: int = 5) -> dict:  # type: ignore[type-arg]
+    return {"n": n, "endpoint": endpoint, "fewshot": fewshot, "flexible": {"correct": correct}}
+
+
+def test_comparisons_never_call_overlapping_accuracies_equal() -> None:
+    assert compare(summary(80, 100), summary(60, 100)).startswith("established at alpha 0.05")
+    verdict = compare(summary(8, 10), summary(6, 10))
+    assert verdict.startswith("not established") and "does not show they are equal" in verdict
+    assert "unequal sample sizes (200 vs 50)" in compare(summary(150, 200), summary(30, 50))
+    assert "not comparable" in compare(summary(80, 100), summary(60, 100, endpoint="completions"))
