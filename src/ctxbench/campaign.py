@@ -68,14 +68,18 @@ def state_path(campaign: Campaign, results: Path) -> Path:
     return results / "campaigns" / f"{safe_name(campaign.campaign.name)}.jsonl"
 
 
+def state_key(deployment: str, repeat: int) -> str:
+    return deployment if repeat == 1 else f"{deployment}#{repeat}"
+
+
 def read_state(path: Path) -> dict[str, dict[str, str]]:
-    """Each deployment's latest state line (a torn last line from a crash is skipped)."""
+    """Each deployment's (and repeat's: `name#2`) latest state line (a torn last line is skipped)."""
     latest: dict[str, dict[str, str]] = {}
     if path.exists():
         for line in path.read_text().splitlines():
             try:
                 entry = json.loads(line)
-                latest[entry["deployment"]] = entry
+                latest[state_key(entry["deployment"], int(entry.get("repeat", 1)))] = entry
             except (ValueError, KeyError, TypeError):
                 continue
     return latest
@@ -89,9 +93,10 @@ def campaign_record(campaign: Campaign) -> dict[str, object]:
     return data
 
 
-def _append_state(path: Path, deployment: str, status: Status, run_id: str | None, error: str | None = None) -> None:
+def _append_state(path: Path, deployment: str, status: Status, run_id: str | None, error: str | None = None,
+                  repeat: int = 1) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    entry = {"deployment": deployment, "status": status, "run_id": run_id, "error": error,
+    entry = {"deployment": deployment, "repeat": repeat, "status": status, "run_id": run_id, "error": error,
              "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with path.open("a") as handle:
         handle.write(json.dumps(entry) + "\n")
@@ -188,22 +193,26 @@ def run_campaign(
     write_json_atomic(path.with_suffix(".json"), campaign_record(campaign))
     state = read_state(path)
     outcomes = []
+    repeats = campaign.campaign.repeats
     for deployment in selected:
-        previous = state.get(deployment.name, {})
-        if previous.get("status") == "done" and not force:
-            on_status(f"{deployment.name}: finished earlier in run {previous['run_id']}; skipped (--force redoes it)")
-            outcomes.append(Outcome(deployment.name, "skipped", previous.get("run_id")))
-            continue
-        resume = None
-        if previous.get("status") == "started" and previous.get("run_id") and not force:
-            candidate = results / "runs" / previous["run_id"]
-            resume = candidate if (candidate / "manifest.json").exists() else None
-        outcomes.append(_run_deployment(campaign, deployment, results, path, resume, on_status, on_request_done))
+        for repeat in range(1, repeats + 1):
+            previous = state.get(state_key(deployment.name, repeat), {})
+            label = deployment.name + (f" (repeat {repeat}/{repeats})" if repeats > 1 else "")
+            if previous.get("status") == "done" and not force:
+                on_status(f"{label}: finished earlier in run {previous['run_id']}; skipped (--force redoes it)")
+                outcomes.append(Outcome(deployment.name, "skipped", previous.get("run_id")))
+                continue
+            resume = None
+            if previous.get("status") == "started" and previous.get("run_id"):
+                candidate = results / "runs" / previous["run_id"]
+                resume = candidate if (candidate / "manifest.json").exists() else None
+            outcomes.append(_run_deployment(campaign, deployment, results, path, resume, on_status, on_request_done,
+                                            repeat))
     return outcomes
 
 
 def _run_deployment(campaign: Campaign, deployment: Deployment, results: Path, state: Path, resume: Path | None,
-                    on_status: Callable[[str], None], on_request_done: Callable[[], None]) -> Outcome:
+                    on_status: Callable[[str], None], on_request_done: Callable[[], None], repeat: int = 1) -> Outcome:
     run_id: str | None = resume.name if resume else None
     try:
         plan = plan_deployment(deployment)
@@ -212,7 +221,7 @@ def _run_deployment(campaign: Campaign, deployment: Deployment, results: Path, s
         def started(run: RunDir) -> None:
             nonlocal run_id
             run_id = run.run_id
-            _append_state(state, deployment.name, "started", run.run_id)
+            _append_state(state, deployment.name, "started", run.run_id, repeat=repeat)
 
         if resume is not None:
             on_status(f"{deployment.name}: resuming run {resume.name}")
@@ -221,12 +230,13 @@ def _run_deployment(campaign: Campaign, deployment: Deployment, results: Path, s
             campaign=campaign.campaign.name, note=deployment.note, random_weights=deployment.random_weights,
             extra_manifest={"campaign_file_deployment": {**deployment.model_dump(mode="json"),
                                                          "env": redact_env(deployment.env)},
-                            "price_per_gpu_hour": campaign.campaign.price_per_gpu_hour},
+                            "price_per_gpu_hour": campaign.campaign.price_per_gpu_hour,
+                            "repeat": repeat, "repeats": campaign.campaign.repeats},
             on_status=on_status, on_request_done=on_request_done, resume=resume, on_run=started,
         )
     except CtxbenchError as exc:
-        _append_state(state, deployment.name, "failed", run_id, str(exc)[-4000:])
+        _append_state(state, deployment.name, "failed", run_id, str(exc)[-4000:], repeat=repeat)
         on_status(f"{deployment.name}: FAILED: {str(exc).splitlines()[0]}")
         return Outcome(deployment.name, "failed", run_id, str(exc))
-    _append_state(state, deployment.name, "done", run.run_id)
+    _append_state(state, deployment.name, "done", run.run_id, repeat=repeat)
     return Outcome(deployment.name, "done", run.run_id)

@@ -249,7 +249,7 @@ class CampaignSettings(_Strict):
     name: Name
     price_per_gpu_hour: float = Field(3.50, ge=0.0, le=10_000.0)
     results: Path = Path("results")
-    campaign_seed: str = Field("", max_length=200)
+    repeats: int = Field(1, ge=1, le=100)  # runs of every deployment; 3 or more give medians with intervals
 
 
 class Campaign(_Strict):

@@ -112,7 +112,8 @@ def run_suite(
         run = RunDir(resume, attempt=len(previous.get("attempts", [None])) + 1)
     else:
         previous = {}
-        run = RunDir.create(results, new_run_id(campaign, deployment))
+        repeat = (extra_manifest or {}).get("repeat", 1)
+        run = RunDir.create(results, new_run_id(campaign, deployment, f"r{repeat}" if repeat > 1 else ""))
     # A new attempt draws new documents: the interrupted attempt's prompts may sit in the server's cache.
     scope = (campaign, deployment, run.run_id) + ((f"attempt{run.attempt}",) if run.attempt > 1 else ())
     skip = set() if force else run.completed_units()

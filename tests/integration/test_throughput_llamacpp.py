@@ -137,3 +137,39 @@ question = "does drafting help?"
     line = next(line for line in text.splitlines() if line.startswith("| 2 users: TTFT s (median [95%])"))
     assert line.count("[") == 3 and ("| established" in line or "| not established" in line)
     assert "many users: output tok/s" in text and "difference" in html.read_text()
+
+
+def test_repeats_give_medians_with_intervals_and_a_verdict(tmp_path: Path, tiny: TinyModel) -> None:
+    deployment = """
+[[deployments]]
+name = "{name}"
+engine = "llamacpp"
+model = "{gguf}"
+tokenizer = "{tok}"
+random_weights = true
+"""
+    path = tmp_path / "c.toml"
+    path.write_text(f"""
+[campaign]
+name = "repeats"
+results = "{tmp_path / 'results'}"
+repeats = 3
+[checks.throughput]
+levels = [1]
+prompt_tokens = 128
+output_tokens = 16
+requests_per_user = 2
+""" + deployment.format(name="a", gguf=tiny.gguf, tok=tiny.tokenizer_dir)
+        + deployment.format(name="b", gguf=tiny.gguf, tok=tiny.tokenizer_dir) + '[[compare]]\na = "a"\nb = "b"\n')
+    campaign = load_campaign(path)
+    outcomes = run_campaign(campaign)
+    assert [(o.deployment, o.status) for o in outcomes] == [("a", "done")] * 3 + [("b", "done")] * 3
+    assert len({o.run_id for o in outcomes}) == 6
+    from ctxbench.report.campaign import write_campaign_report
+
+    text = write_campaign_report(campaign.campaign.results)[0].read_text()
+    repeats = text.split("## Repeats")[1].split("##")[0]
+    assert "| a | 3 |" in repeats and "| b | 3 |" in repeats
+    line = next(line for line in text.splitlines() if line.startswith("| over repeats: many users, best output tok/s"))
+    assert line.count("[") == 3 and "established" in line
+    assert [o.status for o in run_campaign(campaign)] == ["skipped"] * 6  # all six runs are done

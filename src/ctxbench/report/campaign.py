@@ -36,6 +36,9 @@ img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 <tbody>{% for row in rows %}<tr class="{{ row.status }}">
 {% for key, label in columns %}{% set cell = cell_of(row, key) %}<td>{{ cell[0] }}{% if cell[1] %}<span class="src">{{ cell[1] }}</span>{% endif %}</td>{% endfor %}
 <td>{{ row.reasons | join("; ") }}</td></tr>{% endfor %}</tbody></table>
+{% if repeats %}<h2>Repeats</h2><p>The median over each deployment's runs with a 95% bootstrap interval (3 runs or more).</p>
+<table id="repeats"><tr><th>deployment</th><th>runs</th>{% for _, label, _ in repeated %}<th>{{ label }}</th>{% endfor %}</tr>
+{% for r in repeats %}<tr>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>{% endif %}
 {% if pairs %}<h2>Side by side</h2>
 <p>A difference is established only where intervals do not overlap; one value a side has no spread.</p>
 {% for pair in pairs %}<h3>{{ pair.title }}</h3><table class="compare"><tr><th></th><th>{{ pair.a }}</th><th>{{ pair.b }}</th><th>difference</th></tr>
@@ -83,8 +86,35 @@ def comparisons(results: Path) -> list[tuple[str, str, str]]:
     return pairs
 
 
+REPEATED = (("ttft_alone", "last-turn TTFT alone, s", 2), ("decode_alone", "last-turn decode alone, tok/s", 1),
+            ("stall", "decode stall under prefill, x", 1), ("throughput", "many users, best output tok/s", 0))
+
+
+def repeat_intervals(rows: Sequence[Row]) -> dict[str, tuple[int, dict[str, stats.Interval | None]]]:
+    """Per deployment with runs that did not fail: (runs, the median over runs with a 95% bootstrap interval
+    of each repeated figure; None with fewer than 3 values)."""
+    grouped: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.status != "failed":
+            grouped.setdefault(row.deployment, []).append(row)
+    return {name: (len(runs), {key: stats.median_interval(
+        [v for r in runs if (v := getattr(r, key).value) is not None], seed=f"{name}-{key}") for key, _, _ in REPEATED})
+        for name, runs in grouped.items()}
+
+
+def repeats_table(rows: Sequence[Row]) -> list[list[str]]:
+    out = []
+    for name, (runs, figures) in repeat_intervals(rows).items():
+        if runs < 2:
+            continue
+        out.append([name, str(runs), *(figures[key].text(digits) if figures[key] else "n/a (fewer than 3 values)"
+                                       for key, _, digits in REPEATED)])
+    return out
+
+
 def side_by_side(rows: Sequence[Row], results: Path) -> list[Pair]:
     latest = {row.deployment: row for row in rows}  # rows are oldest first
+    repeated = repeat_intervals(rows)
     pairs = []
     for a, b, question in comparisons(results):
         if a not in latest or b not in latest:
@@ -93,6 +123,12 @@ def side_by_side(rows: Sequence[Row], results: Path) -> list[Pair]:
                  for key, label in COLUMNS[1:]]
         cells += throughput_comparison(results, latest[a].run_id, latest[b].run_id)
         cells += quality_comparison(results, latest[a].run_id, latest[b].run_id)
+        if repeated.get(a, (0, {}))[0] >= 3 and repeated.get(b, (0, {}))[0] >= 3:
+            for key, label, digits in REPEATED:
+                left, right = repeated[a][1][key], repeated[b][1][key]
+                if left or right:
+                    cells.append((f"over repeats: {label} (median [95%])", left.text(digits) if left else "n/a",
+                                  right.text(digits) if right else "n/a", stats.verdict(left, right)))
         pairs.append(Pair(a, b, f"{a} vs {b}" + (f": {question}" if question else ""), tuple(cells)))
     return pairs
 
@@ -147,6 +183,13 @@ def markdown(rows: Sequence[Row], guide: Sequence[Reading], title: str, pairs: S
         cells = [cell_of(row, key) for key, _ in COLUMNS]
         shown = [f"{text} <sub>{source}</sub>" if source else text for text, source in cells]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in [*shown, "; ".join(row.reasons)]) + " |")
+    repeats = repeats_table(rows)
+    if repeats:
+        header = ["deployment", "runs", *(label + " (median [95%])" for _, label, _ in REPEATED)]
+        lines += ["", "## Repeats", "", "Each deployment run several times: the median over its runs with a 95% "
+                  "bootstrap interval (3 runs or more).", "", "| " + " | ".join(header) + " |",
+                  "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(r) + " |" for r in repeats]
     if pairs:
         lines += ["", "## Side by side", "", "A difference is established only where intervals do not overlap; one value "
                   "a side has no spread."]
@@ -232,7 +275,7 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float = 3.50) -> tu
     env = Environment(autoescape=True)
     html = env.from_string(TEMPLATE).render(
         title=title, rows=rows, columns=COLUMNS, cell_of=cell_of, guide=guide, figures=figures(results, rows),
-        answers=answers, pairs=pairs,
+        answers=answers, pairs=pairs, repeats=repeats_table(rows), repeated=REPEATED,
     )
     md_path, html_path = results / "report.md", results / "report.html"
     md_path.write_text(markdown(rows, guide, title, pairs))

@@ -94,9 +94,16 @@ class RunDir:
 
     @classmethod
     def create(cls, results: Path, run_id: str) -> RunDir:
-        path = results / "runs" / run_id
-        path.mkdir(parents=True, exist_ok=True)
-        return cls(path)
+        """A new, empty run directory; a second run with the same id in the same second gets `-2`, `-3`..."""
+        (results / "runs").mkdir(parents=True, exist_ok=True)
+        for n in range(1, 1000):
+            path = results / "runs" / (run_id if n == 1 else f"{run_id}-{n}")
+            try:
+                path.mkdir()
+                return cls(path)
+            except FileExistsError:
+                continue
+        raise FileExistsError(f"{results / 'runs'}: too many runs named {run_id}")
 
     @property
     def run_id(self) -> str:
