@@ -222,6 +222,10 @@ class _Outcome:
     async def _trace(self, event: str, info: Mapping[str, Any]) -> None:
         if event.startswith("connection.connect_tcp") or event.startswith("connection.connect_unix"):
             self.opened_connection = True
+        elif event == "http11.send_request_headers.started":
+            # The request is written now: opening a connection before it (a resolver thread hop in anyio,
+            # 50 ms on a process's first request) is the client's own time, and goes to queueing, not TTFT.
+            self.sent_ns = perf_counter_ns()
 
     def fail(self, kind: str, message: str, **extra: Any) -> None:
         if self.error is None:

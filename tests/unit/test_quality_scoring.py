@@ -78,3 +78,23 @@ def test_comparisons_never_call_overlapping_accuracies_equal() -> None:
     assert verdict.startswith("not established") and "does not show they are equal" in verdict
     assert "unequal sample sizes (200 vs 50)" in compare(summary(150, 200), summary(30, 50))
     assert "not comparable" in compare(summary(80, 100), summary(60, 100, endpoint="completions"))
+
+
+def test_a_hugging_face_cache_directory_is_read(tmp_path: Path) -> None:
+    import pyarrow
+    import pyarrow.ipc
+    import pyarrow.parquet
+
+    rows = arithmetic_problems(5)
+    table = pyarrow.Table.from_pylist([{"question": r["question"], "answer": r["answer"]} for r in rows])
+    hub = tmp_path / "hub" / "datasets--openai--gsm8k" / "snapshots" / "abc" / "main"
+    hub.mkdir(parents=True)
+    pyarrow.parquet.write_table(table, hub / "test-00000-of-00001.parquet")
+    datasets = tmp_path / "datasets" / "openai___gsm8k" / "main" / "0.0.0" / "f00"
+    datasets.mkdir(parents=True)
+    with (datasets / "gsm8k-test.arrow").open("wb") as sink, pyarrow.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    for directory in (tmp_path / "hub", tmp_path / "datasets"):
+        problems = load_problems(directory)
+        assert [p.question for p in problems] == [r["question"] for r in rows]
+        assert problems[0].target == rows[0]["answer"].split("#### ")[1]

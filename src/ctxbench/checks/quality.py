@@ -83,13 +83,18 @@ def flexible_answer(response: str) -> str | None:
 
 
 def load_problems(path: Path) -> list[Problem]:
-    """GSM8K problems from a JSONL file (`question`, `answer` lines) or a directory holding `test*.jsonl`."""
+    """GSM8K problems from a JSONL file (`question`, `answer` lines), or a directory holding the test split:
+    `test*.jsonl`, or a Hugging Face cache's `*test*.parquet` (hub cache) or `*test*.arrow` (datasets cache)."""
     if path.is_dir():
-        found = sorted(p for p in path.rglob("*.jsonl") if "test" in p.name)
+        found = [p for pattern in ("*.jsonl", "*.parquet", "*.arrow") for p in sorted(path.rglob(pattern))
+                 if "test" in p.name]
         if not found:
-            raise QualityDataError(f"{path}: no test*.jsonl under it. Get GSM8K's test.jsonl from {GSM8K_SOURCES} "
-                                   "and pass the file (ctxbench never downloads data).")
+            raise QualityDataError(f"{path}: no test split under it (test*.jsonl, *test*.parquet or *test*.arrow). "
+                                   f"Get GSM8K's test.jsonl from {GSM8K_SOURCES} and pass the file (ctxbench never "
+                                   "downloads data).")
         path = found[0]
+    if path.suffix in (".parquet", ".arrow"):
+        return _arrow_problems(path)
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
@@ -108,6 +113,26 @@ def load_problems(path: Path) -> list[Problem]:
     if not problems:
         raise QualityDataError(f"{path}: no problems in it.")
     return problems
+
+
+def _arrow_problems(path: Path) -> list[Problem]:
+    try:
+        import pyarrow.ipc
+        import pyarrow.parquet
+    except ImportError:
+        raise QualityDataError(f"{path}: reading a Hugging Face cache needs pyarrow: pip install 'ctxbench[quality]' "
+                               "(or give GSM8K's test.jsonl).") from None
+    try:
+        if path.suffix == ".parquet":
+            table = pyarrow.parquet.read_table(path)
+        else:
+            with path.open("rb") as handle:
+                table = pyarrow.ipc.open_stream(handle).read_all()
+    except (OSError, pyarrow.ArrowException) as exc:
+        raise QualityDataError(f"{path}: not a readable Arrow/Parquet file ({exc}).") from None
+    if not {"question", "answer"} <= set(table.column_names):
+        raise QualityDataError(f"{path}: has columns {table.column_names}; GSM8K's are `question` and `answer`.")
+    return [Problem(str(i + 1), str(row["question"]), str(row["answer"])) for i, row in enumerate(table.to_pylist())]
 
 
 def split(problems: Sequence[Problem], spec: QualitySpec) -> tuple[list[Problem], list[Problem]]:
