@@ -119,8 +119,9 @@ def side_by_side(rows: Sequence[Row], results: Path) -> list[Pair]:
     for a, b, question in comparisons(results):
         if a not in latest or b not in latest:
             continue
-        cells = [(label, cell_of(latest[a], key)[0], cell_of(latest[b], key)[0], "one run a side: no spread")
-                 for key, label in COLUMNS[1:]]
+        both = [(label, cell_of(latest[a], key)[0], cell_of(latest[b], key)[0]) for key, label in COLUMNS[1:]]
+        cells = [(label, left, right, "one run a side: no spread") for label, left, right in both
+                 if (left, right) != ("not run", "not run")]
         cells += throughput_comparison(results, latest[a].run_id, latest[b].run_id)
         cells += quality_comparison(results, latest[a].run_id, latest[b].run_id)
         if repeated.get(a, (0, {}))[0] >= 3 and repeated.get(b, (0, {}))[0] >= 3:
