@@ -15,6 +15,7 @@ import pytest
 
 from ctxbench.campaign import read_state, run_campaign, state_path
 from ctxbench.config import load_campaign
+from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
 from ctxbench.results.evidence import collect
 from ctxbench.results.ramp_table import RAMP_TABLE, read_rows
@@ -308,3 +309,30 @@ random_weights = true
         if file.is_file():
             data = file.read_bytes()
             assert secret.encode() not in data and b"hf-another-secret-99" not in data, file
+
+
+def test_an_external_deployment_is_measured_where_it_already_runs(tmp_path: Path, tiny_server: LlamaServer,
+                                                                   tiny: TinyModel) -> None:
+    path = campaign_file(tmp_path, f"""
+[checks.probe]
+document_chars = 0
+max_tokens = 4
+[checks.capacity]
+
+[[deployments]]
+name = "already-up"
+engine = "external"
+urls = ["{tiny_server.base_url}"]
+served_name = "tiny"
+tokenizer = "{tiny.tokenizer_dir}"
+random_weights = true
+""")
+    campaign = load_campaign(path)
+    (outcome,) = run_campaign(campaign)
+    assert outcome.status == "done", outcome.error
+    run = the_run(campaign.campaign.results, outcome.run_id)
+    engine = json.loads((run.path / "manifest.json").read_text())["engine"]
+    assert engine["kind"] == "external" and engine["urls"] == [tiny_server.base_url] and engine["command"] is None
+    assert engine["version"] != "unknown" and engine["cold_start_s"] is None  # llama.cpp's /props build_info
+    assert json.loads((run.path / "capacity.json").read_text())["holds"]
+    assert tiny_server.alive  # ctxbench did not start it, so it does not stop it
