@@ -20,6 +20,7 @@ import httpx
 
 from .records import Chunk, RequestError, RequestRecord, Usage
 from .sse import SseDecoder
+from .transport import LeanTransport
 
 Message = Mapping[str, Any]
 TransportFactory = Callable[[], httpx.AsyncBaseTransport]
@@ -44,8 +45,8 @@ class Timeouts:
 
 
 def _default_transport() -> httpx.AsyncBaseTransport:
-    # retries=0: httpx's own connect retries would hide failures we want to record.
-    return httpx.AsyncHTTPTransport(retries=0, limits=httpx.Limits(max_connections=None))
+    # Never retries on its own (a retry would hide a failure we record); lean per read (docs/performance.md).
+    return LeanTransport()
 
 
 class Client:

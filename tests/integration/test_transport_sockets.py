@@ -1,0 +1,113 @@
+"""The lean transport over real loopback sockets: HTTP/1.1 framing split across reads, keep-alive reuse,
+and a peer that breaks the framing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from ctxbench.transport import LeanTransport
+from loopback import _Loopback, _read_request
+
+SSE = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
+
+
+class Scripted(_Loopback):
+    """Answers each request on a connection with `pieces`, written one by one with a pause between them."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+        self.connections = 0
+        self.requests = 0
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                try:
+                    await _read_request(reader)
+                except asyncio.IncompleteReadError:
+                    return
+                self.requests += 1
+                for piece in self.pieces:
+                    writer.write(piece)
+                    await writer.drain()
+                    await asyncio.sleep(0.005)
+        finally:
+            writer.close()
+
+
+async def get_all(url: str, transport: LeanTransport) -> list[bytes]:
+    async with httpx.AsyncClient(transport=transport) as client:
+        async with client.stream("POST", url + "/v1/completions", content=b"{}") as response:
+            assert response.status_code == 200
+            return [chunk async for chunk in response.aiter_raw()]
+
+
+async def test_chunked_framing_split_anywhere_is_decoded_and_the_connection_reused() -> None:
+    body = b"%x\r\n%s\r\n" % (len(SSE), SSE)
+    # Size line, data and CRLF cut mid-way, then the last chunk and the trailer CRLF apart.
+    pieces = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n",
+              body[:1], body[1:7], body[7:-1], body[-1:] + body, b"0\r\n", b"\r\n"]
+    server = Scripted(pieces)
+    url = await server.start()
+    transport = LeanTransport()
+    try:
+        async with httpx.AsyncClient(transport=transport) as client:  # one client: closing it closes the pool
+            bodies = []
+            for _ in range(2):
+                async with client.stream("POST", url + "/v1/completions", content=b"{}") as response:
+                    bodies.append(b"".join([chunk async for chunk in response.aiter_raw()]))
+        first, second = bodies
+    finally:
+        await transport.aclose()
+        await server.close()
+    assert first == second == SSE + SSE
+    assert server.requests == 2 and server.connections == 1  # kept alive and reused
+
+
+async def test_content_length_and_close_delimited_bodies() -> None:
+    for pieces in ([b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(SSE), SSE[:5], SSE[5:]],
+                   [b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", SSE]):
+        server = _CloseAfter(pieces) if b"Connection: close" in pieces[0] else Scripted(pieces)
+        url = await server.start()
+        transport = LeanTransport()
+        try:
+            assert b"".join(await get_all(url, transport)) == SSE
+        finally:
+            await transport.aclose()
+            await server.close()
+
+
+class _CloseAfter(Scripted):
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        for piece in self.pieces:
+            writer.write(piece)
+        await writer.drain()
+        writer.close()
+
+
+async def test_a_body_cut_short_is_a_protocol_error_not_a_short_answer() -> None:
+    server = _CloseAfter([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"%x\r\n%s" % (len(SSE), SSE[:9])])
+    url = await server.start()
+    transport = LeanTransport()
+    try:
+        with pytest.raises(httpx.RemoteProtocolError):
+            await get_all(url, transport)
+    finally:
+        await transport.aclose()
+        await server.close()
+
+
+async def test_connect_refused_is_a_connect_error() -> None:
+    from ctxbench.engines.server import free_port
+
+    transport = LeanTransport()
+    try:
+        with pytest.raises(httpx.ConnectError):
+            await get_all(f"http://127.0.0.1:{free_port()}", transport)
+    finally:
+        await transport.aclose()
