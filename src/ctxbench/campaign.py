@@ -231,8 +231,8 @@ def _run_deployment(campaign: Campaign, deployment: Deployment, results: Path, s
             extra_manifest={"campaign_file_deployment": {**deployment.model_dump(mode="json"),
                                                          "env": redact_env(deployment.env)},
                             "price_per_gpu_hour": campaign.campaign.price_per_gpu_hour,
-                            "repeat": repeat, "repeats": campaign.campaign.repeats},
-            on_status=on_status, on_request_done=on_request_done, resume=resume, on_run=started,
+                            "repeats": campaign.campaign.repeats},
+            on_status=on_status, on_request_done=on_request_done, resume=resume, on_run=started, repeat=repeat,
         )
     except CtxbenchError as exc:
         _append_state(state, deployment.name, "failed", run_id, str(exc)[-4000:], repeat=repeat)

@@ -143,6 +143,14 @@ def model_prepare(
     console.print(f"{kind.value} model: {path}")
 
 
+def _adhoc_run(results: Path, name: str, check: str, **manifest: object) -> RunDir:
+    """A run of one check against a server ctxbench did not launch (`<stamp>-<name>-<check>`), its manifest
+    written first."""
+    run = RunDir.create(results, new_run_id(safe_name(name), check))
+    run.write_manifest({**manifest, "check": check, "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+    return run
+
+
 def _print_records(records: list[RequestRecord]) -> None:
     table = Table(*COLUMNS, title="requests")
     for record in records:
@@ -160,9 +168,7 @@ def probe(
 ) -> None:
     """Send a few streamed chat requests (alone, then concurrently); record TTFT, decode rate, tokens."""
     spec = ProbeSpec(max_tokens=max_tokens, concurrency=concurrency)
-    run = RunDir.create(results, new_run_id(safe_name(model), "probe"))
-    run.write_manifest({"deployment": url, "model": model, "check": "probe",
-                        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+    run = _adhoc_run(results, model, "probe", deployment=url, model=model)
 
     async def main() -> list[RequestRecord]:
         with _progress() as progress:
@@ -296,16 +302,12 @@ UrlOption = Annotated[str, typer.Option(help="Base URL of the server, e.g. http:
 ModelOption = Annotated[str, typer.Option(help="Model name the server serves.")]
 LimitOption = Annotated[int | None, typer.Option(help="Context limit, if the server does not state one.")]
 
-_SUFFIXES = {"k": 1024, "m": 1024 * 1024}
-
-
 def parse_token_count(text: str) -> int:
-    """`8192`, `8K` (8192), `1M` (1048576), `1.5K`: context sizes are counted in powers of two."""
-    cleaned = text.strip().lower()
+    """`8192`, `8K` (8192), `1M` (1048576), `1.5K`: the campaign files' rule (`config.token_count`)."""
+    from .config import token_count
+
     try:
-        if cleaned and cleaned[-1] in _SUFFIXES:
-            return int(float(cleaned[:-1]) * _SUFFIXES[cleaned[-1]])
-        return int(cleaned)
+        return token_count(text)
     except ValueError:
         raise typer.BadParameter(f"{text!r} is not a token count; write 8192, 8K or 1M.") from None
 
@@ -352,9 +354,7 @@ def capacity(
             pool = pool_for(counter, stated.tokens, corpus)
     except CtxbenchError as exc:
         raise _fail(exc) from exc
-    run = RunDir.create(results, new_run_id(safe_name(model), "capacity"))
-    run.write_manifest({"deployment": url, "model": model, "check": "capacity", "tokenizer": counter.source,
-                        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+    run = _adhoc_run(results, model, "capacity", deployment=url, model=model, tokenizer=counter.source)
 
     async def main() -> None:
         async with Client(url, model) as client:
@@ -397,10 +397,8 @@ def needle(
     except CtxbenchError as exc:
         raise _fail(exc) from exc
     spec = NeedleSpec(lengths=sizes, depths=depth_values, max_tokens=max_tokens, force=force)
-    run = RunDir.create(results, new_run_id(safe_name(model), "needle"))
-    run.write_manifest({"deployment": url, "model": model, "check": "needle", "tokenizer": counter.source,
-                        "check_parameters": {"lengths": sizes, "depths": depth_values, "force": force},
-                        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+    run = _adhoc_run(results, model, "needle", deployment=url, model=model, tokenizer=counter.source,
+                     check_parameters={"lengths": sizes, "depths": depth_values, "force": force})
 
     async def main() -> None:
         with _progress() as progress:
@@ -462,10 +460,8 @@ def ramp(
             pool = pool_for(counter, spec.end_tokens, corpus)
     except CtxbenchError as exc:
         raise _fail(exc) from exc
-    run = RunDir.create(results, new_run_id(safe_name(name), "ramp"))
-    run.write_manifest({"deployment": name, "model": model, "url": url, "check": "ramp", "tokenizer": counter.source,
-                        "check_parameters": {"ramp": dataclasses.asdict(spec)},
-                        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+    run = _adhoc_run(results, name, "ramp", deployment=name, model=model, url=url, tokenizer=counter.source,
+                     check_parameters={"ramp": dataclasses.asdict(spec)})
 
     async def main() -> None:
         with _progress() as progress:
@@ -515,10 +511,8 @@ def quality(
     except QualityDataError as exc:
         raise _fail(exc) from exc
     name = deployment or model
-    run = RunDir.create(results, new_run_id(safe_name(name), "quality"))
-    run.write_manifest({"deployment": name, "model": model, "url": url, "check": "quality",
-                        "check_parameters": {"quality": dataclasses.asdict(spec)},
-                        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+    run = _adhoc_run(results, name, "quality", deployment=name, model=model, url=url,
+                     check_parameters={"quality": dataclasses.asdict(spec)})
 
     async def main() -> dict:  # type: ignore[type-arg]
         with _progress() as progress:

@@ -46,21 +46,19 @@ class Router:
 
     async def chat(self, messages: Sequence[Message], *, conversation: str | None = None,
                    labels: Mapping[str, str] | None = None, **kwargs: Any) -> RequestRecord:
-        replica = self.pick(conversation)
-        self.in_flight[replica] += 1
-        try:
-            return await self.clients[replica].chat(messages, labels={**(labels or {}), "replica": str(replica)},
-                                                    **kwargs)
-        finally:
-            self.in_flight[replica] -= 1
+        return await self._send("chat", messages, conversation, labels, kwargs)
 
     async def complete(self, prompt: str, *, conversation: str | None = None,
                        labels: Mapping[str, str] | None = None, **kwargs: Any) -> RequestRecord:
+        return await self._send("complete", prompt, conversation, labels, kwargs)
+
+    async def _send(self, method: str, content: Any, conversation: str | None, labels: Mapping[str, str] | None,
+                    kwargs: dict[str, Any]) -> RequestRecord:
         replica = self.pick(conversation)
         self.in_flight[replica] += 1
         try:
-            return await self.clients[replica].complete(prompt, labels={**(labels or {}), "replica": str(replica)},
-                                                        **kwargs)
+            send = getattr(self.clients[replica], method)
+            return await send(content, labels={**(labels or {}), "replica": str(replica)}, **kwargs)  # type: ignore[no-any-return]
         finally:
             self.in_flight[replica] -= 1
 

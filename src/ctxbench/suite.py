@@ -94,10 +94,12 @@ def run_suite(
     resume: Path | None = None,
     force: bool = False,
     on_run: Callable[[RunDir], None] = lambda run: None,
+    repeat: int = 1,
 ) -> RunDir:
     """Launch `target` (every replica), run `suite` against it, stop it, and write `report.md`; returns the run.
 
-    `counter` counts prompt tokens; a callable is given the first replica's URL once it is ready.
+    `counter` counts prompt tokens; a callable is given the first replica's URL once it is ready. `repeat`
+    (the campaign's repeat number) goes into the run id (`-r2`...) and the manifest.
 
     With `resume` (a run directory), the same run continues with the same seeds: units of work that
     finished on an earlier attempt (a check, a ramp users setting) are skipped unless `force`; the
@@ -112,7 +114,6 @@ def run_suite(
         run = RunDir(resume, attempt=len(previous.get("attempts", [None])) + 1)
     else:
         previous = {}
-        repeat = (extra_manifest or {}).get("repeat", 1)
         run = RunDir.create(results, new_run_id(campaign, deployment, f"r{repeat}" if repeat > 1 else ""))
     # A new attempt draws new documents: the interrupted attempt's prompts may sit in the server's cache.
     scope = (campaign, deployment, run.run_id) + ((f"attempt{run.attempt}",) if run.attempt > 1 else ())
@@ -134,6 +135,7 @@ def run_suite(
         "note": note,
         "gpus": plan.gpu_count if gpus is None else gpus,
         "random_weights": random_weights,
+        "repeat": repeat,
         **(extra_manifest or {}),
     }
     on_status(f"starting {ENGINE_NAMES[plan.engine]} ({len(plan.specs) or len(plan.urls)} replica(s)) for {deployment}")

@@ -45,7 +45,6 @@ class _Body(httpx.AsyncByteStream):
         self._length = length
         self._timeout = read_timeout
         self._keep_alive = keep_alive
-        self._buffer = b""
 
     async def _read(self) -> bytes:
         assert self._connection is not None
@@ -152,8 +151,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         else:
             connection.close()
 
-    async def _connect(self, request: httpx.Request, key: tuple[str, int], timeout: float | None,
-                       trace: Any) -> tuple[_Connection, bool]:
+    async def _connect(self, key: tuple[str, int], timeout: float | None, trace: Any) -> tuple[_Connection, bool]:
         while self._idle.get(key):
             connection = self._idle[key].pop()
             if not connection.reader.at_eof() and not connection.writer.is_closing():
@@ -180,7 +178,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         trace = request.extensions.get("trace")
         key = (request.url.host, request.url.port or 80)
         body = await request.aread()
-        connection, reused = await self._connect(request, key, timeouts.get("connect"), trace)
+        connection, reused = await self._connect(key, timeouts.get("connect"), trace)
         try:
             return await self._exchange(request, body, connection, reused, key, timeouts, trace)
         except BaseException:  # an error, or a cancellation (a total timeout) while waiting for the response

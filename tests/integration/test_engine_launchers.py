@@ -4,24 +4,16 @@ does not install on a CPU machine), and stopping the whole process group."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
+
+from processes import alive
 
 from ctxbench.config import load_campaign
 from ctxbench.engines.deployment import Running, plan_deployment
 
 FAKE = Path(__file__).parents[1] / "fixtures" / "fake_sglang"
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/status")
-    return not (status.exists() and "State:\tZ" in status.read_text())
 
 
 def test_sglang_launcher_waits_for_health_records_version_and_stops_its_workers(tmp_path: Path) -> None:

@@ -19,6 +19,20 @@ from ctxbench import metrics
 pytestmark = pytest.mark.engine
 
 
+# A tiny-model deployment for campaign files: name, gguf, tok and args to fill in.
+DEPLOYMENT = """
+[[deployments]]
+name = "{name}"
+engine = "llamacpp"
+model = "{gguf}"
+tokenizer = "{tok}"
+ctx_size = 4096
+parallel = 2
+args = {args}
+random_weights = true
+"""
+
+
 def run_one(tmp_path: Path, checks: str, deployment: str) -> RunDir:
     path = tmp_path / "c.toml"
     path.write_text(f'[campaign]\nname = "tput"\nresults = "{tmp_path / "results"}"\n{checks}\n{deployment}')
@@ -99,17 +113,6 @@ random_weights = true
 
 def test_variants_are_compared_side_by_side_with_intervals(tmp_path: Path, tiny: TinyModel) -> None:
     path = tmp_path / "c.toml"
-    deployment = """
-[[deployments]]
-name = "{name}"
-engine = "llamacpp"
-model = "{gguf}"
-tokenizer = "{tok}"
-ctx_size = 4096
-parallel = 2
-args = {args}
-random_weights = true
-"""
     path.write_text(f"""
 [campaign]
 name = "variants"
@@ -119,8 +122,8 @@ levels = [2]
 prompt_tokens = 256
 output_tokens = 32
 requests_per_user = 3
-""" + deployment.format(name="plain", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]")
-        + deployment.format(name="self-draft", gguf=tiny.gguf, tok=tiny.tokenizer_dir,
+""" + DEPLOYMENT.format(name="plain", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]")
+        + DEPLOYMENT.format(name="self-draft", gguf=tiny.gguf, tok=tiny.tokenizer_dir,
                             args=f'["--model-draft", "{tiny.gguf}", "--spec-type", "draft-simple"]') + """
 [[compare]]
 a = "plain"
@@ -140,14 +143,6 @@ question = "does drafting help?"
 
 
 def test_repeats_give_medians_with_intervals_and_a_verdict(tmp_path: Path, tiny: TinyModel) -> None:
-    deployment = """
-[[deployments]]
-name = "{name}"
-engine = "llamacpp"
-model = "{gguf}"
-tokenizer = "{tok}"
-random_weights = true
-"""
     path = tmp_path / "c.toml"
     path.write_text(f"""
 [campaign]
@@ -159,8 +154,8 @@ levels = [1]
 prompt_tokens = 128
 output_tokens = 16
 requests_per_user = 2
-""" + deployment.format(name="a", gguf=tiny.gguf, tok=tiny.tokenizer_dir)
-        + deployment.format(name="b", gguf=tiny.gguf, tok=tiny.tokenizer_dir) + '[[compare]]\na = "a"\nb = "b"\n')
+""" + DEPLOYMENT.format(name="a", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]")
+        + DEPLOYMENT.format(name="b", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]") + '[[compare]]\na = "a"\nb = "b"\n')
     campaign = load_campaign(path)
     outcomes = run_campaign(campaign)
     assert [(o.deployment, o.status) for o in outcomes] == [("a", "done")] * 3 + [("b", "done")] * 3

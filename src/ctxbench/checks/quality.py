@@ -238,8 +238,8 @@ async def run_quality(client: Client, spec: QualitySpec, run: RunDir, results: P
     return line
 
 
-def latest_summaries(results: Path) -> dict[str, dict[str, Any]]:
-    """Each deployment's latest summary line in `quality.jsonl`."""
+def run_summaries(results: Path) -> dict[str, dict[str, Any]]:
+    """Each run's latest summary line in `quality.jsonl`, by run id (a torn last line is skipped)."""
     path = results / QUALITY_FILE
     latest: dict[str, dict[str, Any]] = {}
     if path.exists():
@@ -249,7 +249,7 @@ def latest_summaries(results: Path) -> dict[str, dict[str, Any]]:
             except ValueError:
                 continue
             if line.get("kind") == "summary":
-                latest[line["deployment"]] = line
+                latest[line["run_id"]] = line
     return latest
 
 

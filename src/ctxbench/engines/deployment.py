@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,6 @@ class DeploymentPlan:
     api_key_env: str | None = None
     compile_cache: Path | None = None
     replica_gpus: tuple[tuple[int, ...], ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def gpu_count(self) -> int:

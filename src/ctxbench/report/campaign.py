@@ -139,13 +139,9 @@ PER_REQUEST = (("TTFT s", metrics.ttft_s, 3), ("TPOT s", metrics.tpot_s, 4), ("d
 
 def quality_comparison(results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:
     """GSM8K accuracies of the two runs, and the two-proportion test's verdict at alpha 0.05."""
-    from ..checks.quality import QUALITY_FILE, compare
+    from ..checks.quality import compare, run_summaries
 
-    path = results / QUALITY_FILE
-    if not path.exists():
-        return []
-    summaries = {line["run_id"]: line for line in map(json.loads, path.read_text().splitlines())
-                 if line.get("kind") == "summary"}
+    summaries = run_summaries(results)
     if run_a not in summaries or run_b not in summaries:
         return []
     a, b = summaries[run_a], summaries[run_b]

@@ -161,16 +161,11 @@ def _throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour:
 
 def _quality_cell(results: Path, run_id: str) -> dict[str, Cell]:
     """GSM8K accuracy (flexible scoring) with its Wilson 95% interval, n, endpoint and few-shot count."""
-    from ..checks.quality import QUALITY_FILE
+    from ..checks.quality import QUALITY_FILE, run_summaries
 
-    path = results / QUALITY_FILE
-    if not path.exists():
+    last = run_summaries(results).get(run_id)
+    if last is None:
         return {}
-    mine = [line for line in map(json.loads, path.read_text().splitlines()) if line.get("kind") == "summary"
-            and line.get("run_id") == run_id]
-    if not mine:
-        return {}
-    last = mine[-1]
     flexible = last["flexible"]
     if flexible["accuracy"] is None:
         return {"quality": Cell(f"no answered samples ({last['failed']} failed)", str(QUALITY_FILE))}
