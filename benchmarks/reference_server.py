@@ -37,6 +37,7 @@ class Stream:
     chat: bool
     model: str
     usage: bool
+    template: tuple[bytes, bytes] = (b"", b"")
     sent: list[int] = field(default_factory=list)
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -67,15 +68,11 @@ class ReferenceServer:
             self.streams = still
             await asyncio.sleep(self.tick_s)
 
-    def _event(self, stream: Stream, text: str) -> bytes:
-        choice = {"index": 0, "delta": {"content": text}} if stream.chat else {"index": 0, "text": text}
-        return b"data: " + json.dumps({"object": "chat.completion.chunk" if stream.chat else "text_completion",
-                                       "model": stream.model, "choices": [choice]}).encode() + b"\n\n"
-
     def _send(self, stream: Stream) -> None:
         sent = Clock()
         text = f"{stream.arrival_ns}:{sent} " if not stream.sent else f"{sent} "
-        data = self._event(stream, text)
+        # The text is digits, ':' and a space: no JSON escaping, so the event is its template around the text.
+        data = stream.template[0] + text.encode() + stream.template[1]
         stream.writer.write(data)
         stream.sent.append(sent)
         stream.events_left -= 1
@@ -145,8 +142,18 @@ class ReferenceServer:
         stream = Stream(writer, max(1, -(-tokens // self.chunk_tokens)), self.chunk_tokens, interval,
                         arrival + self.prefill_delay_ns, arrival, chat, str(request.get("model", "reference")),
                         bool((request.get("stream_options") or {}).get("include_usage", True)))
+        stream.template = _template(chat, stream.model)
         self.streams.append(stream)
         await stream.done.wait()
+
+
+def _template(chat: bool, model: str) -> tuple[bytes, bytes]:
+    """The bytes of an event before and after its text (built once a stream: the same JSON every event)."""
+    choice = {"index": 0, "delta": {"content": "\0"}} if chat else {"index": 0, "text": "\0"}
+    event = json.dumps({"object": "chat.completion.chunk" if chat else "text_completion", "model": model,
+                        "choices": [choice]})
+    before, after = event.split('"\\u0000"')
+    return b"data: " + before.encode() + b'"', b'"' + after.encode() + b"\n\n"
 
 
 async def serve(port: int, server: ReferenceServer) -> None:

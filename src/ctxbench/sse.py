@@ -19,13 +19,32 @@ class SseDecoder:
         self._buffer = b""
         self._data_lines: list[str] = []
 
-    def feed(self, raw: bytes) -> Iterator[str]:
-        """Yield the data of every event that `raw` completes."""
-        self._buffer += raw
+    def feed(self, raw: bytes) -> list[str]:
+        """The data of every event that `raw` completes."""
+        buffer = self._buffer + raw if self._buffer else raw
+        if self._data_lines or b"\r" in buffer:
+            self._buffer = buffer
+            return self._by_lines()
+        # The usual stream: LF line ends, one `data: ` line an event. Whole events are cut at the blank
+        # line; any other event is read by the general rules.
+        *blocks, self._buffer = buffer.split(b"\n\n")
+        events = []
+        for block in blocks:
+            if block.startswith(b"data: ") and b"\n" not in block:
+                events.append(block[6:].decode("utf-8", errors="replace"))
+            else:
+                rest, self._buffer = self._buffer, block + b"\n\n"
+                events += self._by_lines()
+                self._buffer = rest
+        return events
+
+    def _by_lines(self) -> list[str]:
+        events = []
         for line in self._take_lines():
             event = self._line(line)
             if event is not None:
-                yield event
+                events.append(event)
+        return events
 
     def close(self) -> Iterator[str]:
         """Yield what is left at the end of the stream (an unterminated last line or event)."""

@@ -2,10 +2,17 @@
 
 Measured first (docs/performance.md): with httpx's default transport, most of ctxbench's CPU per streamed
 event went to httpcore and anyio on every socket read (a cancel scope and the h11 state machine per read),
-not to ctxbench. This transport keeps httpx's API (requests, responses, timeouts, the `trace` extension
-the client's retry rule reads) and does the wire work with asyncio streams: one `read()` per arrival,
-chunked framing decoded in place, keep-alive connections pooled per host. Plain HTTP only (ctxbench
-measures servers on the machine or the node); `https://` URLs use httpx's own transport.
+not to ctxbench; asyncio streams with a timeout per read still cost ~140 Python calls an event. This
+transport keeps httpx's API (requests, responses, timeouts, the `trace` extension the client's retry rule
+reads) and does the wire work in an `asyncio.Protocol`: every arrival is stamped with `perf_counter_ns` in
+`data_received`, before any parsing, and queued; the reader takes everything queued in one wake-up. The
+read timeout is one watchdog per connection that looks at the last arrival when it fires, not a timer per
+read. Chunked framing is decoded in place, keep-alive connections are pooled per host. Plain HTTP only
+(ctxbench measures servers on the machine or the node); `https://` URLs use httpx's own transport.
+
+A response from this transport carries its stamped body in `response.extensions[STAMPED]`
+(`StampedBody.next_batch()`: the body bytes with the time each arrived) and the arrival time of its
+status line in `response.extensions[HEAD_NS]`; iterating the response as usual gives the same bytes.
 
 Errors are httpx's: `ConnectError`, `ConnectTimeout`, `ReadTimeout`, `WriteTimeout`, `ReadError`,
 `RemoteProtocolError` (a peer that closed before finishing a response), so callers cannot tell the
@@ -16,159 +23,293 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from time import perf_counter_ns
 from typing import Any
 
 import httpx
 
-_READ_SIZE = 1 << 16
+STAMPED = "ctxbench.stamped_body"
+HEAD_NS = "ctxbench.head_arrived_ns"
+
 _MAX_HEAD = 1 << 16
+# Unread bytes a connection holds before it stops reading from the socket (the reader is behind).
+_PAUSE_ABOVE = 1 << 22
+
+Piece = tuple[int, bytes]  # (perf_counter_ns when it arrived, bytes)
 
 
-class _Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+class _Wire(asyncio.Protocol):
+    """One TCP connection. Arrivals are stamped and queued; `take()` hands over all that is queued."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.transport: asyncio.Transport | None = None
+        self._pieces: list[Piece] = []
+        self._queued = 0
+        self._reading_paused = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._drained: asyncio.Future[None] | None = None
+        self._writing_paused = False
+        self.closed = False
+        self._error: BaseException | None = None
+        self._quiet_since_ns = 0  # last arrival, or the last write when later
+        self._timeout_s: float | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        now = perf_counter_ns()
+        self._pieces.append((now, data))
+        self._quiet_since_ns = now
+        self._queued += len(data)
+        if self._queued > _PAUSE_ABOVE and not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self._wake(None)
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        self._wake(None)
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._error = exc
+        self._wake(None)
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    # used by the transport
+    def _wake(self, error: BaseException | None) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+
+    def write(self, data: bytes) -> None:
+        assert self.transport is not None
+        self._quiet_since_ns = perf_counter_ns()
+        self.transport.write(data)
+
+    async def drain(self) -> None:
+        while self._writing_paused and not self.closed:
+            self._drained = self._loop.create_future()
+            await self._drained
+        if self.closed and self._error is not None:
+            raise httpx.WriteError(str(self._error) or type(self._error).__name__)
+
+    async def take(self, timeout_s: float | None) -> list[Piece]:
+        """All pieces queued since the last call, waiting for one if none is; [] once the peer has closed.
+
+        Raises `httpx.ReadTimeout` after `timeout_s` without a byte, `httpx.ReadError` on a reset."""
+        if not self._pieces and not self.closed:
+            self._timeout_s = timeout_s
+            if timeout_s is not None and self._watchdog is None:
+                self._watchdog = self._loop.call_later(timeout_s, self._watch)
+            self._waiter = self._loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        pieces, self._pieces, self._queued = self._pieces, [], 0
+        if self._reading_paused and self.transport is not None:
+            self._reading_paused = False
+            self.transport.resume_reading()
+        if not pieces and self._error is not None:
+            raise httpx.ReadError(str(self._error) or type(self._error).__name__)
+        return pieces
+
+    def _watch(self) -> None:
+        """The read timeout: fires at most once per timeout period, whatever the number of reads."""
+        self._watchdog = None
+        if self._waiter is None or self._timeout_s is None:
+            return
+        quiet_s = (perf_counter_ns() - self._quiet_since_ns) / 1e9
+        if quiet_s >= self._timeout_s:
+            self._wake(httpx.ReadTimeout(f"no byte for {self._timeout_s} s"))
+        else:
+            self._watchdog = self._loop.call_later(self._timeout_s - quiet_s, self._watch)
 
     def close(self) -> None:
-        self.writer.close()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        if self.transport is not None:
+            self.transport.close()
+        self.closed = True
+
+    def unread(self, pieces: list[Piece]) -> None:
+        """Put back pieces that belong to the next read (the body after the head)."""
+        self._pieces[:0] = pieces
 
 
-class _Body(httpx.AsyncByteStream):
-    """The response body as it arrives; returns the connection to the pool when read to its end."""
+class StampedBody(httpx.AsyncByteStream):
+    """The response body as it arrives, with arrival stamps; returns the connection to the pool at its end."""
 
-    def __init__(self, transport: LeanTransport, key: tuple[str, int], connection: _Connection, framing: str,
+    def __init__(self, transport: LeanTransport, key: tuple[str, int], wire: _Wire, framing: str,
                  length: int | None, read_timeout: float | None, keep_alive: bool) -> None:
         self._transport = transport
         self._key = key
-        self._connection: _Connection | None = connection
+        self._wire: _Wire | None = wire
         self._framing = framing
-        self._length = length
+        self._remaining = length or 0  # framing "length": body bytes still to come
         self._timeout = read_timeout
         self._keep_alive = keep_alive
+        self._chunked = _Dechunker() if framing == "chunked" else None
+        self._finished = framing == "length" and not length
 
-    async def _read(self) -> bytes:
-        assert self._connection is not None
-        try:
-            async with asyncio.timeout(self._timeout):
-                return await self._connection.reader.read(_READ_SIZE)
-        except TimeoutError:
-            raise httpx.ReadTimeout(f"no byte for {self._timeout} s") from None
-        except (ConnectionError, OSError) as exc:
-            raise httpx.ReadError(str(exc) or type(exc).__name__) from None
+    async def next_batch(self) -> list[Piece] | None:
+        """The body bytes that arrived since the last call, each with its arrival time; None at the body's end."""
+        while not self._finished:
+            assert self._wire is not None
+            pieces = await self._wire.take(self._timeout)
+            if not pieces:  # the peer closed
+                if self._chunked is not None and self._chunked.last_chunk_read:
+                    self._keep_alive = False  # the body is whole; only its trailer's end is missing
+                    self._finished = True
+                    break
+                if self._framing != "close":
+                    raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+                self._keep_alive = False
+                self._finished = True
+                break
+            if self._chunked is not None:
+                body, self._finished = self._chunked.feed(pieces)
+            elif self._framing == "length":
+                body = []
+                for index, (arrived_ns, data) in enumerate(pieces):
+                    if len(data) >= self._remaining:
+                        body.append((arrived_ns, data[: self._remaining]))
+                        if len(data) > self._remaining or index + 1 < len(pieces):
+                            self._keep_alive = False  # bytes beyond the body: the connection is not clean
+                        self._remaining = 0
+                        self._finished = True
+                        break
+                    body.append((arrived_ns, data))
+                    self._remaining -= len(data)
+            else:
+                body = pieces
+            if body:
+                return body
+        self._release()
+        return None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        if self._framing == "length":
-            remaining = self._length or 0
-            while remaining > 0:
-                data = await self._read()
-                if not data:
-                    raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
-                remaining -= len(data)
+        while (batch := await self.next_batch()) is not None:
+            for _, data in batch:
                 yield data
-        elif self._framing == "chunked":
-            async for data in self._chunks():
-                yield data
-        else:  # until the server closes
-            while data := await self._read():
-                yield data
-            self._keep_alive = False
-        self._release()
-
-    async def _chunks(self) -> AsyncIterator[bytes]:
-        """Decode `Transfer-Encoding: chunked`, yielding what each read delivered (no waiting for whole chunks)."""
-        buffer = b""
-        size: int | None = None  # bytes left in the current chunk; None: a size line comes next
-        while True:
-            if size is None:
-                line_end = buffer.find(b"\r\n")
-                if line_end < 0:
-                    data = await self._read()
-                    if not data:
-                        raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
-                    buffer += data
-                    continue
-                try:
-                    size = int(buffer[:line_end].split(b";")[0], 16)
-                except ValueError:
-                    raise httpx.RemoteProtocolError(f"bad chunk size line {buffer[:line_end][:40]!r}") from None
-                buffer = buffer[line_end + 2:]
-                if size == 0:
-                    await self._trailers(buffer)
-                    return
-            if not buffer:
-                buffer = await self._read()
-                if not buffer:
-                    raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
-            piece, buffer = buffer[:size], buffer[size:]
-            size -= len(piece)
-            if piece:
-                yield piece
-            if size == 0:
-                while len(buffer) < 2:  # the chunk's CRLF
-                    data = await self._read()
-                    if not data:
-                        raise httpx.RemoteProtocolError("peer closed connection inside a chunk")
-                    buffer += data
-                buffer = buffer[2:]
-                size = None
-
-    async def _trailers(self, buffer: bytes) -> None:
-        while b"\r\n" not in buffer:  # usually just the final CRLF
-            data = await self._read()
-            if not data:
-                self._keep_alive = False
-                return
-            buffer += data
-        if not buffer.startswith(b"\r\n"):
-            while b"\r\n\r\n" not in buffer:
-                data = await self._read()
-                if not data:
-                    self._keep_alive = False
-                    return
-                buffer += data
 
     def _release(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            self._transport._give_back(self._key, connection, self._keep_alive)
+        wire, self._wire = self._wire, None
+        if wire is not None:
+            self._transport._give_back(self._key, wire, self._keep_alive)
 
     async def aclose(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:  # not read to its end: the connection's state is unknown
-            connection.close()
+        wire, self._wire = self._wire, None
+        if wire is not None:  # not read to its end: the connection's state is unknown
+            wire.close()
+
+
+class _Dechunker:
+    """`Transfer-Encoding: chunked`, decoded piece by piece: each piece's payload keeps its arrival stamp."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._size: int | None = None  # bytes left in the current chunk; None: a size line comes next
+        self._crlf = False  # the CRLF after a chunk's data is next
+        self.last_chunk_read = False  # the zero-size chunk was read; trailers follow
+
+    def feed(self, pieces: list[Piece]) -> tuple[list[Piece], bool]:
+        out: list[Piece] = []
+        for arrived_ns, data in pieces:
+            buffer = self._buffer + data if self._buffer else data
+            self._buffer = b""
+            start = 0
+            n = len(buffer)
+            while start < n:
+                if self.last_chunk_read:
+                    rest = buffer[start:]
+                    # Usually just CRLF; otherwise trailer fields ending with an empty line.
+                    if rest.startswith(b"\r\n") or b"\r\n\r\n" in rest:
+                        return out, True
+                    self._buffer = rest
+                    break
+                if self._crlf:
+                    if n - start < 2:
+                        self._buffer = buffer[start:]
+                        break
+                    start += 2
+                    self._crlf = False
+                    continue
+                if self._size is None:
+                    line_end = buffer.find(b"\r\n", start)
+                    if line_end < 0:
+                        self._buffer = buffer[start:]
+                        break
+                    try:
+                        self._size = int(buffer[start:line_end].split(b";")[0], 16)
+                    except ValueError:
+                        raise httpx.RemoteProtocolError(
+                            f"bad chunk size line {buffer[start:line_end][:40]!r}") from None
+                    start = line_end + 2
+                    if self._size == 0:
+                        self.last_chunk_read = True
+                    continue
+                take = min(self._size, n - start)
+                out.append((arrived_ns, buffer[start : start + take]))
+                start += take
+                self._size -= take
+                if self._size == 0:
+                    self._size = None
+                    self._crlf = True
+        return out, False
 
 
 class LeanTransport(httpx.AsyncBaseTransport):
-    """httpx transport over asyncio streams for `http://` URLs (see the module docstring)."""
+    """httpx transport over an asyncio protocol for `http://` URLs (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._idle: dict[tuple[str, int], list[_Connection]] = {}
+        self._idle: dict[tuple[str, int], list[_Wire]] = {}
         self._fallback: httpx.AsyncHTTPTransport | None = None
 
-    def _give_back(self, key: tuple[str, int], connection: _Connection, keep_alive: bool) -> None:
-        if keep_alive and not connection.reader.at_eof():
-            self._idle.setdefault(key, []).append(connection)
+    def _give_back(self, key: tuple[str, int], wire: _Wire, keep_alive: bool) -> None:
+        if keep_alive and not wire.closed:
+            self._idle.setdefault(key, []).append(wire)
         else:
-            connection.close()
+            wire.close()
 
-    async def _connect(self, key: tuple[str, int], timeout: float | None, trace: Any) -> tuple[_Connection, bool]:
+    async def _connect(self, key: tuple[str, int], timeout: float | None, trace: Any) -> tuple[_Wire, bool]:
         while self._idle.get(key):
-            connection = self._idle[key].pop()
-            if not connection.reader.at_eof() and not connection.writer.is_closing():
-                return connection, True
-            connection.close()
+            wire = self._idle[key].pop()
+            if not wire.closed:
+                return wire, True
+            wire.close()
         if trace is not None:
             await trace("connection.connect_tcp.started", {"host": key[0], "port": key[1]})
+        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(key[0], key[1], limit=_MAX_HEAD)
+                _, wire = await loop.create_connection(lambda: _Wire(loop), key[0], key[1])
         except TimeoutError:
             raise httpx.ConnectTimeout(f"no connection to {key[0]}:{key[1]} within {timeout} s") from None
         except OSError as exc:
             raise httpx.ConnectError(f"[Errno {exc.errno}] {exc.strerror or exc}") from None
         if trace is not None:
             await trace("connection.connect_tcp.complete", {"host": key[0], "port": key[1]})
-        return _Connection(reader, writer), False
+        return wire, False
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.scheme != "http":
@@ -178,14 +319,14 @@ class LeanTransport(httpx.AsyncBaseTransport):
         trace = request.extensions.get("trace")
         key = (request.url.host, request.url.port or 80)
         body = await request.aread()
-        connection, reused = await self._connect(key, timeouts.get("connect"), trace)
+        wire, reused = await self._connect(key, timeouts.get("connect"), trace)
         try:
-            return await self._exchange(request, body, connection, reused, key, timeouts, trace)
+            return await self._exchange(request, body, wire, reused, key, timeouts, trace)
         except BaseException:  # an error, or a cancellation (a total timeout) while waiting for the response
-            connection.close()
+            wire.close()
             raise
 
-    async def _exchange(self, request: httpx.Request, body: bytes, connection: _Connection, reused: bool,
+    async def _exchange(self, request: httpx.Request, body: bytes, wire: _Wire, reused: bool,
                         key: tuple[str, int], timeouts: dict[str, Any], trace: Any) -> httpx.Response:
         target = request.url.raw_path.decode("ascii")
         lines = [f"{request.method} {target} HTTP/1.1"]
@@ -193,25 +334,15 @@ class LeanTransport(httpx.AsyncBaseTransport):
         lines += [f"{k}: {v}" for k, v in headers] + [f"Content-Length: {len(body)}"]
         if trace is not None:
             await trace("http11.send_request_headers.started", {"request": request})
+        if wire.closed:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
         try:
-            connection.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+            wire.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
             async with asyncio.timeout(timeouts.get("write")):
-                await connection.writer.drain()
+                await wire.drain()
         except TimeoutError:
             raise httpx.WriteTimeout("the request could not be written in time") from None
-        except (ConnectionError, OSError) as exc:
-            raise httpx.WriteError(str(exc) or type(exc).__name__) from None
-        try:
-            async with asyncio.timeout(timeouts.get("read")):
-                head = await connection.reader.readuntil(b"\r\n\r\n")
-        except TimeoutError:
-            raise httpx.ReadTimeout(f"no response within {timeouts.get('read')} s") from None
-        except asyncio.IncompleteReadError:
-            raise httpx.RemoteProtocolError("Server disconnected without sending a response.") from None
-        except asyncio.LimitOverrunError:
-            raise httpx.RemoteProtocolError("response headers too large") from None
-        except (ConnectionError, OSError) as exc:
-            raise httpx.ReadError(str(exc) or type(exc).__name__) from None
+        head, head_ns = await _read_head(wire, timeouts.get("read"))
         status, response_headers = _parse_head(head)
         fields = {k.lower(): v for k, v in response_headers}
         keep_alive = fields.get("connection", "").lower() != "close"
@@ -223,17 +354,41 @@ class LeanTransport(httpx.AsyncBaseTransport):
             framing, length = "length", 0
         else:
             framing, length = "close", None
-        stream = _Body(self, key, connection, framing, length, timeouts.get("read"), keep_alive)
+        stream = StampedBody(self, key, wire, framing, length, timeouts.get("read"), keep_alive)
         return httpx.Response(status, headers=response_headers, stream=stream,
-                              extensions={"http_version": b"HTTP/1.1", "connection_reused": reused})
+                              extensions={"http_version": b"HTTP/1.1", "connection_reused": reused,
+                                          STAMPED: stream, HEAD_NS: head_ns})
 
     async def aclose(self) -> None:
-        for connections in self._idle.values():
-            for connection in connections:
-                connection.close()
+        for wires in self._idle.values():
+            for wire in wires:
+                wire.close()
         self._idle.clear()
         if self._fallback is not None:
             await self._fallback.aclose()
+
+
+async def _read_head(wire: _Wire, timeout_s: float | None) -> tuple[bytes, int]:
+    """The status line and headers, and when their first byte arrived; what follows goes back to the wire."""
+    head = b""
+    head_ns = 0
+    while True:
+        pieces = await wire.take(timeout_s)
+        if not pieces:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        for index, (arrived_ns, data) in enumerate(pieces):
+            head_ns = head_ns or arrived_ns
+            searched_from = max(0, len(head) - 3)
+            head += data
+            end = head.find(b"\r\n\r\n", searched_from)
+            if end >= 0:
+                rest = head[end + 4 :]
+                later = ([(arrived_ns, rest)] if rest else []) + pieces[index + 1 :]
+                if later:
+                    wire.unread(later)
+                return head[: end + 4], head_ns
+            if len(head) > _MAX_HEAD:
+                raise httpx.RemoteProtocolError("response headers too large")
 
 
 def _parse_head(head: bytes) -> tuple[int, list[tuple[str, str]]]:

@@ -4,11 +4,12 @@ and a peer that breaks the framing."""
 from __future__ import annotations
 
 import asyncio
+from time import perf_counter_ns
 
 import httpx
 import pytest
 
-from ctxbench.transport import LeanTransport
+from ctxbench.transport import HEAD_NS, STAMPED, LeanTransport
 from loopback import _Loopback, _read_request
 
 SSE = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
@@ -17,8 +18,9 @@ SSE = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
 class Scripted(_Loopback):
     """Answers each request on a connection with `pieces`, written one by one with a pause between them."""
 
-    def __init__(self, pieces: list[bytes]) -> None:
+    def __init__(self, pieces: list[bytes], pause_s: float = 0.005) -> None:
         self.pieces = pieces
+        self.pause_s = pause_s
         self.connections = 0
         self.requests = 0
 
@@ -34,7 +36,7 @@ class Scripted(_Loopback):
                 for piece in self.pieces:
                     writer.write(piece)
                     await writer.drain()
-                    await asyncio.sleep(0.005)
+                    await asyncio.sleep(self.pause_s)
         finally:
             writer.close()
 
@@ -111,3 +113,54 @@ async def test_connect_refused_is_a_connect_error() -> None:
             await get_all(f"http://127.0.0.1:{free_port()}", transport)
     finally:
         await transport.aclose()
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n"
+
+
+async def test_arrivals_are_stamped_when_they_arrive_not_when_they_are_read() -> None:
+    # Two events 0.2 s apart, read by a consumer that was busy for 0.6 s: the stamps keep the 0.2 s.
+    server = Scripted([CHUNKED_HEAD, chunk(SSE), chunk(SSE), b"0\r\n\r\n"], pause_s=0.2)
+    url = await server.start()
+    transport = LeanTransport()
+    try:
+        async with httpx.AsyncClient(transport=transport) as client:
+            async with client.stream("POST", url + "/v1/completions", content=b"{}") as response:
+                head_ns = response.extensions[HEAD_NS]
+                await asyncio.sleep(0.6)
+                reading_ns = perf_counter_ns()
+                pieces = []
+                while (batch := await response.extensions[STAMPED].next_batch()) is not None:
+                    pieces += batch
+    finally:
+        await transport.aclose()
+        await server.close()
+    assert b"".join(data for _, data in pieces) == SSE + SSE
+    stamps = [arrived_ns for arrived_ns, _ in pieces]
+    assert head_ns <= stamps[0] and stamps[-1] < reading_ns
+    assert 0.15 < (stamps[-1] - stamps[0]) / 1e9 < 0.35
+
+
+async def test_a_slow_trickle_is_not_a_read_timeout_but_a_longer_silence_is() -> None:
+    # The read timeout is the longest silence between bytes: 8 pieces 0.25 s apart pass a 0.6 s timeout.
+    pieces = [CHUNKED_HEAD, *(chunk(SSE) for _ in range(7)), b"0\r\n\r\n"]
+    for timeout_s, expected in ((0.6, None), (0.1, httpx.ReadTimeout)):
+        server = Scripted(pieces, pause_s=0.25)
+        url = await server.start()
+        transport = LeanTransport()
+        try:
+            async with httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(5, read=timeout_s)) as client:
+                if expected is None:
+                    async with client.stream("POST", url + "/v1/completions", content=b"{}") as response:
+                        assert b"".join([c async for c in response.aiter_raw()]) == SSE * 7
+                else:
+                    with pytest.raises(expected):
+                        async with client.stream("POST", url + "/v1/completions", content=b"{}") as response:
+                            [c async for c in response.aiter_raw()]
+        finally:
+            await transport.aclose()
+            await server.close()

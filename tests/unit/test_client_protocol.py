@@ -212,3 +212,21 @@ async def test_many_concurrent_streams_from_one_process() -> None:
             *(client.chat([{"role": "user", "content": f"user{i}"}], request_id=str(i)) for i in range(64))
         )
     assert [r.text for r in records] == [f"user{i}" for i in range(64)]
+
+
+async def test_full_garbage_collections_wait_while_requests_are_in_flight() -> None:
+    # A full collection over many streams' chunks stopped the loop for tens of ms (docs/performance.md).
+    import gc
+
+    before = gc.get_threshold()
+    during: list[tuple[int, int, int]] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        during.append(gc.get_threshold())
+        return httpx.Response(200, content=chunked(sse(delta("ok", "stop"))))
+
+    async with client_for(handler) as client:
+        records = await asyncio.gather(*(client.chat([{"role": "user", "content": "x"}]) for _ in range(3)))
+    assert all(r.ok for r in records)
+    assert len(during) == 3 and all(t[:2] == before[:2] and t[2] > 10**6 for t in during)
+    assert gc.get_threshold() == before

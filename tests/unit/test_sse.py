@@ -47,3 +47,23 @@ def test_unterminated_last_event_is_yielded_at_close() -> None:
 
 def test_lines_without_data_field_yield_nothing() -> None:
     assert decode(b"id: 3\nretry: 10\n\n: only a comment\n\n") == []
+
+
+LF_STREAM = (
+    b'data: {"a": 1}\n\n'
+    b": comment\n\n"
+    b'data:{"b": "\xc3\xa9t\xc3\xa9"}\n\n'
+    b"\n\n"
+    b"event: ignored\ndata: line one\ndata: line two\n\n\n"
+    b"data:  two spaces\n\n"
+    b"data: [DONE]\n\n"
+)
+LF_EXPECTED = ['{"a": 1}', '{"b": "été"}', "line one\nline two", " two spaces", "[DONE]"]
+
+
+def test_lf_only_streams_take_the_whole_event_path_and_agree_at_every_split() -> None:
+    # Without CR, whole events are cut at the blank line; every other form falls back to the line rules.
+    for cut in range(len(LF_STREAM) + 1):
+        for second in range(cut, len(LF_STREAM) + 1, 7):
+            parts = (LF_STREAM[:cut], LF_STREAM[cut:second], LF_STREAM[second:])
+            assert decode(*parts) == LF_EXPECTED, (cut, second)
