@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from client_speed import percentile, start_server  # noqa: E402
+from cpu_window import cpu_between, run_measured, server_window  # noqa: E402
 
 from ctxbench.cache import cache_root  # noqa: E402
 from ctxbench.engines.models import tiny_model  # noqa: E402
@@ -56,13 +57,12 @@ def vllm_bench(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) 
     if python is None:
         return None
     started = time.perf_counter()
-    done = subprocess.run(
+    done, cpu = run_measured(
         [str(python), "-c", VLLM_BENCH, "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
          "--model", "reference", "--tokenizer", str(tokenizer), "--dataset-name", "random", "--random-input-len", "16",
          "--random-output-len", str(tokens), "--random-range-ratio", "0", "--num-prompts", str(streams),
          "--max-concurrency", str(streams), "--request-rate", "inf", "--ignore-eos", "--save-result",
-         "--save-detailed", "--result-dir", str(out), "--result-filename", "vllm.json", "--disable-tqdm"],
-        capture_output=True, text=True)
+         "--save-detailed", "--result-dir", str(out), "--result-filename", "vllm.json", "--disable-tqdm"])
     if done.returncode != 0:
         print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
         return None
@@ -79,7 +79,7 @@ def vllm_bench(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) 
         ttft_err.append(ttft * 1e3 - (sends[0] - arrival) / 1e6)
     return {"events_per_s": result["output_throughput"], "rel_p99_ms": percentile(relative, 99),
             "ttft_err_p50_ms": percentile(ttft_err, 50), "ttft_err_p99_ms": percentile(ttft_err, 99),
-            "wall_s": time.perf_counter() - started}
+            "wall_s": time.perf_counter() - started, "cpu_samples": cpu.samples}
 
 
 def guidellm(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> dict[str, float] | None:
@@ -87,12 +87,11 @@ def guidellm(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) ->
     if not binary.exists():
         return None
     started = time.perf_counter()
-    done = subprocess.run(
+    done, cpu = run_measured(
         [str(binary), "run", "--backend", f"kind=openai_http,target={url},model=reference,request_format=/v1/completions",
          "--profile", f"kind=concurrent,streams={streams}", "--constraint", f"kind=max_requests,count={streams}",
          "--data", f"kind=synthetic_text,prompt_tokens=16,output_tokens={tokens}", "--tokenizer",
-         f"kind=hf_auto,model={tokenizer}", "--output", f"kind=json,path={out / 'guidellm.json'}", "--disable-progress"],
-        capture_output=True, text=True)
+         f"kind=hf_auto,model={tokenizer}", "--output", f"kind=json,path={out / 'guidellm.json'}", "--disable-progress"])
     if done.returncode != 0:
         print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
         return None
@@ -106,7 +105,7 @@ def guidellm(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) ->
     # GuideLLM keeps no per-chunk arrival times, only means: its per-event error cannot be computed.
     return {"events_per_s": tokens_total / benchmark["duration"], "rel_p99_ms": float("nan"),
             "ttft_err_p50_ms": percentile(ttft_err, 50), "ttft_err_p99_ms": percentile(ttft_err, 99),
-            "wall_s": time.perf_counter() - started}
+            "wall_s": time.perf_counter() - started, "cpu_samples": cpu.samples}
 
 
 def aiperf(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> dict[str, float] | None:
@@ -114,12 +113,12 @@ def aiperf(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> d
     if not binary.exists():
         return None
     started = time.perf_counter()
-    done = subprocess.run(
+    done, cpu = run_measured(
         [str(binary), "profile", "--model", "reference", "--url", url, "--endpoint-type", "completions", "--streaming",
          "--tokenizer", str(tokenizer), "--concurrency", str(streams), "--request-count", str(streams),
          "--synthetic-input-tokens-mean", "16", "--synthetic-input-tokens-stddev", "0", "--output-tokens-mean",
          str(tokens), "--output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true", "--artifact-dir", str(out),
-         "--ui", "simple", "--use-server-token-count", "--export-level", "raw"], capture_output=True, text=True)
+         "--ui", "simple", "--use-server-token-count", "--export-level", "raw"])
     if done.returncode != 0:
         print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
         return None
@@ -147,13 +146,15 @@ def aiperf(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> d
     summary = json.loads((out / "profile_export_aiperf.json").read_text())
     return {"events_per_s": summary["output_token_throughput"]["avg"], "rel_p99_ms": percentile(relative, 99),
             "err_p99_ms": percentile(absolute, 99), "ttft_err_p50_ms": percentile(ttft_err, 50),
-            "ttft_err_p99_ms": percentile(ttft_err, 99), "wall_s": time.perf_counter() - started}
+            "ttft_err_p99_ms": percentile(ttft_err, 99), "wall_s": time.perf_counter() - started,
+            "cpu_samples": cpu.samples}
 
 
 def ctxbench_row(port: int, streams: int, tokens: int) -> dict[str, float]:
-    out = subprocess.run([sys.executable, str(Path(__file__).parent / "client_speed.py"), "--worker", str(streams),
-                          "--tokens", str(tokens), "--port", str(port)], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    out, cpu = run_measured([sys.executable, str(Path(__file__).parent / "client_speed.py"), "--worker", str(streams),
+                             "--tokens", str(tokens), "--port", str(port)])
+    out.check_returncode()
+    return {**json.loads(out.stdout), "cpu_samples": cpu.samples}
 
 
 def main() -> None:
@@ -165,26 +166,45 @@ def main() -> None:
     args = parser.parse_args()
     tokenizer = tiny_model().tokenizer_dir
     url = f"http://127.0.0.1:{args.port}"
-    server = start_server(args.port, args.rate)
+    scratch_root = Path(tempfile.mkdtemp(prefix="ctxbench-peers-"))
+    log = scratch_root / "server.jsonl"
+    server = start_server(args.port, args.rate, "--log", str(log))
+    offset = 0
     print(f"peers: {cache_root() / 'venvs'}; reference server {args.rate:.0f} events/s a stream, {args.tokens} a stream")
-    print(f"{'tool':<18} {'streams':>7} {'tokens/s':>9} {'vs ctxbench':>11} {'rel err p99':>11} {'ttft err p50':>12} {'p99':>7}  (ms)")
+    print(f"{'tool':<18} {'streams':>7} {'tokens/s':>9} {'vs ctxbench':>11} {'rel err p99':>11} {'ttft err p50':>12} "
+          f"{'p99':>7} (ms) {'cpu s':>6} {'us/event':>8} {'events/cpu-s':>12} {'vs ctxbench':>11}")
     try:
         for streams in (int(s) for s in args.streams.split(",")):
-            ours = ctxbench_row(args.port, streams, args.tokens)
-            rows = [("ctxbench", ours)]
-            with tempfile.TemporaryDirectory() as scratch:
-                rows.append(("vllm bench serve", vllm_bench(url, streams, args.tokens, tokenizer, Path(scratch))))
-                rows.append(("GuideLLM", guidellm(url, streams, args.tokens, tokenizer, Path(scratch))))
-                rows.append(("AIPerf", aiperf(url, streams, args.tokens, tokenizer, Path(scratch) / "aiperf")))
-            for name, row in rows:
+            tools = [("ctxbench", lambda d: ctxbench_row(args.port, streams, args.tokens)),
+                     ("vllm bench serve", lambda d: vllm_bench(url, streams, args.tokens, tokenizer, d)),
+                     ("GuideLLM", lambda d: guidellm(url, streams, args.tokens, tokenizer, d)),
+                     ("AIPerf", lambda d: aiperf(url, streams, args.tokens, tokenizer, d / "aiperf"))]
+            ours: dict[str, float] = {}
+            for name, run in tools:
+                with tempfile.TemporaryDirectory(dir=scratch_root) as scratch:
+                    row = run(Path(scratch))
+                start_ns, end_ns, events, offset = server_window(log, offset)
                 if row is None:
                     print(f"{name:<18} {streams:>7}   (not installed or failed)")
                     continue
+                # The tool's CPU (its whole process tree) while the server was streaming to it.
+                row["window_cpu_s"] = cpu_between(row.pop("cpu_samples"), start_ns, end_ns)
+                row["cpu_us_per_event"] = row["window_cpu_s"] / events * 1e6 if events else float("nan")
+                ours = ours or row
                 ratio = ours["events_per_s"] / row["events_per_s"] if row["events_per_s"] else float("nan")
+                efficiency = ratio_of(row["cpu_us_per_event"], ours["cpu_us_per_event"])
                 print(f"{name:<18} {streams:>7} {row['events_per_s']:>9.0f} {ratio:>10.2f}x {row['rel_p99_ms']:>11.2f} "
-                      f"{row['ttft_err_p50_ms']:>12.2f} {row['ttft_err_p99_ms']:>7.2f}", flush=True)
+                      f"{row['ttft_err_p50_ms']:>12.2f} {row['ttft_err_p99_ms']:>7.2f}      {row['window_cpu_s']:>6.2f} "
+                      f"{row['cpu_us_per_event']:>8.1f} {1e6 / row['cpu_us_per_event']:>12.0f} {efficiency:>10.2f}x",
+                      flush=True)
     finally:
         server.terminate()
+        shutil.rmtree(scratch_root, ignore_errors=True)
+
+
+def ratio_of(theirs: float, ours: float) -> float:
+    """How many times the events one CPU-second of ctxbench consumes against the tool's (theirs / ours per event)."""
+    return theirs / ours if ours else float("nan")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ class ReferenceServer:
         self.chunk_tokens = chunk_tokens
         self.prefill_delay_ns = int(prefill_delay_s * 1e9)
         self.tick_s = tick_s
-        self.log = log.open("a") if log else None
+        self.log = log.open("a", buffering=1) if log else None  # a line at a time: read while running
         self.streams: list[Stream] = []
         self.events_sent = 0
         self.bytes_sent = 0

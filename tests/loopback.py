@@ -33,14 +33,29 @@ class _Loopback:
     """A server on 127.0.0.1 that runs `_handle` for each connection, in the test's own event loop."""
 
     _server: asyncio.Server | None = None
+    _writers: set[asyncio.StreamWriter]
 
     async def start(self) -> str:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self._writers = set()
+        self._server = await asyncio.start_server(self._track, "127.0.0.1", 0)
         return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
 
     async def close(self) -> None:
+        """Stop listening and close every connection still open, ours and upstream (Python 3.11's
+        `Server.close` leaves them open; left to the garbage collector they warn in a later test)."""
         if self._server is not None:
             self._server.close()
+        for writer in self._writers:
+            writer.close()
+
+    async def _track(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        await self._handle(reader, writer)
+
+    async def _upstream(self, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        self._writers.add(writer)
+        return reader, writer
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         raise NotImplementedError
@@ -55,7 +70,7 @@ class KeepAliveDropper(_Loopback):
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head, body = await _read_request(reader)
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+            up_reader, up_writer = await self._upstream(self.upstream_port)
             up_writer.write(_without_connection_header(head, b"close") + body)
             response_head = await up_reader.readuntil(b"\r\n\r\n")
             writer.write(_without_connection_header(response_head, None))
@@ -134,7 +149,7 @@ class FaultProxy(_Loopback):
                              + f"Content-Length: {len(text)}\r\nConnection: close\r\n\r\n".encode() + text)
                 await writer.drain()
                 return
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+            up_reader, up_writer = await self._upstream(self.upstream_port)
             up_writer.write(_without_connection_header(head, b"close") + body)
             response_head = await up_reader.readuntil(b"\r\n\r\n")
             chunks = await _read_chunked(up_reader)
