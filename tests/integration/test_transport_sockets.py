@@ -4,6 +4,10 @@ and a peer that breaks the framing."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import sys
+import threading
+import time
 from time import perf_counter_ns
 
 import httpx
@@ -164,3 +168,43 @@ async def test_a_slow_trickle_is_not_a_read_timeout_but_a_longer_silence_is() ->
         finally:
             await transport.aclose()
             await server.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kernel receive times (SO_TIMESTAMPNS) are read on Linux")
+async def test_bytes_that_arrive_while_the_loop_is_blocked_keep_their_kernel_arrival_time() -> None:
+    # A server thread sends the body 0.1 s after the head; the client's event loop is blocked for 0.6 s
+    # meanwhile. The stamp must say when the bytes arrived (~0.1 s), not when the loop read them (~0.6 s).
+    listener = socket.create_server(("127.0.0.1", 0))
+    sent_ns: list[int] = []
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += connection.recv(65536)
+            connection.sendall(CHUNKED_HEAD)
+            time.sleep(0.1)
+            sent_ns.append(perf_counter_ns())
+            connection.sendall(chunk(SSE) + b"0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    transport = LeanTransport()
+    try:
+        async with httpx.AsyncClient(transport=transport) as client:
+            url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/completions"
+            async with client.stream("POST", url, content=b"{}") as response:
+                time.sleep(0.6)  # the whole loop is blocked: nothing reads the socket
+                read_ns = perf_counter_ns()
+                pieces = []
+                while (batch := await response.extensions[STAMPED].next_batch()) is not None:
+                    pieces += batch
+    finally:
+        await transport.aclose()
+        listener.close()
+        thread.join(5)
+    assert b"".join(data for _, data in pieces) == SSE
+    arrived_ns = pieces[0][0]
+    assert sent_ns[0] <= arrived_ns < sent_ns[0] + 50_000_000  # within 50 ms of the send, not 0.5 s later
+    assert read_ns - arrived_ns > 400_000_000
