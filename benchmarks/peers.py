@@ -4,7 +4,10 @@ Each peer runs in its own environment (paths below; `../shared/PEERS.md` says ho
 given a local tokenizer directory (ctxbench's tiny one). Its achieved output tokens/s comes from its own
 result file; its timing error from the stamps the server wrote into the text it saved (per event, relative
 to the request's first event: (recv_k - recv_0) - (send_k - send_0)) and from its TTFT against the server's
-arrival -> first send. ctxbench's row comes from the same computation on its own records.
+arrival -> first send; where a tool keeps each event's arrival on the server's clock (ctxbench, AIPerf),
+also its absolute error (arrival - send). ctxbench's row comes from the same computation on its own records.
+Each tool's CPU (its whole process tree, start-up excluded) is sampled over the server's busy window
+(`cpu_window.py`): CPU us per event, and events per CPU-second, which is what one process could consume.
 
     .venv/bin/python benchmarks/peers.py [--streams 1,64,256] [--tokens 300]
 """
@@ -171,8 +174,8 @@ def main() -> None:
     server = start_server(args.port, args.rate, "--log", str(log))
     offset = 0
     print(f"peers: {cache_root() / 'venvs'}; reference server {args.rate:.0f} events/s a stream, {args.tokens} a stream")
-    print(f"{'tool':<18} {'streams':>7} {'tokens/s':>9} {'vs ctxbench':>11} {'rel err p99':>11} {'ttft err p50':>12} "
-          f"{'p99':>7} (ms) {'cpu s':>6} {'us/event':>8} {'events/cpu-s':>12} {'vs ctxbench':>11}")
+    print(f"{'tool':<18} {'streams':>7} {'tokens/s':>9} {'vs ctxbench':>11} {'err p99':>8} {'rel err p99':>11} "
+          f"{'ttft err p50':>12} {'p99':>7} (ms) {'cpu s':>6} {'us/event':>8} {'events/cpu-s':>12} {'vs ctxbench':>11}")
     try:
         for streams in (int(s) for s in args.streams.split(",")):
             tools = [("ctxbench", lambda d: ctxbench_row(args.port, streams, args.tokens)),
@@ -193,7 +196,8 @@ def main() -> None:
                 ours = ours or row
                 ratio = ours["events_per_s"] / row["events_per_s"] if row["events_per_s"] else float("nan")
                 efficiency = ratio_of(row["cpu_us_per_event"], ours["cpu_us_per_event"])
-                print(f"{name:<18} {streams:>7} {row['events_per_s']:>9.0f} {ratio:>10.2f}x {row['rel_p99_ms']:>11.2f} "
+                print(f"{name:<18} {streams:>7} {row['events_per_s']:>9.0f} {ratio:>10.2f}x "
+                      f"{row.get('err_p99_ms', float('nan')):>8.2f} {row['rel_p99_ms']:>11.2f} "
                       f"{row['ttft_err_p50_ms']:>12.2f} {row['ttft_err_p99_ms']:>7.2f}      {row['window_cpu_s']:>6.2f} "
                       f"{row['cpu_us_per_event']:>8.1f} {1e6 / row['cpu_us_per_event']:>12.0f} {efficiency:>10.2f}x",
                       flush=True)
