@@ -27,6 +27,7 @@ from .checks.probe import ProbeSpec, probe_request_count, run_probe
 from .checks.quality import QualitySpec, run_quality
 from .checks.throughput import PromptMaker, ThroughputSpec, run_throughput
 from .client import Client
+from .transport import arrival_clock
 from .engines.build import LLAMACPP_SDIST_VERSION
 from .engines.deployment import ENGINE_NAMES, DeploymentPlan, Running, merged_samples
 from .engines.limits import ContextLimit, read_context_limit
@@ -72,9 +73,10 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def clock_anchor() -> dict[str, int]:
-    """One `perf_counter_ns` reading paired with wall-clock time, to place a run's stamps on a calendar."""
-    return {"perf_counter_ns": time.perf_counter_ns(), "unix_ns": time.time_ns()}
+def clock_anchor() -> dict[str, int | str]:
+    """One `perf_counter_ns` reading paired with wall-clock time, to place a run's stamps on a calendar, and
+    what stamps an arrival here: the kernel's receive time of the bytes, or the time they were read."""
+    return {"perf_counter_ns": time.perf_counter_ns(), "unix_ns": time.time_ns(), "arrivals": arrival_clock()}
 
 
 def run_suite(

@@ -239,6 +239,15 @@ class _Wire:
         self._pieces[:0] = pieces
 
 
+def arrival_clock() -> str:
+    """What stamps arrivals on this machine: "kernel" (the receive time of the bytes) or "read" (when read)."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        return "kernel" if _enable_kernel_stamps(probe) else "read"
+    finally:
+        probe.close()
+
+
 def _enable_kernel_stamps(sock: socket.socket) -> bool:
     if _SO_TIMESTAMPNS is None:
         return False

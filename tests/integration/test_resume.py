@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,9 @@ def test_interrupted_suite_resumes_where_it_stopped(llama_build: LlamaCppBuild, 
     assert len(read_rows(results / "ramp1m.csv", run.run_id)) == 2 + 4
     manifest = json.loads((path / "manifest.json").read_text())
     assert [a["attempt"] for a in manifest["attempts"]] == [1, 2]
+    # Each attempt says what stamped its arrivals: on Linux, the kernel's receive time of the bytes.
+    expected = "kernel" if sys.platform == "linux" else "read"
+    assert [a["clock"]["arrivals"] for a in manifest["attempts"]] == [expected, expected]
 
     forced = run_suite(config, counter, SUITE, results, deployment="tiny", campaign="resume", resume=path, force=True)
     assert forced.attempt == 3 and [r.request_id for r in forced.records()].count("capacity-near-a3") == 1
