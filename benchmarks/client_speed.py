@@ -7,7 +7,10 @@ offered and achieved events/s, client CPU seconds, peak RSS, and the timing erro
 and TTFT error (the client's TTFT - the server's arrival -> first send). Peers that run on the same work are
 measured by `benchmarks/peers.py`.
 
-    .venv/bin/python benchmarks/client_speed.py [--streams 1,64,256,1024] [--tokens 500] [--rate 100]
+With `--processes P` each level's streams are spread over P client processes started together (their stamps
+share CLOCK_MONOTONIC, so their errors merge); CPU is then the sum and RSS the largest.
+
+    .venv/bin/python benchmarks/client_speed.py [--streams 1,64,256,1024] [--tokens 500] [--rate 100] [--processes 1]
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).parent
 
@@ -53,24 +57,51 @@ def errors_of(records) -> tuple[list[float], list[float], list[float]]:  # type:
     return absolute, relative, ttft
 
 
-async def _run(url: str, streams: int, tokens: int) -> dict[str, float]:
+async def _run(url: str, streams: int, tokens: int) -> dict[str, Any]:
+    """One worker's streams: its counts, CPU, peak RSS and raw errors (merged by `summarize`)."""
     from ctxbench import Client
 
     async with Client(url, "reference") as client:
-        started = time.perf_counter()
+        started_ns = time.perf_counter_ns()
         cpu = time.process_time()
         records = await asyncio.gather(*(client.complete("hello", max_tokens=tokens) for _ in range(streams)))
-        wall = time.perf_counter() - started
+        ended_ns = time.perf_counter_ns()
         cpu = time.process_time() - cpu
     absolute, relative, ttft = errors_of(records)
-    events = sum(len(r.chunks) for r in records)
+    return {"failed": sum(1 for r in records if not r.ok), "started_ns": started_ns, "ended_ns": ended_ns,
+            "cpu_s": cpu, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "absolute": absolute, "relative": relative, "ttft": ttft}
+
+
+def summarize(parts: list[dict[str, Any]]) -> dict[str, float]:
+    """One level's row from its workers (one, or several processes sharing the streams on the same clock)."""
+    absolute = [x for part in parts for x in part["absolute"]]
+    relative = [abs(x) for part in parts for x in part["relative"]]
+    ttft = [x for part in parts for x in part["ttft"]]
+    wall = (max(p["ended_ns"] for p in parts) - min(p["started_ns"] for p in parts)) / 1e9
     return {
-        "failed": sum(1 for r in records if not r.ok), "events": events, "wall_s": wall,
-        "events_per_s": len(absolute) / wall, "cpu_s": cpu, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "err_p50_ms": percentile(absolute, 50), "err_p99_ms": percentile(absolute, 99), "err_max_ms": max(absolute, default=float("nan")),
-        "rel_p99_ms": percentile([abs(x) for x in relative], 99),
+        "failed": sum(p["failed"] for p in parts), "events": len(absolute), "wall_s": wall,
+        "events_per_s": len(absolute) / wall, "cpu_s": sum(p["cpu_s"] for p in parts),
+        "peak_rss_mb": max(p["peak_rss_mb"] for p in parts),
+        "err_p50_ms": percentile(absolute, 50), "err_p99_ms": percentile(absolute, 99),
+        "err_max_ms": max(absolute, default=float("nan")), "rel_p99_ms": percentile(relative, 99),
         "ttft_err_p50_ms": percentile(ttft, 50), "ttft_err_p99_ms": percentile(ttft, 99),
     }
+
+
+def run_level(port: int, streams: int, tokens: int, processes: int = 1) -> dict[str, float]:
+    """`streams` spread over `processes` worker processes started together."""
+    shares = [streams // processes + (1 if i < streams % processes else 0) for i in range(processes)]
+    workers = [subprocess.Popen([sys.executable, __file__, "--worker", str(share), "--tokens", str(tokens),
+                                 "--port", str(port)], stdout=subprocess.PIPE, text=True)
+               for share in shares if share]
+    parts = []
+    for worker in workers:
+        out, _ = worker.communicate()
+        if worker.returncode != 0:
+            raise SystemExit(f"a client worker failed (exit {worker.returncode})")
+        parts.append(json.loads(out))
+    return summarize(parts)
 
 
 def start_server(port: int, rate: float, *extra: str) -> subprocess.Popen[bytes]:
@@ -87,6 +118,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=500)
     parser.add_argument("--rate", type=float, default=100.0)
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--processes", type=int, default=1, help="client processes sharing each level's streams")
     parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
@@ -97,13 +129,12 @@ def main() -> None:
     server = start_server(args.port, args.rate)
     rows = {}
     try:
-        print(f"reference server: {args.rate:.0f} events/s a stream, 1 token an event, {args.tokens} events a stream")
+        print(f"reference server: {args.rate:.0f} events/s a stream, 1 token an event, {args.tokens} events a stream; "
+              f"{args.processes} client process(es)")
         print(f"{'streams':>7} {'offered/s':>10} {'got/s':>9} {'cpu s':>6} {'RSS MB':>7} {'err p50':>8} {'p99':>7} "
               f"{'max':>7} {'rel p99':>8} {'ttft err p50':>12} {'p99':>7}   (ms)")
         for streams in (int(s) for s in args.streams.split(",")):
-            out = subprocess.run([sys.executable, __file__, "--worker", str(streams), "--tokens", str(args.tokens),
-                                  "--port", str(args.port)], capture_output=True, text=True, check=True)
-            row = json.loads(out.stdout)
+            row = run_level(args.port, streams, args.tokens, args.processes)
             rows[streams] = row
             print(f"{streams:>7} {streams * args.rate:>10.0f} {row['events_per_s']:>9.0f} {row['cpu_s']:>6.1f} "
                   f"{row['peak_rss_mb']:>7.0f} {row['err_p50_ms']:>8.2f} {row['err_p99_ms']:>7.2f} {row['err_max_ms']:>7.1f} "

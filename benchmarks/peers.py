@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from client_speed import percentile, start_server  # noqa: E402
+from client_speed import percentile, start_server, summarize  # noqa: E402
 from cpu_window import cpu_between, run_measured, server_window  # noqa: E402
 
 from ctxbench.cache import cache_root  # noqa: E402
@@ -157,7 +157,7 @@ def ctxbench_row(port: int, streams: int, tokens: int) -> dict[str, float]:
     out, cpu = run_measured([sys.executable, str(Path(__file__).parent / "client_speed.py"), "--worker", str(streams),
                              "--tokens", str(tokens), "--port", str(port)])
     out.check_returncode()
-    return {**json.loads(out.stdout), "cpu_samples": cpu.samples}
+    return {**summarize([json.loads(out.stdout)]), "cpu_samples": cpu.samples}
 
 
 def main() -> None:
