@@ -103,7 +103,13 @@ class Client:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._transport_factory = transport_factory
+        self._api_key = api_key
         self._http = self._new_http()
+
+    def settings(self) -> dict[str, Any]:
+        """What another process needs to make the same client (its default transport): base URL, model,
+        timeouts, API key. Contains the key: hand it over a pipe, never on a command line or in a file."""
+        return {"base_url": self.base_url, "model": self.model, "timeouts": self.timeouts, "api_key": self._api_key}
 
     def _new_http(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(

@@ -100,6 +100,7 @@ class ThroughputParams(_Strict):
     ttft_slo_s: float | None = Field(None, gt=0)
     tpot_slo_s: float | None = Field(None, gt=0)
     ignore_eos: bool = True
+    client_processes: int = Field(1, ge=1, le=256)  # the users of a level spread over this many client processes
 
     @model_validator(mode="after")
     def _prefix_inside_prompt(self) -> ThroughputParams:

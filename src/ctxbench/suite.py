@@ -160,6 +160,7 @@ def run_suite(
         manifest["failed"] = {"error": str(exc), "at": utc_now()}
         raise
     finally:
+        run.sync()  # every record on disk before the run is marked ended
         manifest["ended_at"] = utc_now()
         run.write_manifest(manifest)
         (run.path / "report.md").write_text(run_report(run))

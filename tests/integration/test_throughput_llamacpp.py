@@ -168,3 +168,28 @@ requests_per_user = 2
     line = next(line for line in text.splitlines() if line.startswith("| over repeats: many users, best output tok/s"))
     assert line.count("[") == 3 and "established" in line
     assert [o.status for o in run_campaign(campaign)] == ["skipped"] * 6  # all six runs are done
+
+
+def test_users_spread_over_client_processes_come_back_as_one_run(tmp_path: Path, tiny: TinyModel) -> None:
+    # Three users over two client processes: users 0 and 2 in the first, 1 in the second; the parent writes
+    # every record, labelled with its process, and the level is summarised as with one process.
+    run = run_one(tmp_path, """
+[checks.throughput]
+levels = [3]
+prompt_tokens = 128
+output_tokens = 8
+requests_per_user = 2
+client_processes = 2
+""", DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]"))
+    level = json.loads((run.path / "throughput.json").read_text())["levels"]["3"]
+    assert level["requests"] == 6 and level["failed"] == 0
+    records = list(run.records())
+    assert len(records) == 3 * (2 + 1) and len({r.request_id for r in records}) == len(records)
+    processes = {r.labels["user"]: {x.labels["client_process"] for x in records if x.labels["user"] == r.labels["user"]}
+                 for r in records}
+    assert processes == {"0": {"0"}, "1": {"1"}, "2": {"0"}}
+    assert all(r.ok and r.chunks for r in records)
+    # One clock for all: every request was sent after the level began and the stamps interleave across processes.
+    first = {p: min(r.sent_ns for r in records if r.labels["client_process"] == p) for p in ("0", "1")}
+    last = {p: max(r.end_ns for r in records if r.labels["client_process"] == p) for p in ("0", "1")}
+    assert first["0"] < last["1"] and first["1"] < last["0"]

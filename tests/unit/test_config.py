@@ -109,6 +109,8 @@ def test_wrong_types_and_absurd_sizes_are_refused_with_their_key(tmp_path: Path)
     assert "checks.ramp.users" in message
     message = error_of(tmp_path, GOOD.replace('end = "1M"', 'end = "4K"'))
     assert "shorter than start" in message
+    message = error_of(tmp_path, GOOD.replace("[checks.ramp]", "[checks.throughput]\nclient_processes = 0\n\n[checks.ramp]"))
+    assert "checks.throughput.client_processes" in message and "1" in message
 
 
 def test_names_with_path_separators_or_dots_are_refused(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ctxbench.records import RequestRecord
 from ctxbench.results.store import RunDir, new_run_id, safe_name
 
@@ -49,3 +51,26 @@ def test_secrets_never_reach_a_manifest() -> None:
                                        "--port", "8080"]
     assert redact_env({"HF_TOKEN": "hf_abc", "OPENAI_API_KEY": "sk", "CUDA_VISIBLE_DEVICES": "0"}) == {
         "HF_TOKEN": "<redacted>", "OPENAI_API_KEY": "<redacted>", "CUDA_VISIBLE_DEVICES": "0"}
+
+
+def test_appends_are_flushed_at_once_and_fsynced_off_the_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from ctxbench.results import store
+
+    synced: list[tuple[int, str]] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(store.os, "fsync", lambda fd: (synced.append((fd, threading.current_thread().name)),
+                                                       real_fsync(fd)))
+    run = RunDir.create(tmp_path, "run-1")
+    run.append(a_record("one"))
+    run.append(a_record("two"))
+    # Flushed: another process sees both lines at once, whatever the fsync thread has done yet.
+    seen = subprocess.run([sys.executable, "-c", f"print(open({str(run.requests_path)!r}).read().count(chr(10)))"],
+                          capture_output=True, text=True, check=True)
+    assert seen.stdout.strip() == "2"
+    run.sync()
+    assert synced and all(name == "ctxbench-fsync" for _, name in synced)

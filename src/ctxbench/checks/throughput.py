@@ -14,7 +14,9 @@ import asyncio
 import dataclasses
 import itertools
 import json
+import pickle
 import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from ..client import Client
 from ..errors import CtxbenchError
 from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
+from ..router import Router
 from ..text.code import CodeGenerator
 from ..text.haystack import UnitPool, build_haystack, request_seed
 from ..text.tokens import TokenCounter
@@ -50,6 +53,9 @@ class ThroughputSpec:
     tpot_slo_s: float | None = None
     ignore_eos: bool = True  # every request writes `output_tokens`, so levels compare like with like
     sampling: dict[str, object] = field(default_factory=lambda: {"temperature": 0.0})
+    # The users of a level spread over this many client processes; their records come back to this one, which
+    # writes them. One process's loop reaches each socket later the more streams it holds (docs/performance.md).
+    client_processes: int = 1
 
     def request_count(self) -> int:
         """Requests the check sends when that is known in advance (a request count, not a duration)."""
@@ -132,18 +138,22 @@ async def run_throughput(
         if unit in done:
             continue
         snapshot(unit, "before")
-        started = time.perf_counter()
-        records = await asyncio.gather(*(
-            _user(client, prompts, spec, run, scope, users, user, started, on_request) for user in range(users)))
+        if spec.client_processes > 1 and users > 1:
+            records = await _users_in_processes(client, prompts, spec, run, scope, users, on_request)
+        else:
+            started = time.perf_counter()
+            per_user = await asyncio.gather(*(
+                run_user(client, prompts, spec, run, scope, users, user, started, on_request) for user in range(users)))
+            records = [r for mine in per_user for r in mine]
         snapshot(unit, "after")
-        measured = [r for mine in records for r in mine if r.labels["warmup"] == "0"]
+        measured = [r for r in records if r.labels["warmup"] == "0"]
         summary["levels"][str(users)] = level_summary(measured, spec, run.attempt)
         write_json_atomic(path, summary)
         run.mark_completed(unit)
     return summary
 
 
-async def _user(client: Client, prompts: PromptMaker, spec: ThroughputSpec, run: RunDir, scope: tuple[str, ...],
+async def run_user(client: Client, prompts: PromptMaker, spec: ThroughputSpec, run: RunDir, scope: tuple[str, ...],
                 users: int, user: int, started: float, on_request: Callable[[RequestRecord], None] | None,
                 ) -> list[RequestRecord]:
     extra = {**spec.sampling, **({"ignore_eos": True} if spec.ignore_eos else {})}
@@ -172,6 +182,67 @@ async def _user(client: Client, prompts: PromptMaker, spec: ThroughputSpec, run:
         if on_request is not None:
             on_request(record)
     return out
+
+
+def client_settings(client: Client | Router) -> dict[str, Any]:
+    """How a worker process makes the same client: one `Client`, or a `Router` over the replicas'."""
+    if isinstance(client, Router):
+        return {"router": True, "clients": [one.settings() for one in client.clients]}
+    return {"router": False, "clients": [client.settings()]}
+
+
+async def _users_in_processes(client: Client | Router, prompts: PromptMaker, spec: ThroughputSpec, run: RunDir,
+                              scope: tuple[str, ...], users: int,
+                              on_request: Callable[[RequestRecord], None] | None) -> list[RequestRecord]:
+    """One level's users spread round-robin over `spec.client_processes` worker processes
+    (`checks/throughput_worker.py`); their records are written here as they come back."""
+    processes = min(spec.client_processes, users)
+    job = {"client": client_settings(client), "prompts": prompts, "spec": spec, "run_path": str(run.path),
+           "attempt": run.attempt, "scope": scope, "users": users}
+    workers: list[asyncio.subprocess.Process] = []
+    records: list[RequestRecord] = []
+
+    async def collect(worker: asyncio.subprocess.Process) -> int:
+        assert worker.stdout is not None
+        while line := await worker.stdout.readline():
+            record = RequestRecord.model_validate_json(line)
+            run.append(record)
+            records.append(record)
+            if on_request is not None:
+                on_request(record)
+        return await worker.wait()
+
+    try:
+        for index in range(processes):
+            worker = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "ctxbench.checks.throughput_worker",
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 26)
+            workers.append(worker)
+            assert worker.stdin is not None
+            worker.stdin.write(pickle.dumps({**job, "process": index, "user_ids": list(range(index, users, processes))}))
+            await worker.stdin.drain()
+        for worker in workers:  # every worker has its client: start all users together
+            assert worker.stdout is not None
+            if await worker.stdout.readline() != b"ready\n":
+                raise CtxbenchError(f"many users, {users} users: a client process did not start "
+                                    f"(exit {await worker.wait()}); its messages are above.")
+        started = time.perf_counter()  # CLOCK_MONOTONIC, the workers' clock too
+        for worker in workers:
+            assert worker.stdin is not None
+            worker.stdin.write(f"{started!r}\n".encode())
+            await worker.stdin.drain()
+            worker.stdin.close()
+        codes = await asyncio.gather(*(collect(worker) for worker in workers))
+    finally:
+        for worker in workers:
+            if worker.returncode is None:  # interrupted or failed: no client process outlives the check
+                worker.kill()
+                await worker.wait()
+    failed = [code for code in codes if code != 0]
+    if failed:
+        raise CtxbenchError(f"many users, {users} users: {len(failed)} of {processes} client processes failed "
+                            f"(exit {failed}); their messages are above, and the records they sent are kept.")
+    return records
 
 
 def level_summary(records: Sequence[RequestRecord], spec: ThroughputSpec, attempt: int) -> dict[str, Any]:

@@ -214,13 +214,22 @@ def _fill(pool: UnitPool, remainder: int, rng: random.Random, body: list[str], c
     if remainder <= 0:
         return
     words = pool.texts[rng.randrange(len(pool.texts))].split(" ")
-    prefixes = [" ".join(words[:k]) for k in range(1, len(words) + 1)]
-    prefix_counts = pool.counter.count_many([SEPARATOR + p for p in prefixes])
-    best = max((k for k, n in enumerate(prefix_counts) if n <= remainder), default=None)
-    if best is not None:
-        body.append(prefixes[best])
-        counts.append(prefix_counts[best])
-        remainder -= prefix_counts[best]
+    # The longest prefix of whole words that fits, by bisection: a prefix's count grows with its words, and
+    # each count asked for is exact, so a tokenizer where it does not grow only leaves more one-token words
+    # to append. (Counting every prefix cost O(words^2) tokens: most of a short prompt's build time.)
+    best, best_count = 0, 0
+    low, high = 1, len(words)
+    while low <= high:
+        middle = (low + high) // 2
+        count = pool.counter.count_many([SEPARATOR + " ".join(words[:middle])])[0]
+        if count <= remainder:
+            best, best_count, low = middle, count, middle + 1
+        else:
+            high = middle - 1
+    if best:
+        body.append(" ".join(words[:best]))
+        counts.append(best_count)
+        remainder -= best_count
     fillers = pool.single_token_words
     if remainder <= 0 or not fillers or not body:
         return  # anything left is reported as the haystack's shortfall

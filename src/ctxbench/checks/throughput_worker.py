@@ -1,0 +1,64 @@
+"""A client process of the many-users check: runs some users of one level and sends their records back.
+
+`checks.throughput` starts one per `client_processes` when that is above 1 and writes the job to its stdin,
+pickled (the parent is the same ctxbench: trusted; the API key travels this way, never on a command line).
+The worker makes its client, says `ready`, waits for the level's start time on stdin (every worker's users
+start together, whatever each took to start), runs its users, and writes each record to stdout as one JSON
+line the moment its request ends; the parent writes it to the run's `requests.jsonl`. Stamps are
+`perf_counter_ns`, CLOCK_MONOTONIC: the same clock in every process, so records of all workers compare.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..client import Client
+from ..records import RequestRecord
+from ..results.store import RunDir
+from ..router import Router
+from .throughput import run_user
+
+READY = b"ready\n"
+
+
+class _PipeRun(RunDir):
+    """The run as a worker sees it: the same request ids; records go to the parent, not to the file, labelled
+    with the client process that sent them (`client_process`)."""
+
+    def __init__(self, path: Path, attempt: int, process: int) -> None:
+        super().__init__(path, attempt)
+        self.process = str(process)
+
+    def append(self, record: RequestRecord) -> None:
+        record = record.model_copy(update={"labels": {**record.labels, "client_process": self.process}})
+        sys.stdout.write(record.model_dump_json() + "\n")
+        sys.stdout.flush()
+
+
+def make_client(settings: dict[str, Any]) -> Client | Router:
+    clients = [Client(**one) for one in settings["clients"]]
+    return Router(clients) if settings["router"] else clients[0]
+
+
+async def _work(job: dict[str, Any]) -> None:
+    client = make_client(job["client"])
+    run = _PipeRun(Path(job["run_path"]), job["attempt"], job["process"])
+    async with client:
+        sys.stdout.buffer.write(READY)
+        sys.stdout.flush()
+        started = float(await asyncio.to_thread(sys.stdin.buffer.readline))
+        await asyncio.gather(*(run_user(client, job["prompts"], job["spec"], run, job["scope"], job["users"], user,
+                                     started, None) for user in job["user_ids"]))
+
+
+def main() -> None:
+    job = pickle.load(sys.stdin.buffer)
+    asyncio.run(_work(job))
+
+
+if __name__ == "__main__":
+    main()
