@@ -184,6 +184,21 @@ async def run_user(client: Client, prompts: PromptMaker, spec: ThroughputSpec, r
     return out
 
 
+@dataclass(frozen=True)
+class WorkerJob:
+    """What one client process of a level needs; pickled to its stdin (`checks/throughput_worker.py`)."""
+
+    client: dict[str, Any]  # `client_settings`: the API key travels here, never on a command line
+    prompts: PromptMaker
+    spec: ThroughputSpec
+    run_path: Path
+    attempt: int
+    scope: tuple[str, ...]
+    users: int  # the level
+    process: int
+    user_ids: tuple[int, ...]
+
+
 def client_settings(client: Client | Router) -> dict[str, Any]:
     """How a worker process makes the same client: one `Client`, or a `Router` over the replicas'."""
     if isinstance(client, Router):
@@ -197,8 +212,7 @@ async def _users_in_processes(client: Client | Router, prompts: PromptMaker, spe
     """One level's users spread round-robin over `spec.client_processes` worker processes
     (`checks/throughput_worker.py`); their records are written here as they come back."""
     processes = min(spec.client_processes, users)
-    job = {"client": client_settings(client), "prompts": prompts, "spec": spec, "run_path": str(run.path),
-           "attempt": run.attempt, "scope": scope, "users": users}
+    settings = client_settings(client)
     workers: list[asyncio.subprocess.Process] = []
     records: list[RequestRecord] = []
 
@@ -219,7 +233,9 @@ async def _users_in_processes(client: Client | Router, prompts: PromptMaker, spe
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 26)
             workers.append(worker)
             assert worker.stdin is not None
-            worker.stdin.write(pickle.dumps({**job, "process": index, "user_ids": list(range(index, users, processes))}))
+            job = WorkerJob(settings, prompts, spec, run.path, run.attempt, scope, users, index,
+                            tuple(range(index, users, processes)))
+            worker.stdin.write(pickle.dumps(job))
             await worker.stdin.drain()
         for worker in workers:  # every worker has its client: start all users together
             assert worker.stdout is not None

@@ -20,7 +20,7 @@ from ..client import Client
 from ..records import RequestRecord
 from ..results.store import RunDir
 from ..router import Router
-from .throughput import run_user
+from .throughput import WorkerJob, run_user
 
 READY = b"ready\n"
 
@@ -44,19 +44,21 @@ def make_client(settings: dict[str, Any]) -> Client | Router:
     return Router(clients) if settings["router"] else clients[0]
 
 
-async def _work(job: dict[str, Any]) -> None:
-    client = make_client(job["client"])
-    run = _PipeRun(Path(job["run_path"]), job["attempt"], job["process"])
+async def _work(job: WorkerJob) -> None:
+    client = make_client(job.client)
+    run = _PipeRun(job.run_path, job.attempt, job.process)
     async with client:
         sys.stdout.buffer.write(READY)
         sys.stdout.flush()
         started = float(await asyncio.to_thread(sys.stdin.buffer.readline))
-        await asyncio.gather(*(run_user(client, job["prompts"], job["spec"], run, job["scope"], job["users"], user,
-                                     started, None) for user in job["user_ids"]))
+        await asyncio.gather(*(run_user(client, job.prompts, job.spec, run, job.scope, job.users, user, started, None)
+                               for user in job.user_ids))
 
 
 def main() -> None:
     job = pickle.load(sys.stdin.buffer)
+    if not isinstance(job, WorkerJob):
+        raise SystemExit("ctxbench.checks.throughput_worker is started by the many-users check, not by hand")
     asyncio.run(_work(job))
 
 

@@ -8,7 +8,6 @@ run keeps every line written.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import re
@@ -51,8 +50,11 @@ class _Syncer:
     def _run(self) -> None:
         while True:
             with self._condition:
-                while not self._pending:
-                    self._condition.wait()
+                if not self._pending:  # idle: the next record starts a new thread
+                    self._thread = None
+                    self._busy = False
+                    self._condition.notify_all()
+                    return
                 batch, self._pending = self._pending, {}
                 self._busy = True
             for handles in batch.values():
@@ -62,19 +64,12 @@ class _Syncer:
                     pass
                 for handle in handles:
                     handle.close()
-            with self._condition:
-                self._busy = False
-                self._condition.notify_all()
 
     def wait(self) -> None:
-        """Until every handle handed over so far is fsynced and closed (a run's end, the process's exit)."""
+        """Until every handle handed over so far is fsynced and closed (where a run ends)."""
         with self._condition:
             while self._pending or self._busy:
                 self._condition.wait()
-
-
-_SYNCER = _Syncer()
-atexit.register(_SYNCER.wait)
 
 
 def safe_name(name: str, max_length: int = 80) -> str:
@@ -146,6 +141,7 @@ class RunDir:
     def __init__(self, path: Path, attempt: int = 1) -> None:
         self.path = path
         self.attempt = attempt
+        self._syncer: _Syncer | None = None  # its thread starts with the first record
 
     @classmethod
     def create(cls, results: Path, run_id: str) -> RunDir:
@@ -199,11 +195,13 @@ class RunDir:
         handle = self.requests_path.open("a")
         handle.write(record.model_dump_json() + "\n")
         handle.flush()
-        _SYNCER.hand_over(handle)
+        self._syncer = self._syncer or _Syncer()
+        self._syncer.hand_over(handle)
 
     def sync(self) -> None:
         """Wait until every record appended so far is on disk (fsynced)."""
-        _SYNCER.wait()
+        if self._syncer is not None:
+            self._syncer.wait()
 
     def records(self) -> Iterator[RequestRecord]:
         """Every complete record written so far (a torn last line from a crash is skipped)."""
