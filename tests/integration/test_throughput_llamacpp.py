@@ -193,3 +193,25 @@ client_processes = 2
     first = {p: min(r.sent_ns for r in records if r.labels["client_process"] == p) for p in ("0", "1")}
     last = {p: max(r.end_ns for r in records if r.labels["client_process"] == p) for p in ("0", "1")}
     assert first["0"] < last["1"] and first["1"] < last["0"]
+
+
+async def test_a_client_process_that_cannot_start_fails_the_level_with_a_message(
+        tmp_path: Path, tiny: TinyModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The worker gets settings it cannot make a client from: it exits before saying ready, and the parent
+    # says so instead of waiting for it.
+    from ctxbench.checks import throughput
+    from ctxbench.client import Client
+    from ctxbench.errors import CtxbenchError
+    from ctxbench.text.haystack import UnitPool
+    from ctxbench.text.tokens import HfTokenCounter
+
+    counter = HfTokenCounter.from_path(tiny.tokenizer_dir)
+    spec = throughput.ThroughputSpec(levels=(2,), prompt_tokens=128, output_tokens=4, requests_per_user=1,
+                                     client_processes=2)
+    prompts = throughput.PromptMaker(spec, UnitPool.generated(counter, units=64), counter, ("t",))
+    monkeypatch.setattr(throughput, "client_settings", lambda client: {"router": False, "clients": [{"bogus": 1}]})
+    run = RunDir.create(tmp_path, "run")
+    async with Client("http://127.0.0.1:9", "m") as client:
+        with pytest.raises(CtxbenchError, match="did not start"):
+            await throughput.run_throughput(client, prompts, spec, run, ("t",))
+    assert not run.completed_units()
