@@ -27,7 +27,6 @@ from .checks.probe import ProbeSpec, probe_request_count, run_probe
 from .checks.quality import QualitySpec, run_quality
 from .checks.throughput import PromptMaker, ThroughputSpec, run_throughput
 from .client import Client
-from .transport import arrival_clock
 from .engines.build import LLAMACPP_SDIST_VERSION
 from .engines.deployment import ENGINE_NAMES, DeploymentPlan, Running, merged_samples
 from .engines.limits import ContextLimit, read_context_limit
@@ -39,6 +38,7 @@ from .results.store import RunDir, git_revision, new_run_id
 from .router import Router
 from .text.haystack import pool_for
 from .text.tokens import TokenCounter
+from .wire import arrival_clock
 
 
 @dataclass(frozen=True)
