@@ -50,14 +50,23 @@ def test_interrupted_run_keeps_every_record_and_leaves_no_server(
     script = tmp_path / "runner.py"
     script.write_text(RUNNER)
     child = subprocess.Popen([sys.executable, str(script), str(llama_build.server), str(tiny.gguf), str(tmp_path)])
-    run = RunDir(tmp_path / "runs" / "interrupted")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(run.records())) < 5:
-        time.sleep(0.1)
-    assert len(list(run.records())) >= 5, "the runner did not get going"
-    server_pid = int((tmp_path / "server.pid").read_text())
-    child.send_signal(sig)
-    child.wait(timeout=30)
+    try:
+        run = RunDir(tmp_path / "runs" / "interrupted")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(list(run.records())) < 5:
+            time.sleep(0.1)
+        assert len(list(run.records())) >= 5, f"the runner did not get going (exit code {child.poll()})"
+        server_pid = int((tmp_path / "server.pid").read_text())
+        child.send_signal(sig)
+        try:
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the runner was still running 30 s after {sig.name}, "
+                        f"{len(list(run.records()))} records written")
+    finally:
+        if child.poll() is None:  # a failed test leaves no runner sending requests into the next tests
+            child.kill()
+            child.wait()
     lines = run.requests_path.read_text().splitlines()
     complete = [line for line in lines if line.endswith("}")]
     assert all(json.loads(line)["request_id"] for line in complete)  # nothing written is torn, but a last line
