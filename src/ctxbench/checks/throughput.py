@@ -199,11 +199,20 @@ class WorkerJob:
     user_ids: tuple[int, ...]
 
 
+READY = b"ready\n"  # a worker's first line: its client is made, it waits for the level's start time
+
+
 def client_settings(client: Client | Router) -> dict[str, Any]:
-    """How a worker process makes the same client: one `Client`, or a `Router` over the replicas'."""
+    """How a worker process makes the same client (`make_client`): one `Client`, or a `Router` over the
+    replicas'."""
     if isinstance(client, Router):
         return {"router": True, "clients": [one.settings() for one in client.clients]}
     return {"router": False, "clients": [client.settings()]}
+
+
+def make_client(settings: dict[str, Any]) -> Client | Router:
+    clients = [Client(**one) for one in settings["clients"]]
+    return Router(clients) if settings["router"] else clients[0]
 
 
 async def _users_in_processes(client: Client | Router, prompts: PromptMaker, spec: ThroughputSpec, run: RunDir,
@@ -239,7 +248,7 @@ async def _users_in_processes(client: Client | Router, prompts: PromptMaker, spe
             await worker.stdin.drain()
         for worker in workers:  # every worker has its client: start all users together
             assert worker.stdout is not None
-            if await worker.stdout.readline() != b"ready\n":
+            if await worker.stdout.readline() != READY:
                 raise CtxbenchError(f"many users, {users} users: a client process did not start "
                                     f"(exit {await worker.wait()}); its messages are above.")
         started = time.perf_counter()  # CLOCK_MONOTONIC, the workers' clock too

@@ -14,15 +14,10 @@ import asyncio
 import pickle
 import sys
 from pathlib import Path
-from typing import Any
 
-from ..client import Client
 from ..records import RequestRecord
 from ..results.store import RunDir
-from ..router import Router
-from .throughput import WorkerJob, run_user
-
-READY = b"ready\n"
+from .throughput import READY, WorkerJob, make_client, run_user
 
 
 class _PipeRun(RunDir):
@@ -37,11 +32,6 @@ class _PipeRun(RunDir):
         record = record.model_copy(update={"labels": {**record.labels, "client_process": self.process}})
         sys.stdout.write(record.model_dump_json() + "\n")
         sys.stdout.flush()
-
-
-def make_client(settings: dict[str, Any]) -> Client | Router:
-    clients = [Client(**one) for one in settings["clients"]]
-    return Router(clients) if settings["router"] else clients[0]
 
 
 async def _work(job: WorkerJob) -> None:
