@@ -54,10 +54,12 @@ def suite_for(checks: Checks) -> Suite:
         capacity=CapacitySpec(output_tokens=capacity.output_tokens, margin_tokens=capacity.margin_tokens,
                               over_by_tokens=capacity.over_by_tokens) if capacity else None,
         needle=NeedleSpec(lengths=tuple(needle.lengths), depths=tuple(needle.depths),
-                          max_tokens=needle.max_tokens) if needle else None,
+                          max_tokens=needle.max_tokens, depths_at=needle.depths_by_length()) if needle else None,
         ramp=RampSpec(start_tokens=ramp.start, end_tokens=ramp.end, turns=ramp.turns, schedule=ramp.schedule,
                       max_tokens=ramp.max_tokens, users=tuple(ramp.users), stagger_s=ramp.stagger_s,
-                      on_failure=ramp.on_failure) if ramp else None,
+                      on_failure=ramp.on_failure,
+                      sampling={"temperature": 0.0, **({"ignore_eos": True} if ramp.ignore_eos else {})})
+        if ramp else None,
         throughput=ThroughputSpec(**{**throughput.model_dump(), "levels": tuple(throughput.levels)})
         if throughput else None,
         quality=QualitySpec(**checks.quality.model_dump()) if checks.quality else None,
@@ -233,6 +235,7 @@ def _run_deployment(campaign: Campaign, deployment: Deployment, results: Path, s
                             "price_per_gpu_hour": campaign.campaign.price_per_gpu_hour,
                             "repeats": campaign.campaign.repeats},
             on_status=on_status, on_request_done=on_request_done, resume=resume, on_run=started, repeat=repeat,
+            telemetry_interval_s=campaign.campaign.gpu_telemetry_interval_s,
         )
     except CtxbenchError as exc:
         _append_state(state, deployment.name, "failed", run_id, str(exc)[-4000:], repeat=repeat)

@@ -543,7 +543,8 @@ def parse_bytes(text: str) -> float:
 
 @app.command()
 def plan(
-    config: Annotated[Path, typer.Option(help="The model's Hugging Face config.json.")],
+    config: Annotated[Path | None, typer.Option(help="The model's Hugging Face config.json (with --calibrate: "
+                                                     "default, the shape the run recorded).")] = None,
     context: Annotated[str, typer.Option(help="Context each user holds (8K, 1M...).")] = "1M",
     users: Annotated[int, typer.Option(help="Concurrent users holding that context.")] = 1,
     gpus: Annotated[int, typer.Option(help="GPUs the deployment uses.")] = 1,
@@ -557,6 +558,13 @@ def plan(
     decode_tokens_per_s: Annotated[float | None, typer.Option(help="Measured aggregate decode rate, for the "
                                                                    "cost per token.")] = None,
     price: Annotated[float, typer.Option(help="Price per GPU-hour.")] = 3.50,
+    ramp: Annotated[str | None, typer.Option(help="START:END:TURNS (32K:1M:10): each geometric ramp turn's "
+                                                  "prefill, its new tokens over the turn before.")] = None,
+    calibrate: Annotated[Path | None, typer.Option(help="A run directory: one of its measured prefills sets "
+                                                        "--efficiency; its other prefills are predicted beside "
+                                                        "what was measured.")] = None,
+    point: Annotated[str | None, typer.Option(help="With --calibrate: the request id to calibrate on (default: "
+                                                   "the median of the run's solo prefills).")] = None,
 ) -> None:
     """Users x context: KV bytes a token (MHA/GQA/MLA, sliding windows, linear-attention layers), how many
     users fit beside the weights, when KV offload is needed, prefill time and cost per token."""
@@ -565,6 +573,12 @@ def plan(
 
     if kv_dtype not in BYTES_PER_VALUE:
         raise typer.BadParameter(f"--kv-dtype {kv_dtype!r}: use one of {', '.join(BYTES_PER_VALUE)}.")
+    if calibrate is not None:
+        efficiency = _calibrate(calibrate, config, tflops, point, BYTES_PER_VALUE[kv_dtype])
+        if config is None:
+            return
+    if config is None:
+        raise typer.BadParameter("--config is required (the model's config.json), unless --calibrate is given.")
     try:
         fields = json.loads(config.read_text())
         layout = kv_layout(fields, kv_dtype)
@@ -599,10 +613,54 @@ def plan(
     if shape is not None:
         console.print(f"prefill of {tokens} tokens: {predicted_prefill_s(shape, tokens, 0, tflops * efficiency):.1f} s "
                       f"at {tflops * efficiency:.0f} TFLOP/s (a lower bound at efficiency {efficiency})", highlight=False)
+    if shape is not None and ramp is not None:
+        _print_ramp_prefills(shape, ramp, tflops * efficiency)
     if decode_tokens_per_s:
         cost = cost_per_million(price, gpus, 3600, decode_tokens_per_s * 3600)
         console.print(f"cost: ${cost:.2f} per million output tokens at {decode_tokens_per_s:.0f} tokens/s on {gpus} "
                       f"GPU(s) at ${price:.2f}/GPU-hour", highlight=False)
+
+def _calibrate(run_dir: Path, config: Path | None, tflops: float, point: str | None, kv_value: float) -> float:
+    """Print the calibration table of a run; return the efficiency it measured."""
+    from .plan import DenseShape
+    from .results.calibration import CalibrationError, calibrate, calibration_table
+    from .results.store import RunDir
+
+    if not (run_dir / "manifest.json").exists():
+        raise typer.BadParameter(f"--calibrate {run_dir}: not a run directory (no manifest.json); give "
+                                 "results/runs/<run_id>.")
+    shape = None
+    if config is not None:
+        try:
+            shape = DenseShape.from_hf_config(json.loads(config.read_text()))
+        except (OSError, ValueError, KeyError) as exc:
+            raise typer.BadParameter(f"--config {config}: not a readable dense config.json ({exc!r})") from None
+    try:
+        result = calibrate(RunDir(run_dir), tflops=tflops, point=point, shape=shape, kv_bytes_per_value=kv_value)
+    except CalibrationError as exc:
+        raise typer.BadParameter(f"--calibrate {run_dir}: {exc}") from None
+    console.print("\n".join(calibration_table(result)), highlight=False, markup=False)
+    return result.efficiency
+
+
+def _print_ramp_prefills(shape, ramp: str, tflops: float) -> None:  # type: ignore[no-untyped-def]
+    from .checks.conversation import RampSpec, ramp_schedule
+    from .plan import predicted_prefill_s
+
+    try:
+        start, end, turns = ramp.split(":")
+        schedule = ramp_schedule(RampSpec(start_tokens=parse_token_count(start), end_tokens=parse_token_count(end),
+                                          turns=int(turns)))
+    except (ValueError, CtxbenchError) as exc:
+        raise typer.BadParameter(f"--ramp {ramp!r}: write START:END:TURNS, e.g. 32K:1M:10 ({exc})") from None
+    console.print(f"ramp {ramp}, each turn's prefill at {tflops:.0f} TFLOP/s:", highlight=False)
+    previous = 0
+    for turn, target in enumerate(schedule, start=1):
+        seconds = predicted_prefill_s(shape, target - previous, previous, tflops)
+        console.print(f"  turn {turn:>2}: {target:>9} tokens, {target - previous:>8} new: {seconds:8.2f} s",
+                      highlight=False)
+        previous = target
+
 
 @app.command("audit-cache")
 def audit_cache(

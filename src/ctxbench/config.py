@@ -69,6 +69,27 @@ class NeedleParams(_Strict):
     depths: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(default=[0.1, 0.5, 0.9], min_length=1,
                                                                    max_length=64)
     max_tokens: int = Field(32, ge=1, le=65536)
+    # Depths for some lengths only, e.g. {"1M" = [0.5]}: one 1M prompt costs as much as many short ones.
+    depths_at: dict[str, list[Annotated[float, Field(ge=0.0, le=1.0)]]] = Field(default_factory=dict, max_length=64)
+
+    @field_validator("depths_at")
+    @classmethod
+    def _lengths_are_token_counts(cls, value: dict[str, list[float]]) -> dict[str, list[float]]:
+        for key, depths in value.items():
+            token_count(key)  # raises with the message naming the bad key
+            if not depths:
+                raise ValueError(f"depths_at[{key!r}] is empty; give at least one depth or drop the key")
+        return value
+
+    @model_validator(mode="after")
+    def _depths_at_listed_lengths(self) -> NeedleParams:
+        unknown = [key for key in self.depths_at if token_count(key) not in self.lengths]
+        if unknown:
+            raise ValueError(f"depths_at names {unknown[0]!r}, which is not one of lengths {self.lengths}")
+        return self
+
+    def depths_by_length(self) -> tuple[tuple[int, tuple[float, ...]], ...]:
+        return tuple((token_count(key), tuple(depths)) for key, depths in self.depths_at.items())
 
 
 class RampParams(_Strict):
@@ -80,6 +101,7 @@ class RampParams(_Strict):
     users: list[Annotated[int, Field(ge=1, le=1024)]] = Field(default=[1, 2], min_length=1, max_length=16)
     stagger_s: float = Field(5.0, ge=0.0, le=3600.0)
     on_failure: Literal["stop", "continue"] = "stop"
+    ignore_eos: bool = False  # every reply writes max_tokens (random weights stop anywhere): decode rates compare
 
     @model_validator(mode="after")
     def _end_after_start(self) -> RampParams:
@@ -196,9 +218,40 @@ class _Deployment(_Strict):
         return [self.gpus[i * size:(i + 1) * size] for i in range(self.replicas)]
 
 
-class LlamaCppDeployment(_Deployment):
-    engine: Literal["llamacpp"]
+class TinyModelShape(_Strict):
+    """The shape of `ctxbench:tiny` for one deployment (random weights, written on first use and cached by
+    shape). A key left out keeps the small test model's value (engines/models.py `TinyModelSpec`)."""
+
+    n_layer: int | None = Field(None, ge=1, le=256)
+    n_embd: int | None = Field(None, ge=64, le=32768)
+    n_head: int | None = Field(None, ge=1, le=512)
+    n_head_kv: int | None = Field(None, ge=1, le=512)
+    n_ff: int | None = Field(None, ge=1, le=262144)
+    context_length: Tokens | None = None  # the GGUF's training context; give at least the slot size
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> TinyModelShape:
+        if self.n_embd is not None and self.n_head is not None and self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be a multiple of n_head ({self.n_head})")
+        if self.n_head is not None and self.n_head_kv is not None and self.n_head % self.n_head_kv:
+            raise ValueError(f"n_head ({self.n_head}) must be a multiple of n_head_kv ({self.n_head_kv})")
+        return self
+
+
+class _Launched(_Deployment):
     model: str
+    tiny_model: TinyModelShape | None = None  # only with model = "ctxbench:tiny"
+
+    @model_validator(mode="after")
+    def _shape_only_for_tiny(self) -> _Launched:
+        if self.tiny_model is not None and self.model != "ctxbench:tiny":
+            raise ValueError(f"tiny_model shapes the model ctxbench writes; it needs model = \"ctxbench:tiny\", "
+                             f"not {self.model!r}")
+        return self
+
+
+class LlamaCppDeployment(_Launched):
+    engine: Literal["llamacpp"]
     binary: Path | None = None  # default: the llama-server ctxbench built (`build`)
     build: Literal["cpu", "cuda"] = "cpu"
     ctx_size: Tokens = 8192
@@ -206,16 +259,14 @@ class LlamaCppDeployment(_Deployment):
     threads: int | None = Field(None, ge=1, le=4096)
 
 
-class VllmDeployment(_Deployment):
+class VllmDeployment(_Launched):
     engine: Literal["vllm"]
-    model: str
     python: str = "python3"  # the interpreter of the environment vLLM is installed in
     compile_cache: Path | None = None  # VLLM_CACHE_ROOT: keep it between runs to compare cold and warm starts
 
 
-class SglangDeployment(_Deployment):
+class SglangDeployment(_Launched):
     engine: Literal["sglang"]
-    model: str
     python: str = "python3"
     compile_cache: Path | None = None  # TORCHINDUCTOR_CACHE_DIR
 
@@ -251,6 +302,7 @@ class CampaignSettings(_Strict):
     price_per_gpu_hour: float = Field(3.50, ge=0.0, le=10_000.0)
     results: Path = Path("results")
     repeats: int = Field(1, ge=1, le=100)  # runs of every deployment; 3 or more give medians with intervals
+    gpu_telemetry_interval_s: float = Field(0.5, ge=0.0, le=60.0)  # NVML sampling while checks run; 0: off
 
 
 class Campaign(_Strict):

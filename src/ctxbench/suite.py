@@ -31,11 +31,13 @@ from .engines.build import LLAMACPP_SDIST_VERSION
 from .engines.deployment import ENGINE_NAMES, DeploymentPlan, Running, merged_samples
 from .engines.limits import ContextLimit, read_context_limit
 from .engines.llamacpp import LlamaServerConfig
+from .engines.models import gguf_shape
 from .errors import CtxbenchError
 from .report.render import run_report
 from .results.ramp_table import RAMP_TABLE
 from .results.store import RunDir, git_revision, new_run_id
 from .router import Router
+from .telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, GpuSampler
 from .text.haystack import pool_for
 from .text.tokens import TokenCounter
 from .wire import arrival_clock
@@ -56,7 +58,7 @@ class Suite:
         """Requests the suite sends (for progress bars)."""
         count = probe_request_count(self.probe) if self.probe else 0
         count += 2 if self.capacity else 0
-        count += len(self.needle.lengths) * len(self.needle.depths) if self.needle else 0
+        count += self.needle.trial_count() if self.needle else 0
         count += self.throughput.request_count() if self.throughput else 0
         count += self.quality.samples if self.quality else 0
         return count + (self.ramp.turns * sum(self.ramp.users) if self.ramp else 0)
@@ -97,11 +99,13 @@ def run_suite(
     force: bool = False,
     on_run: Callable[[RunDir], None] = lambda run: None,
     repeat: int = 1,
+    telemetry_interval_s: float = 0.5,
 ) -> RunDir:
     """Launch `target` (every replica), run `suite` against it, stop it, and write `report.md`; returns the run.
 
     `counter` counts prompt tokens; a callable is given the first replica's URL once it is ready. `repeat`
-    (the campaign's repeat number) goes into the run id (`-r2`...) and the manifest.
+    (the campaign's repeat number) goes into the run id (`-r2`...) and the manifest. GPU telemetry is sampled
+    every `telemetry_interval_s` (0: off) into `telemetry.jsonl`, tagged with the running check.
 
     With `resume` (a run directory), the same run continues with the same seeds: units of work that
     finished on an earlier attempt (a check, a ramp users setting) are skipped unless `force`; the
@@ -138,6 +142,8 @@ def run_suite(
         "gpus": plan.gpu_count if gpus is None else gpus,
         "random_weights": random_weights,
         "repeat": repeat,
+        "gpu_telemetry": {"file": TELEMETRY_FILE, "interval_s": telemetry_interval_s},
+        "model_shape": gguf_shape(Path(plan.model)) if plan.model.endswith(".gguf") else None,
         **(extra_manifest or {}),
     }
     on_status(f"starting {ENGINE_NAMES[plan.engine]} ({len(plan.specs) or len(plan.urls)} replica(s)) for {deployment}")
@@ -154,8 +160,11 @@ def run_suite(
             cold = manifest["engine"]["cold_start_s"]
             on_status(f"ready{f' in {cold:.1f} s' if cold else ''} at {', '.join(running.base_urls)}; "
                       f"limit {limit.tokens} tokens a request")
-            _run_checks(running, plan, limit, counter, suite, run, results, scope, skip, deployment, force,
-                        on_status, on_request_done)
+            sampled = [g for gpus in plan.replica_gpus for g in gpus]
+            with GpuSampler(run.path / TELEMETRY_FILE, interval_s=telemetry_interval_s, gpus=sampled,
+                            attempt=run.attempt) as sampler:
+                _run_checks(running, plan, limit, counter, suite, run, results, scope, skip, deployment, force,
+                            on_status, on_request_done, sampler)
     except CtxbenchError as exc:  # the engine did not start, or died mid-check: the run says so
         manifest["failed"] = {"error": str(exc), "at": utc_now()}
         raise
@@ -169,7 +178,7 @@ def run_suite(
 
 def _run_checks(running: Running, plan: DeploymentPlan, limit: ContextLimit, counter: TokenCounter, suite: Suite,
                 run: RunDir, results: Path, scope: tuple[str, ...], skip: set[str], deployment: str, force: bool,
-                on_status: Callable[[str], None], on_request_done: Callable[[], None]) -> None:
+                on_status: Callable[[str], None], on_request_done: Callable[[], None], sampler: GpuSampler) -> None:
     def snapshot(check: str, phase: str) -> None:
         per_replica = running.metrics()
         run.append_metrics(check, phase, per_replica)
@@ -185,7 +194,11 @@ def _run_checks(running: Running, plan: DeploymentPlan, limit: ContextLimit, cou
     @contextlib.contextmanager
     def watched(name: str) -> Iterator[None]:
         snapshot(name, "before")
-        yield
+        sampler.check = name
+        try:
+            yield
+        finally:
+            sampler.check = BETWEEN_CHECKS
         running.check_alive()  # an engine that died mid-check fails the deployment here, log tail included
         snapshot(name, "after")
 

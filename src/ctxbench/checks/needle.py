@@ -29,6 +29,13 @@ class NeedleSpec:
     max_tokens: int = 32
     force: bool = False
     reuse_seed: bool = False  # only for demonstrating the cache audit: every prompt gets the same seed
+    depths_at: tuple[tuple[int, tuple[float, ...]], ...] = ()  # (length, depths) where they differ from `depths`
+
+    def depths_for(self, length: int) -> tuple[float, ...]:
+        return dict(self.depths_at).get(length, self.depths)
+
+    def trial_count(self) -> int:
+        return sum(len(self.depths_for(length)) for length in self.lengths)
 
 
 @dataclass(frozen=True)
@@ -99,7 +106,7 @@ async def run_needle(
     index = 0
     with (run.path / "niah.log").open("a") as log:
         for length in spec.lengths:
-            for depth in spec.depths:
+            for depth in spec.depths_for(length):
                 request_id = run.request_id(f"needle-{length}-{depth:.2f}")
                 seed = request_seed(*seed_scope, "needle", 0 if spec.reuse_seed else index)
                 index += 1

@@ -16,7 +16,9 @@ from typing import Any
 
 import httpx
 
-from ..config import Deployment, ExternalDeployment, LlamaCppDeployment, SglangDeployment, VllmDeployment
+from ..config import (
+    Deployment, ExternalDeployment, LlamaCppDeployment, SglangDeployment, TinyModelShape, VllmDeployment,
+)
 from ..errors import EngineNotReady
 from ..results.store import redact_command, redact_env
 from .llamacpp import LlamaServerConfig
@@ -62,10 +64,10 @@ class DeploymentPlan:
         return lines or [f"(external) {url}" for url in self.urls]
 
 
-def resolve_model(model: str, engine: str, *, write: bool = True) -> str:
-    """`ctxbench:demo` / `ctxbench:tiny` -> the local file or directory ctxbench made (the tiny model is
-    written on first use unless `write` is false); other values as given."""
-    from .models import demo_model_path, tiny_hf_model, tiny_model, tiny_model_dir
+def resolve_model(model: str, engine: str, *, write: bool = True, tiny: TinyModelShape | None = None) -> str:
+    """`ctxbench:demo` / `ctxbench:tiny` (of the shape `tiny`) -> the local file or directory ctxbench made
+    (the tiny model is written on first use unless `write` is false); other values as given."""
+    from .models import TinyModelSpec, demo_model_path, tiny_hf_model, tiny_model, tiny_model_dir
 
     if model == "ctxbench:demo":
         path = demo_model_path()
@@ -74,10 +76,11 @@ def resolve_model(model: str, engine: str, *, write: bool = True) -> str:
                                  "model directory (ctxbench:tiny writes one).")
         return str(path)
     if model == "ctxbench:tiny":
+        spec = TinyModelSpec(**tiny.model_dump(exclude_none=True)) if tiny else TinyModelSpec()
         if not write:
-            directory = tiny_model_dir()
+            directory = tiny_model_dir(spec)
             return str(directory / "tiny-llama.gguf" if engine == "llamacpp" else f"{directory}-hf")
-        return str(tiny_model().gguf if engine == "llamacpp" else tiny_hf_model())
+        return str(tiny_model(spec=spec).gguf if engine == "llamacpp" else tiny_hf_model(spec))
     return str(Path(model).expanduser())
 
 
@@ -88,7 +91,7 @@ def plan_deployment(deployment: Deployment, *, resolve: bool = True) -> Deployme
         return DeploymentPlan(deployment.name, "external", deployment.model or deployment.served, deployment.served,
                               urls=tuple(deployment.urls), api_key_env=deployment.api_key_env,
                               replica_gpus=tuple(tuple(g) for g in deployment.replica_gpus()))
-    model = resolve_model(deployment.model, deployment.engine, write=resolve)
+    model = resolve_model(deployment.model, deployment.engine, write=resolve, tiny=deployment.tiny_model)
     specs = []
     for gpus in deployment.replica_gpus():
         env = dict(deployment.env)

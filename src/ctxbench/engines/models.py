@@ -173,6 +173,44 @@ def _write_gguf(path: Path, tokenizer, spec: TinyModelSpec) -> None:  # type: ig
     writer.close()
 
 
+def gguf_shape(path: Path) -> dict[str, int | str] | None:
+    """A GGUF's transformer shape from its header (architecture, layers, width, heads, KV heads, head size,
+    FFN, vocabulary, training context), for planning; None when the file is not a readable decoder GGUF."""
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except Exception:  # not a GGUF, truncated, or a version this gguf library cannot read
+        return None
+
+    def value(key: str) -> int | str | None:
+        field = reader.fields.get(key)
+        if field is None or not field.data:
+            return None
+        part = field.parts[field.data[0]]
+        return bytes(part).decode() if field.types[0] == gguf.GGUFValueType.STRING else int(part[0])
+
+    arch = value("general.architecture")
+    if not isinstance(arch, str):
+        return None
+    keys = {"n_layer": "block_count", "n_embd": "embedding_length", "n_head": "attention.head_count",
+            "n_head_kv": "attention.head_count_kv", "n_ff": "feed_forward_length", "head_dim": "attention.key_length",
+            "context_length": "context_length"}
+    shape: dict[str, int | str] = {"architecture": arch}
+    for name, key in keys.items():
+        found = value(f"{arch}.{key}")
+        if isinstance(found, int):
+            shape[name] = found
+    if "n_layer" not in shape or "n_embd" not in shape or "n_head" not in shape:
+        return None
+    shape.setdefault("n_head_kv", shape["n_head"])
+    shape.setdefault("head_dim", int(shape["n_embd"]) // int(shape["n_head"]))
+    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    if tokens is not None:
+        shape["vocab_size"] = len(tokens.data)
+    return shape
+
+
 def tiny_hf_model(spec: TinyModelSpec = TinyModelSpec()) -> Path:
     """The tiny model as a Hugging Face directory (config.json, model.safetensors, tokenizer) for vLLM and
     SGLang: same shape and tokenizer as the GGUF, its own random float32 weights. Written once, cached."""

@@ -11,6 +11,7 @@ from .. import metrics
 from ..records import RequestRecord
 from ..results.ramp_table import RAMP_TABLE, read_rows
 from ..results.store import RunDir
+from ..telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
 
 COLUMNS = (
     "request", "phase", "status", "prompt tok", "cached tok", "output tok", "TTFT s", "decode tok/s", "E2E s",
@@ -76,7 +77,7 @@ def run_report(run: RunDir) -> str:
         error = str(manifest["failed"].get("error", ""))
         lines += ["", f"**The deployment FAILED** ({manifest['failed'].get('at', '?')}): {error.splitlines()[0]}",
                   "", "```", *error.splitlines()[1:], "```"]
-    lines += _counters_section(run)
+    lines += _counters_section(run) + _telemetry_section(run, records)
     lines += _capacity_section(run) + _needle_section(run) + _ramp_section(run, records)
     lines += _throughput_section(run, manifest)
     lines += [
@@ -94,6 +95,34 @@ def run_report(run: RunDir) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _telemetry_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
+    telemetry = read_telemetry(run.path / TELEMETRY_FILE)
+    if telemetry is None:
+        return []
+    lines = ["", "## GPU telemetry", ""]
+    if not telemetry.available:
+        return [*lines, f"Not sampled: {telemetry.reason or 'no GPU'}. The checks ran unchanged."]
+    interval = telemetry.headers[-1].get("interval_s")
+    lines += [f"Sampled through NVML every {interval} s on {', '.join(telemetry.gpu_names())} "
+              f"(`{TELEMETRY_FILE}`); memory and power are totals over the deployment's GPUs at each instant; "
+              "energy per token is the check's whole energy over each token count (docs/metrics.md).", "",
+              "| check | duration s | samples | peak memory GiB | mean power W | energy kJ | J / output token "
+              "| J / prefilled token | mean SM util % | max SM clock MHz |", "|" + "---|" * 10]
+    for check in checks_in(telemetry.samples):
+        figure = summarize(telemetry.samples, check)
+        if figure is None:
+            continue
+        energy = token_energy(figure, [r for r in records if r.labels.get("check") == check])
+        memory = None if figure.peak_memory_bytes is None else figure.peak_memory_bytes / 2**30
+        kilojoules = None if figure.energy_j is None else figure.energy_j / 1000
+        lines.append(
+            f"| {check} | {figure.duration_s:.1f} | {figure.samples} | {_fmt(memory, 2)} | {_fmt(figure.mean_power_w, 0)} "
+            f"| {_fmt(kilojoules, 2)}{'' if figure.energy_source == 'counter' else ' (power x time)'} "
+            f"| {_fmt(energy.joules_per_output_token, 3)} | {_fmt(energy.joules_per_prefilled_token, 5)} "
+            f"| {_fmt(figure.mean_sm_util_pct, 0)} | {figure.max_sm_clock_mhz or 'n/a'} |")
+    return lines
 
 
 COUNTER_NAMES = ("prompt_tokens", "generation_tokens", "prefix_cache_queries", "prefix_cache_hits", "preemptions",
@@ -276,6 +305,8 @@ def _ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
     if not rows:
         return []
     table = run.path.parent.parent / RAMP_TABLE
+    telemetry = read_telemetry(run.path / TELEMETRY_FILE)
+    gpu = [s for s in telemetry.samples if s.check == "ramp"] if telemetry else []
     lines = ["", "## Claim 3, the conversation ramp", ""]
     for users in sorted({int(r["users"]) for r in rows}):
         mine = [r for r in rows if int(r["users"]) == users]
@@ -292,7 +323,7 @@ def _ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
                         f"decode {_number(r['decode_tokens_per_s'], 1)} tok/s)" for r in last)
             + (f"; decode while another user prefills: {metrics.format_stall(pooled)}" if users > 1 else "")
         )
-        files = draw_timeline(setting, run.path / f"timeline-u{users}", f"{users} user(s): prefill and decode")
+        files = draw_timeline(setting, run.path / f"timeline-u{users}", f"{users} user(s): prefill and decode", gpu)
         if files:
             lines.append(f"  - timeline: ![timeline {users} users]({files[0].name}) ({files[1].name})")
     lines += ["", markdown_table(

@@ -1,6 +1,7 @@
 """The ramp timeline: per user, prefill bars and decode bars on one time axis, with the decode rate
-drawn over the decode bars, so that a reader sees one user's decode slow while another prefills.
-Written as PNG and SVG, from records alone.
+drawn over the decode bars, so that a reader sees one user's decode slow while another prefills; where
+the run sampled its GPUs, their memory, power and SM utilisation are drawn underneath on the same axis
+(both clocks are the process's `perf_counter_ns`). Written as PNG and SVG, from the run's files alone.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..records import RequestRecord
+from ..telemetry import GpuSample, by_instant
 
 NS = 1e9
 PREFILL_COLOUR = "#d95f02"
@@ -30,8 +32,10 @@ def decode_rate_series(record: RequestRecord, bin_s: float, t0_ns: int) -> tuple
     return centres, [c / bin_s for c in counts]
 
 
-def draw_timeline(records: Sequence[RequestRecord], stem: Path, title: str) -> list[Path]:
-    """Draw `stem`.png and `stem`.svg; records carry `user` and `turn` labels. Returns the files."""
+def draw_timeline(records: Sequence[RequestRecord], stem: Path, title: str,
+                  gpu: Sequence[GpuSample] = ()) -> list[Path]:
+    """Draw `stem`.png and `stem`.svg; records carry `user` and `turn` labels; `gpu` samples inside the
+    records' span are drawn in a panel underneath. Returns the files."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,8 +46,13 @@ def draw_timeline(records: Sequence[RequestRecord], stem: Path, title: str) -> l
         return []
     t0 = min(r.sent_ns for r in drawn)
     users = sorted({int(r.labels["user"]) for r in drawn})
-    bin_s = max(RATE_BIN_S, (max(r.end_ns for r in drawn) - t0) / NS / 400)
-    fig, axes = plt.subplots(len(users), 1, figsize=(11, 1.9 * len(users) + 1.0), sharex=True, squeeze=False)
+    t1 = max(r.end_ns for r in drawn)
+    bin_s = max(RATE_BIN_S, (t1 - t0) / NS / 400)
+    instants = [i for i in by_instant(gpu) if t0 <= i[0].t_ns <= t1]
+    rows = len(users) + (1 if instants else 0)
+    fig, axes = plt.subplots(rows, 1, figsize=(11, 1.9 * rows + 1.0), sharex=True, squeeze=False)
+    if instants:
+        _draw_gpu(axes[-1, 0], instants, t0)
     for axis, user in zip(axes[:, 0], users):
         mine = [r for r in drawn if int(r.labels["user"]) == user]
         rate_axis = axis.twinx()
@@ -75,3 +84,20 @@ def draw_timeline(records: Sequence[RequestRecord], stem: Path, title: str) -> l
         fig.savefig(path, dpi=110)
     plt.close(fig)
     return paths
+
+
+def _draw_gpu(axis, instants: Sequence[Sequence[GpuSample]], t0: int) -> None:  # type: ignore[no-untyped-def]
+    """GPU memory (GiB, left axis), power (W) and SM utilisation (%, right axis) over time."""
+    xs = [(i[0].t_ns - t0) / NS for i in instants]
+    memory = [sum(s.memory_used_bytes or 0 for s in i) / 2**30 for i in instants]
+    axis.fill_between(xs, memory, color="#7570b3", alpha=0.35, linewidth=0)
+    axis.set_ylabel("GPU memory GiB", fontsize=8)
+    axis.set_ylim(bottom=0)
+    right = axis.twinx()
+    power = [sum(s.power_w or 0 for s in i) for i in instants]
+    util = [sum(s.sm_util_pct or 0 for s in i) / len(i) for i in instants]
+    right.plot(xs, power, color="#e7298a", linewidth=0.8, label="power W")
+    right.plot(xs, util, color="#666666", linewidth=0.6, linestyle=":", label="SM util %")
+    right.set_ylim(bottom=0)
+    right.set_ylabel("W / %", fontsize=8)
+    right.legend(loc="upper left", fontsize=7, ncols=2)
