@@ -2,6 +2,7 @@
 # Wait up to $1 seconds for device.sh to finish (it writes $RES/ended), printing progress; then pack what
 # it has written so far into $OUT (every call, so an interrupted session still brings results back).
 RES=${RES:-/tmp/res}
+[ -d "$RES" ] || { echo "no $RES on this machine: a fresh machine, the detached run is gone"; exit 3; }
 deadline=$((SECONDS + ${1:-540}))
 while [ ! -e "$RES/ended" ] && [ $SECONDS -lt $deadline ]; do
   sleep 15
