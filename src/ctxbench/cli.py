@@ -560,11 +560,13 @@ def plan(
     price: Annotated[float, typer.Option(help="Price per GPU-hour.")] = 3.50,
     ramp: Annotated[str | None, typer.Option(help="START:END:TURNS (32K:1M:10): each geometric ramp turn's "
                                                   "prefill, its new tokens over the turn before.")] = None,
-    calibrate: Annotated[Path | None, typer.Option(help="A run directory: one of its measured prefills sets "
-                                                        "--efficiency; its other prefills are predicted beside "
-                                                        "what was measured.")] = None,
-    point: Annotated[str | None, typer.Option(help="With --calibrate: the request id to calibrate on (default: "
-                                                   "the median of the run's solo prefills).")] = None,
+    calibrate: Annotated[list[Path] | None, typer.Option(help="Run directories of one deployment (repeat the flag): "
+                                                              "two of their measured prefills set the speed; the "
+                                                              "others are predicted beside what was measured.")] = None,
+    point: Annotated[list[str] | None, typer.Option(help="With --calibrate: the request id(s) to calibrate on, one "
+                                                         "(constant efficiency) or two (efficiency and a per-token "
+                                                         "cost); default: the shortest and longest solo prefills.")]
+    = None,
 ) -> None:
     """Users x context: KV bytes a token (MHA/GQA/MLA, sliding windows, linear-attention layers), how many
     users fit beside the weights, when KV offload is needed, prefill time and cost per token."""
@@ -573,8 +575,8 @@ def plan(
 
     if kv_dtype not in BYTES_PER_VALUE:
         raise typer.BadParameter(f"--kv-dtype {kv_dtype!r}: use one of {', '.join(BYTES_PER_VALUE)}.")
-    if calibrate is not None:
-        efficiency = _calibrate(calibrate, config, tflops, point, BYTES_PER_VALUE[kv_dtype])
+    if calibrate:
+        efficiency = _calibrate(calibrate, config, tflops, point or [], BYTES_PER_VALUE[kv_dtype])
         if config is None:
             return
     if config is None:
@@ -620,15 +622,16 @@ def plan(
         console.print(f"cost: ${cost:.2f} per million output tokens at {decode_tokens_per_s:.0f} tokens/s on {gpus} "
                       f"GPU(s) at ${price:.2f}/GPU-hour", highlight=False)
 
-def _calibrate(run_dir: Path, config: Path | None, tflops: float, point: str | None, kv_value: float) -> float:
-    """Print the calibration table of a run; return the efficiency it measured."""
+def _calibrate(run_dirs: list[Path], config: Path | None, tflops: float, points: list[str], kv_value: float) -> float:
+    """Print the calibration table of the runs; return the efficiency they measured."""
     from .plan import DenseShape
     from .results.calibration import CalibrationError, calibrate, calibration_table
     from .results.store import RunDir
 
-    if not (run_dir / "manifest.json").exists():
-        raise typer.BadParameter(f"--calibrate {run_dir}: not a run directory (no manifest.json); give "
-                                 "results/runs/<run_id>.")
+    for run_dir in run_dirs:
+        if not (run_dir / "manifest.json").exists():
+            raise typer.BadParameter(f"--calibrate {run_dir}: not a run directory (no manifest.json); give "
+                                     "results/runs/<run_id>.")
     shape = None
     if config is not None:
         try:
@@ -636,9 +639,10 @@ def _calibrate(run_dir: Path, config: Path | None, tflops: float, point: str | N
         except (OSError, ValueError, KeyError) as exc:
             raise typer.BadParameter(f"--config {config}: not a readable dense config.json ({exc!r})") from None
     try:
-        result = calibrate(RunDir(run_dir), tflops=tflops, point=point, shape=shape, kv_bytes_per_value=kv_value)
+        result = calibrate([RunDir(d) for d in run_dirs], tflops=tflops, points=points, shape=shape,
+                           kv_bytes_per_value=kv_value)
     except CalibrationError as exc:
-        raise typer.BadParameter(f"--calibrate {run_dir}: {exc}") from None
+        raise typer.BadParameter(f"--calibrate: {exc}") from None
     console.print("\n".join(calibration_table(result)), highlight=False, markup=False)
     return result.efficiency
 

@@ -15,6 +15,7 @@ from ctxbench.report.render import counter_deltas, run_report
 from ctxbench.results.evidence import collect
 from ctxbench.results.store import RunDir
 from ctxbench import metrics
+from ctxbench.records import RequestRecord
 
 pytestmark = pytest.mark.engine
 
@@ -42,12 +43,22 @@ def run_one(tmp_path: Path, checks: str, deployment: str) -> RunDir:
     return RunDir(campaign.campaign.results / "runs" / str(outcome.run_id))
 
 
-# Wide enough that a decode step costs more than its overhead (the default tiny model is so small that
-# batching four users gains little on 2 cores); measured 1.4-1.6x from 1 to 4 users on this machine.
+# Wide enough that four users' decode steps are real work for the server, not only its overhead.
 WIDE = TinyModelSpec(n_embd=768, n_head=12, n_head_kv=4, n_layer=4, n_ff=2048)
 
 
-def test_output_throughput_rises_from_one_user_to_four_slots(tmp_path: Path) -> None:
+def most_decoding_at_once(records: list[RequestRecord]) -> int:
+    """The most requests that were between their first and last token at one instant: requests the server
+    decoded together. A server with fewer slots queues the rest before their first token."""
+    edges = sorted([(r.chunks[0].arrived_ns, 1) for r in records] + [(r.chunks[-1].arrived_ns, -1) for r in records])
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_four_users_are_decoded_together_in_four_slots(tmp_path: Path) -> None:
     tiny = tiny_model(spec=WIDE)
     run = run_one(tmp_path, """
 [checks.throughput]
@@ -72,8 +83,11 @@ random_weights = true
     one, four = levels["1"], levels["4"]
     assert one["requests"] == 3 and four["requests"] == 12 and one["failed"] == four["failed"] == 0
     assert four["output_tokens"] == 12 * 64  # ignore_eos: every request wrote its budget
-    assert four["output_tokens_per_s"] > 1.2 * one["output_tokens_per_s"], (one, four)
     records = list(run.records())
+    # Which level was faster is a measurement (benchmarks/many_users.py), not a test: on a busy 2-core host
+    # four users can be slower in aggregate than one (seen: 166 against 244 output tokens/s under load).
+    level_four = [r for r in records if r.request_id in set(four["request_ids"])]
+    assert most_decoding_at_once(level_four) == 4
     warmups = [r for r in records if r.labels["warmup"] == "1"]
     assert len(warmups) == 1 + 4 and not set(r.request_id for r in warmups) & set(four["request_ids"])
     measured = [r for r in records if r.labels["warmup"] == "0"]

@@ -14,7 +14,6 @@ This check reuses its own earlier context on purpose (that is what a conversatio
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from .. import metrics
 from ..client import Client
 from ..errors import CtxbenchError
 from ..records import RequestRecord
-from ..results.ramp_table import append_rows
+from ..results.ramp_table import RAMP_COLUMNS, append_rows, record_row
 from ..results.store import RunDir
 from ..text.haystack import HaystackError, Needle, UnitPool, build_haystack, request_seed
 
@@ -111,7 +110,7 @@ async def _user(
                 haystack.messages, max_tokens=spec.max_tokens, request_id=run.request_id(f"ramp-u{users}-user{user}-turn{number}"),
                 labels={"check": "ramp", "users": str(users), "user": str(user), "turn": str(number),
                         "target_tokens": str(target), "planned_tokens": str(haystack.planned_tokens),
-                        "intended_cached_tokens": str(history_tokens)},
+                        "intended_cached_tokens": str(history_tokens), "needle_value": needle.value},
                 extra_body=spec.sampling, conversation=f"ramp-u{users}-user{user}",
             )
             run.append(record)
@@ -154,41 +153,15 @@ def ramp_rows(turns: Sequence[Turn], *, deployment: str, run: RunDir) -> list[di
     stalls: dict[str, metrics.Stall | None] = {}
     for users in {t.users for t in turns}:
         stalls.update(metrics.user_stalls([t.record for t in turns if t.users == users and t.record is not None]))
+    source = str(Path("runs") / run.run_id / run.requests_path.name)
     rows = []
     for turn in turns:
-        record = turn.record
-        figure = stalls.get(record.request_id) if record else None
-        prompt = metrics.prompt_tokens(record) if record else None
-        cached = metrics.cached_tokens(record) if record else None
-        out = metrics.output_tokens(record) if record else None
-        rows.append({
-            "deployment": deployment,
-            "users": str(turn.users),
-            "user": str(turn.user),
-            "turn": str(turn.turn),
-            "target_tokens": str(turn.target_tokens),
-            "context_tokens": _s(prompt),
-            "new_prompt_tokens": _s(None if prompt is None else prompt - (cached or 0)),
-            "cached_tokens": _s(cached),
-            "intended_cached_tokens": str(turn.intended_cached_tokens),
-            "ttft_s": _s(metrics.ttft_s(record) if record else None),
-            "decode_tokens_per_s": _s(metrics.decode_rate(record) if record else None),
-            "output_tokens": _s(None if out is None else out.tokens),
-            "recall": "" if turn.recall is None else str(int(turn.recall)),
-            "stall_rate_outside": _s(figure.rate_outside if figure else None),
-            "stall_rate_inside": _s(figure.rate_inside if figure else None),
-            "stall_factor": _s(figure.factor if figure else None),
-            "error": turn.error or "",
-            "request_id": record.request_id if record else "",
-            "run_id": run.run_id,
-            "source_file": str(Path("runs") / run.run_id / run.requests_path.name),
-        })
+        if turn.record is not None:
+            rows.append(record_row(turn.record, deployment=deployment, run_id=run.run_id, source_file=source,
+                                   stall=stalls.get(turn.record.request_id), recall=turn.recall, error=turn.error))
+            continue
+        rows.append({column: "" for column in RAMP_COLUMNS} | {
+            "deployment": deployment, "users": str(turn.users), "user": str(turn.user), "turn": str(turn.turn),
+            "target_tokens": str(turn.target_tokens), "intended_cached_tokens": str(turn.intended_cached_tokens),
+            "error": turn.error or "", "run_id": run.run_id, "source_file": source})
     return rows
-
-
-def _s(value: float | int | None) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return "inf" if math.isinf(value) else f"{value:.4f}"
-    return str(value)

@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import metrics, stats
 from ..results.evidence import COLUMNS, Row, collect
 from ..results.store import RunDir
-from ..results.ramp_table import RAMP_TABLE, read_rows
+from .render import ramp_table_rows
 from .decide import Reading, readings
 
 TEMPLATE = """<!doctype html>
@@ -214,7 +214,8 @@ def figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str]]:
     import matplotlib.pyplot as plt
 
     out: list[tuple[str, str]] = []
-    ramp = read_rows(results / RAMP_TABLE)
+    ramp = [r for row in rows if (results / "runs" / row.run_id / "manifest.json").exists()
+            for r in ramp_table_rows(RunDir(results / "runs" / row.run_id))]
     if ramp:
         fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
         for row in rows:

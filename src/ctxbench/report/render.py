@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import metrics
 from ..records import RequestRecord
-from ..results.ramp_table import RAMP_TABLE, read_rows
+from ..results.ramp_table import RAMP_TABLE, run_rows
 from ..results.store import RunDir
 from ..telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
 
@@ -289,9 +289,12 @@ def claims_summary(run: RunDir) -> list[str]:
     return lines
 
 
-def ramp_table_rows(run: RunDir) -> list[dict[str, str]]:
-    """This run's rows of the campaign's ramp table (`<results>/ramp1m.csv`)."""
-    return read_rows(run.path.parent.parent / RAMP_TABLE, run.run_id)
+def ramp_table_rows(run: RunDir, records: Sequence[RequestRecord] | None = None) -> list[dict[str, str]]:
+    """This run's rows of the campaign's ramp table (`<results>/ramp1m.csv`), with rows rebuilt from its records
+    for a users setting that was interrupted before its rows were written."""
+    deployment = json.loads((run.path / "manifest.json").read_text()).get("deployment", "")
+    return run_rows(run.path.parent.parent / RAMP_TABLE, run.run_id, list(run.records()) if records is None else records,
+                    deployment=deployment, source_file=str(Path("runs") / run.run_id / run.requests_path.name))
 
 
 def _number(text: str, digits: int) -> str:
@@ -301,7 +304,7 @@ def _number(text: str, digits: int) -> str:
 def _ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
     from .timeline import draw_timeline
 
-    rows = ramp_table_rows(run)
+    rows = ramp_table_rows(run, records)
     if not rows:
         return []
     table = run.path.parent.parent / RAMP_TABLE

@@ -1,11 +1,15 @@
-"""The planner against a measurement: one measured prefill fixes the engine's efficiency, and the
-planner's predictions for every other prefill of the run are set beside what was measured.
+"""The planner against a measurement: measured prefills fix the engine's speed, and the planner's
+predictions for every other prefill of the runs are set beside what was measured.
 
 A run's prefills are read from its records: every request whose prefill (send -> first token) ran
 alone, no other request of the run in flight meanwhile, so a second user's work is not counted as
-this one's. The prediction is `plan.predicted_prefill_s` (FLOPs of the new tokens over the cached
-ones) at `tflops x efficiency`, where efficiency = predicted at full rate / measured, at the calibration
-point. The KV memory the planner predicts for the deployment (bytes a token x the server's whole
+this one's. Two models:
+- one point: time = FLOPs / (tflops x efficiency), efficiency = (FLOPs / tflops) / measured at the point;
+- two points (the default: the run's shortest and longest solo prefills): time = FLOPs / (tflops x
+  efficiency) + new tokens x per-token cost, both solved from the two points. The per-token cost is the
+  engine's work that does not grow with context (llama.cpp: about 7 us a token on an H200, its host-side
+  work per 512-token micro-batch), which a FLOPs count misses and which dominates short prefills.
+FLOPs are `plan.prefill_flops` (new tokens over the cached ones). The KV memory the planner predicts for the deployment (bytes a token x the server's whole
 context) is set beside the engine's own statement in its log and beside the GPU memory sampled.
 """
 
@@ -61,8 +65,9 @@ class Prediction:
 class Calibration:
     shape: DenseShape
     tflops: float
-    point: Prefill
+    points: tuple[Prefill, ...]
     efficiency: float
+    per_token_s: float
     predictions: list[Prediction]
     kv_predicted_bytes: float | None
     kv_engine_bytes: float | None
@@ -71,7 +76,7 @@ class Calibration:
 
     @property
     def worst_error(self) -> float:
-        return max((abs(p.error) for p in self.predictions if p.prefill is not self.point), default=0.0)
+        return max((abs(p.error) for p in self.predictions if p.prefill not in self.points), default=0.0)
 
 
 def label_of(record: RequestRecord) -> str:
@@ -122,49 +127,72 @@ def engine_kv_bytes(run: RunDir) -> float | None:
     return sum(sizes) * 2**20 if sizes else None
 
 
-def calibrate(run: RunDir, *, tflops: float, point: str | None = None, shape: DenseShape | None = None,
+def calibrate(runs: Sequence[RunDir], *, tflops: float, points: Sequence[str] = (), shape: DenseShape | None = None,
               kv_bytes_per_value: float = 2.0) -> Calibration:
-    """Calibrate on the prefill `point` (a request id; default: the median of the solo prefills by FLOPs)
-    and predict every other solo prefill of the run."""
-    manifest = json.loads((run.path / "manifest.json").read_text())
+    """Calibrate on `points` (one or two request ids; default: the shortest and the longest solo prefill by
+    FLOPs) and predict every solo prefill of `runs` (runs of one deployment: the first one's manifest gives
+    the shape and the KV figures)."""
+    if not runs:
+        raise CalibrationError("no run directory given")
+    manifest = json.loads((runs[0].path / "manifest.json").read_text())
     shape = shape or shape_of(manifest)
-    prefills = solo_prefills(list(run.records()))
+    prefills = [p for run in runs for p in solo_prefills(list(run.records()))]
     if not prefills:
-        raise CalibrationError(f"{run.path}: no request's prefill ran alone; the planner needs one measured point")
-    if point is None:
-        ordered = sorted(prefills, key=lambda p: predicted_prefill_s(shape, p.new_tokens, p.cached_tokens, tflops))
-        chosen = ordered[(len(ordered) - 1) // 2]
+        raise CalibrationError(f"{', '.join(str(r.path) for r in runs)}: no request's prefill ran alone; the "
+                               "planner needs a measured point")
+
+    def flops_s(p: Prefill) -> float:
+        return predicted_prefill_s(shape, p.new_tokens, p.cached_tokens, tflops)
+
+    if len(points) > 2:
+        raise CalibrationError(f"{len(points)} calibration points given; the models take one or two")
+    if points:
+        by_id = {p.request_id: p for p in prefills}
+        unknown = [point for point in points if point not in by_id]
+        if unknown:
+            raise CalibrationError(f"--point {unknown[0]!r} is not a solo prefill of these runs; use one of: "
+                                   + ", ".join(by_id))
+        chosen = tuple(by_id[point] for point in points)
     else:
-        matches = [p for p in prefills if p.request_id == point]
-        if not matches:
-            known = ", ".join(p.request_id for p in prefills)
-            raise CalibrationError(f"--point {point!r} is not a solo prefill of {run.path}; use one of: {known}")
-        chosen = matches[0]
-    efficiency = predicted_prefill_s(shape, chosen.new_tokens, chosen.cached_tokens, tflops) / chosen.measured_s
-    predictions = [Prediction(p, predicted_prefill_s(shape, p.new_tokens, p.cached_tokens, tflops * efficiency))
-                   for p in prefills]
+        ordered = sorted(prefills, key=flops_s)
+        chosen = (ordered[0], ordered[-1]) if len(ordered) > 1 else (ordered[0],)
+    if len(chosen) == 1 or chosen[0].new_tokens * flops_s(chosen[1]) == chosen[1].new_tokens * flops_s(chosen[0]):
+        efficiency, per_token = flops_s(chosen[0]) / chosen[0].measured_s, 0.0
+        chosen = chosen[:1]
+    else:
+        # measured = a x flops_s + b x new tokens at both points: a = 1 / efficiency, b = per-token cost
+        (f1, n1, t1), (f2, n2, t2) = ((flops_s(p), p.new_tokens, p.measured_s) for p in chosen)
+        determinant = f1 * n2 - f2 * n1
+        a, per_token = (t1 * n2 - t2 * n1) / determinant, (f1 * t2 - f2 * t1) / determinant
+        if a <= 0 or per_token < 0:
+            raise CalibrationError(f"the points {chosen[0].request_id} and {chosen[1].request_id} give a negative "
+                                   "rate or per-token cost; pick two prefills farther apart in length with --point")
+        efficiency = 1 / a
+    predictions = [Prediction(p, flops_s(p) / efficiency + per_token * p.new_tokens) for p in prefills]
     engine = manifest.get("engine") or {}
     slot = engine.get("context_limit_per_slot")
     deployment = manifest.get("campaign_file_deployment") or {}
     total = deployment.get("ctx_size") or (slot * deployment.get("parallel", 1) if slot else None)
-    telemetry = read_telemetry(run.path / TELEMETRY_FILE)
+    telemetry = read_telemetry(runs[0].path / TELEMETRY_FILE)
     peak = max((s.memory_used_bytes or 0 for s in telemetry.samples), default=None) if telemetry else None
-    return Calibration(shape, tflops, chosen, efficiency, predictions,
+    return Calibration(shape, tflops, chosen, efficiency, per_token, predictions,
                        shape.kv_bytes_per_token(kv_bytes_per_value) * total if total else None,
-                       engine_kv_bytes(run), peak or None, total)
+                       engine_kv_bytes(runs[0]), peak or None, total)
 
 
 def calibration_table(calibration: Calibration) -> list[str]:
     """Markdown: every solo prefill, predicted against measured, the calibration point marked."""
     c = calibration
-    lines = [f"Calibrated on `{c.point.request_id}` ({c.point.label}): the engine ran at {c.efficiency:.3f} of "
-             f"{c.tflops:.0f} TFLOP/s ({c.efficiency * c.tflops:.0f} TFLOP/s effective).", "",
+    on = " and ".join(f"`{p.request_id}` ({p.label})" for p in c.points)
+    lines = [f"Calibrated on {on}: the FLOPs ran at {c.efficiency:.3f} of {c.tflops:.0f} TFLOP/s "
+             f"({c.efficiency * c.tflops:.0f} TFLOP/s effective)"
+             + (f", plus {c.per_token_s * 1e6:.2f} us a new token." if len(c.points) == 2 else "."), "",
              "| prefill | context | new tokens | measured s | predicted s | error |", "|---|---|---|---|---|---|"]
     for p in sorted(c.predictions, key=lambda p: (p.prefill.label.split()[0], p.prefill.context_tokens)):
-        mark = " (calibration point)" if p.prefill is c.point else ""
+        mark = " (calibration point)" if p.prefill in c.points else ""
         lines.append(f"| {p.prefill.label}{mark} | {p.prefill.context_tokens} | {p.prefill.new_tokens} "
                      f"| {p.prefill.measured_s:.2f} | {p.predicted_s:.2f} | {p.error:+.1%} |")
-    lines += ["", f"Worst prediction error (calibration point excluded): {c.worst_error:.1%}."]
+    lines += ["", f"Worst prediction error (calibration points excluded): {c.worst_error:.1%}."]
     if c.kv_predicted_bytes is not None:
         engine = "not in the log" if c.kv_engine_bytes is None else f"{c.kv_engine_bytes / 2**30:.2f} GiB"
         error = "" if c.kv_engine_bytes is None else f" ({(c.kv_predicted_bytes - c.kv_engine_bytes) / c.kv_engine_bytes:+.1%})"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from .. import metrics
-from .ramp_table import RAMP_TABLE, read_rows
+from .ramp_table import RAMP_TABLE, run_rows
 from .store import RunDir
 
 DEFAULT_PRICE_PER_GPU_HOUR = 3.50
@@ -92,8 +92,9 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float = DEFAULT
         facts["retrieval"] = (k, n)
         facts["needle_count_errors"] = sum(1 for t in needle["trials"] if t["planned_tokens"] and t["prompt_tokens"]
                                            and t["prompt_tokens"] != t["planned_tokens"])
-    rows = read_rows(results / RAMP_TABLE, run.run_id)
     records = list(run.records())
+    rows = run_rows(results / RAMP_TABLE, run.run_id, records, deployment=str(manifest.get("deployment", "")),
+                    source_file=_rel(results, run.requests_path))
     facts["token_fallback"] = any(
         (out := metrics.output_tokens(r)) is not None and out.source != "usage" for r in records if r.ok)
     gpus = int(manifest.get("gpus", 0))

@@ -1,14 +1,20 @@
 """The campaign's conversation-ramp table, `<results>/ramp1m.csv`: one row per user and turn.
 
 Columns are fixed here (docs/results-format.md documents them); rows are appended by the ramp as
-each users setting ends, and read back by the evidence table and the reports.
+each users setting ends, and read back by the evidence table and the reports. A setting that was
+interrupted (a lost machine, a killed run) has records but no rows: `run_rows` rebuilds its rows from
+the records' labels, so what was measured before the interruption is reported, not lost.
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from .. import metrics
+from ..records import RequestRecord
 
 RAMP_TABLE = "ramp1m.csv"
 RAMP_COLUMNS = (
@@ -51,3 +57,72 @@ def latest_attempt(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
     for row in rows:
         latest[row["users"]] = max(latest.get(row["users"], 0), attempt_of(row["request_id"]))
     return [row for row in rows if attempt_of(row["request_id"]) == latest[row["users"]]]
+
+
+def _s(value: float | int | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "inf" if math.isinf(value) else f"{value:.4f}"
+    return str(value)
+
+
+def found_value(value: str, answer: str) -> bool:
+    """Normalized exact match: the value's digits appear, as one number, in the answer."""
+    digits = "".join(c if c.isdigit() else " " for c in answer)
+    return value in digits.split()
+
+
+def record_row(record: RequestRecord, *, deployment: str, run_id: str, source_file: str,
+               stall: metrics.Stall | None = None, recall: bool | None = None, error: str | None = None) -> dict[str, str]:
+    """One ramp1m.csv row from a ramp record and its labels (users, user, turn, target and intended cached
+    tokens, and the planted value where the record carries it)."""
+    labels = record.labels
+    prompt = metrics.prompt_tokens(record)
+    cached = metrics.cached_tokens(record)
+    out = metrics.output_tokens(record)
+    if recall is None and record.ok and labels.get("needle_value"):
+        recall = found_value(labels["needle_value"], record.text)
+    if error is None and record.error is not None:
+        error = f"{record.error.kind}: {record.error.message}"
+    return {
+        "deployment": deployment, "users": labels.get("users", ""), "user": labels.get("user", ""),
+        "turn": labels.get("turn", ""), "target_tokens": labels.get("target_tokens", ""),
+        "context_tokens": _s(prompt), "new_prompt_tokens": _s(None if prompt is None else prompt - (cached or 0)),
+        "cached_tokens": _s(cached), "intended_cached_tokens": labels.get("intended_cached_tokens", ""),
+        "ttft_s": _s(metrics.ttft_s(record)), "decode_tokens_per_s": _s(metrics.decode_rate(record)),
+        "output_tokens": _s(None if out is None else out.tokens),
+        "recall": "" if recall is None else str(int(recall)),
+        "stall_rate_outside": _s(stall.rate_outside if stall else None),
+        "stall_rate_inside": _s(stall.rate_inside if stall else None),
+        "stall_factor": _s(stall.factor if stall else None),
+        "error": error or "", "request_id": record.request_id, "run_id": run_id, "source_file": source_file,
+    }
+
+
+def rows_from_records(records: Iterable[RequestRecord], *, deployment: str, run_id: str,
+                      source_file: str) -> list[dict[str, str]]:
+    """Rows for every ramp record (labels `check = ramp`), stall figures recomputed per users setting."""
+    ramp = [r for r in records if r.labels.get("check") == "ramp"]
+    stalls: dict[str, metrics.Stall | None] = {}
+    for users in {r.labels.get("users") for r in ramp}:
+        stalls.update(metrics.user_stalls([r for r in ramp if r.labels.get("users") == users]))
+    return [record_row(r, deployment=deployment, run_id=run_id, source_file=source_file,
+                       stall=stalls.get(r.request_id)) for r in ramp]
+
+
+def run_rows(table: Path, run_id: str, records: Sequence[RequestRecord], *, deployment: str,
+             source_file: str) -> list[dict[str, str]]:
+    """A run's rows from the table, plus rows rebuilt from its records for every users setting the table
+    lacks (interrupted before it ended: the turn in flight then has no record and no row)."""
+    rows = read_rows(table, run_id)
+    present = {row["users"] for row in rows}
+    missing = [r for r in records if r.labels.get("check") == "ramp" and r.labels.get("users") not in present]
+    if not missing:
+        return rows
+    latest: dict[str, int] = {}
+    for record in missing:
+        users = record.labels.get("users", "")
+        latest[users] = max(latest.get(users, 0), attempt_of(record.request_id))
+    kept = [r for r in missing if attempt_of(r.request_id) == latest[r.labels.get("users", "")]]
+    return rows + rows_from_records(kept, deployment=deployment, run_id=run_id, source_file=source_file)
