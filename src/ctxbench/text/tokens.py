@@ -106,7 +106,9 @@ class HfTokenCounter:
         if not self._template:
             raise TokenizerError(f"{self.source} has no chat template; count with the server's tokenizer instead.")
         prompt = _render_template(self._template, messages, self._special)
-        return len(self._tokenizer.encode(prompt, add_special_tokens=False).ids)
+        # encode_batch, not encode: it lets go of the GIL while it counts, so a ramp turn whose 1M-token
+        # history is counted in a worker thread no longer stops the event loop (2.6 s at 1M with encode).
+        return len(self._tokenizer.encode_batch([prompt], add_special_tokens=False)[0].ids)
 
 
 def _token_text(value: object) -> str:

@@ -1,0 +1,90 @@
+"""A conversation ramp to 1M tokens against the reference server: per turn, the time to build and count the
+token-exact prompt over the whole history (in a worker thread, as the ramp does), the request body, the
+send, the process's peak memory, and the event loop's worst lateness meanwhile (a 10 ms ticker), which is
+what a second user's stream would see while this user's turn is being built.
+
+    .venv/bin/python benchmarks/ramp_1m.py [--end 1M] [--turns 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from client_speed import start_server  # noqa: E402
+
+from ctxbench import Client  # noqa: E402
+from ctxbench.checks.conversation import FOLLOW_UP, RampSpec, ramp_schedule  # noqa: E402
+from ctxbench.config import token_count  # noqa: E402
+from ctxbench.engines.models import tiny_model  # noqa: E402
+from ctxbench.text.haystack import Needle, build_haystack, pool_for  # noqa: E402
+from ctxbench.text.tokens import HfTokenCounter  # noqa: E402
+
+TICK_S = 0.010
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+async def ticker(lateness: list[float], stop: asyncio.Event) -> None:
+    """Sleep 10 ms at a time and keep the worst lateness: how long the loop could not run."""
+    while not stop.is_set():
+        planned = time.perf_counter() + TICK_S
+        await asyncio.sleep(TICK_S)
+        lateness.append(time.perf_counter() - planned)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--start", default="32K")
+    parser.add_argument("--end", default="1M")
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--port", type=int, default=8772)
+    args = parser.parse_args()
+    spec = RampSpec(start_tokens=token_count(args.start), end_tokens=token_count(args.end), turns=args.turns)
+    server = start_server(args.port, 2000.0)
+    try:
+        counter = HfTokenCounter.from_path(tiny_model().tokenizer_dir)
+        started = time.perf_counter()
+        pool = pool_for(counter, spec.end_tokens)
+        print(f"unit pool for {spec.end_tokens} tokens: {time.perf_counter() - started:.2f} s, peak RSS {rss_mb():.0f} MB")
+        needle = Needle.random(random.Random(1))
+        question = f"{needle.question} {FOLLOW_UP}"
+        history: list[dict[str, str]] = []
+        print(f"{'turn':>4} {'tokens':>9} {'build s':>8} {'body MB':>8} {'send+reply s':>13} {'loop late max ms':>17} "
+              f"{'peak RSS MB':>12}")
+        async with Client(f"http://127.0.0.1:{args.port}", "reference") as client:
+            for number, target in enumerate(ramp_schedule(spec), start=1):
+                lateness: list[float] = []
+                stop = asyncio.Event()
+                tick = asyncio.create_task(ticker(lateness, stop))
+                began = time.perf_counter()
+                haystack = await asyncio.to_thread(build_haystack, pool, target, number, question=question,
+                                                   history=history, needle=needle,
+                                                   depth=spec.needle_depth if number == 1 else None)
+                built = time.perf_counter() - began
+                stop.set()
+                await tick
+                assert haystack.planned_tokens == target, (haystack.planned_tokens, target)
+                body = len(json.dumps({"messages": list(haystack.messages)}, ensure_ascii=False).encode())
+                began = time.perf_counter()
+                record = await client.chat(haystack.messages, max_tokens=32)
+                sent = time.perf_counter() - began
+                assert record.ok, record.error
+                history = [*haystack.messages, {"role": "assistant", "content": record.text}]
+                print(f"{number:>4} {target:>9} {built:>8.2f} {body / 1e6:>8.1f} {sent:>13.2f} "
+                      f"{max(lateness, default=0) * 1e3:>17.1f} {rss_mb():>12.0f}")
+    finally:
+        server.terminate()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
