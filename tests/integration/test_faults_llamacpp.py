@@ -60,7 +60,9 @@ async def test_first_byte_past_the_read_timeout_and_a_stalled_stream_are_timeout
 
 async def test_a_run_that_meets_every_fault_goes_on_and_counts_them(tiny_server: LlamaServer) -> None:
     faults = ["none", "reset", "http500", "malformed", "late", "http429", "none"]
-    records = [await through(tiny_server, fault, Timeouts(read_s=0.5)) for fault in faults]
+    # Only the late answer gets the short read timeout (its first byte comes 1.5 s late): on a busy host a
+    # healthy answer from the real server can be silent for more than 0.5 s, and that was a fifth "failure".
+    records = [await through(tiny_server, fault, Timeouts(read_s=0.5) if fault == "late" else None) for fault in faults]
     summary = metrics.summarize(records)
     assert summary.requests == 7 and summary.failed == 4  # reset, 500, late, 429; malformed still completes
     assert records[-1].ok

@@ -101,3 +101,26 @@ def test_tokens_per_chunk_shows_bursts_and_acceptance_comes_from_counters() -> N
     rate, per_step = metrics.spec_acceptance({"spec_draft_tokens": 40, "spec_accepted_tokens": 30, "spec_drafts": 10})
     assert rate == pytest.approx(0.75) and per_step == pytest.approx(3.0)
     assert metrics.spec_acceptance({"prompt_tokens": 5}) == (None, None)
+
+
+def test_chunks_read_together_share_a_stamp_and_only_the_last_of_them_is_its_own() -> None:
+    # Ten tokens every 50 ms from 100 ms; the client was held up until 300 ms: tokens 0-4 came in one read.
+    r = record([300] * 5 + [350, 400, 450, 500, 550], completion=10)
+    assert metrics.own_stamps(r) == [4, 5, 6, 7, 8, 9]
+    assert metrics.shared_stamp_events(r) == 4
+    # The window starts at token 4 (300 ms), the first stamp that is its own: 5 tokens in 250 ms.
+    assert metrics.decode_rate(r) == pytest.approx(5 / 0.250)
+    assert [(round(g.gap_s, 3), g.tokens) for g in metrics.itl(r)] == [(0.05, 1)] * 5
+
+
+def test_a_stream_read_in_one_go_has_no_decode_rate_and_no_gaps() -> None:
+    r = record([400] * 8, completion=8)
+    assert metrics.decode_rate(r) is None
+    assert metrics.itl(r) == []
+
+
+def test_a_held_up_read_mid_stream_leaves_the_rate_as_measured() -> None:
+    r = record([100, 150, 300, 300, 300, 350, 400], completion=7)
+    assert metrics.own_stamps(r) == [0, 1, 4, 5, 6]
+    assert metrics.decode_rate(r) == pytest.approx(6 / 0.300)
+    assert [g.tokens for g in metrics.itl(r)] == [1, 3, 1, 1]
