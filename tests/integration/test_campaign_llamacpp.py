@@ -336,3 +336,48 @@ random_weights = true
     assert engine["version"] != "unknown" and engine["cold_start_s"] is None  # llama.cpp's /props build_info
     assert json.loads((run.path / "capacity.json").read_text())["holds"]
     assert tiny_server.alive  # ctxbench did not start it, so it does not stop it
+
+
+def test_a_shaped_tiny_model_with_depths_for_one_length_and_fixed_replies_runs_with_telemetry(tmp_path: Path) -> None:
+    """The 1M campaign's keys at a small scale (docs/gpu-validation/h200-1m/campaign.toml): a tiny model shaped in
+    the file, written on first use; one depth for the longest needle; replies of max_tokens exactly; and a
+    telemetry file that says why nothing was sampled on a machine without a GPU."""
+    from ctxbench.telemetry import TELEMETRY_FILE, read_telemetry
+
+    path = campaign_file(tmp_path, """
+gpu_telemetry_interval_s = 0.1
+
+[checks.needle]
+lengths = ["1K", "2K"]
+depths_at = { "2K" = [0.5] }
+
+[checks.ramp]
+start = "512"
+end = "1K"
+turns = 2
+users = [1]
+max_tokens = 24
+ignore_eos = true
+
+[[deployments]]
+name = "shaped"
+engine = "llamacpp"
+model = "ctxbench:tiny"
+tiny_model = { n_layer = 1, n_embd = 128, n_head = 2, n_head_kv = 1, n_ff = 256, context_length = "8K" }
+ctx_size = 4096
+random_weights = true
+""", name="shaped")
+    (outcome,) = run_campaign(load_campaign(path))
+    assert outcome.status == "done", outcome.error
+    run = the_run(tmp_path / "results", outcome.run_id)
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    assert manifest["model_shape"]["n_layer"] == 1 and manifest["model_shape"]["n_embd"] == 128
+    trials = json.loads((run.path / "needle.json").read_text())["trials"]
+    assert [(t["length"], t["depth"]) for t in trials] == [(1024, 0.1), (1024, 0.5), (1024, 0.9), (2048, 0.5)]
+    ramp = [r for r in run.records() if r.labels["check"] == "ramp"]
+    assert len(ramp) == 2 and all(r.usage is not None and r.usage.completion_tokens == 24 for r in ramp)
+    telemetry = read_telemetry(run.path / TELEMETRY_FILE)
+    assert telemetry is not None and telemetry.headers[0]["interval_s"] == 0.1
+    if not os.path.exists("/dev/nvidiactl"):
+        assert not telemetry.available and telemetry.reason and telemetry.samples == []
+        assert "## GPU telemetry" in (run.path / "report.md").read_text() and "Not sampled" in (run.path / "report.md").read_text()

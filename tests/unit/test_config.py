@@ -159,3 +159,57 @@ def test_the_shipped_examples_load(tmp_path: Path) -> None:
     for path in sorted(root.glob("*.toml")):
         campaign = load_campaign(path, check_paths=False)
         assert campaign.deployments, path
+
+
+SHAPED = """
+[campaign]
+name = "one-million"
+
+[checks.needle]
+lengths = ["256K", "1M"]
+depths_at = { "1M" = [0.5] }
+
+[[deployments]]
+name = "random"
+engine = "llamacpp"
+model = "ctxbench:tiny"
+tiny_model = { n_layer = 4, n_embd = 1024, n_head = 16, n_head_kv = 4, context_length = "2M" }
+"""
+
+
+def test_a_tiny_model_shape_and_depths_for_one_length_load_and_reach_the_specs(tmp_path: Path) -> None:
+    from ctxbench.campaign import suite_for
+    from ctxbench.engines.deployment import plan_deployment
+    from ctxbench.engines.models import TinyModelSpec, tiny_model_dir
+
+    campaign = load_campaign(write(tmp_path, SHAPED))
+    (deployment,) = campaign.deployments
+    needle = suite_for(campaign.checks_for(deployment)).needle
+    assert needle is not None and needle.depths_for(1 << 20) == (0.5,) and needle.depths_for(1 << 18) == (0.1, 0.5, 0.9)
+    assert needle.trial_count() == 4
+    spec = TinyModelSpec(n_layer=4, n_embd=1024, n_head=16, n_head_kv=4, context_length=1 << 21)
+    assert plan_deployment(deployment, resolve=False).model == str(tiny_model_dir(spec) / "tiny-llama.gguf")
+
+
+def test_the_shipped_gpu_campaigns_load() -> None:
+    root = Path(__file__).parents[2] / "docs" / "gpu-validation"
+    for path in sorted(root.glob("*/campaign*.toml")):
+        assert load_campaign(path, check_paths=False).deployments, path
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ('depths_at = { "1M" = [0.5] }', "depths_at names '1M', which is not one of lengths"),
+    ('depths_at = { "2K" = [] }', "depths_at['2K'] is empty"),
+    ('depths_at = { "lots" = [0.5] }', "'lots' is not a token count"),
+])
+def test_depths_for_a_length_must_name_a_listed_length(tmp_path: Path, change: str, message: str) -> None:
+    text = SHAPED.replace('lengths = ["256K", "1M"]\ndepths_at = { "1M" = [0.5] }', f'lengths = ["2K"]\n{change}')
+    error = error_of(tmp_path, text)
+    assert "checks.needle" in error and message in error, error
+
+
+def test_a_tiny_model_shape_needs_the_tiny_model_and_heads_that_divide(tmp_path: Path) -> None:
+    wrong_model = SHAPED.replace('model = "ctxbench:tiny"', 'model = "{model}"')
+    assert 'needs model = "ctxbench:tiny"' in error_of(tmp_path, wrong_model)
+    odd_heads = SHAPED.replace("n_head_kv = 4", "n_head_kv = 3")
+    assert "n_head (16) must be a multiple of n_head_kv (3)" in error_of(tmp_path, odd_heads)
