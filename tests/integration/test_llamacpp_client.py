@@ -38,8 +38,10 @@ async def test_streamed_chat_returns_usage_and_every_token(tiny_server: LlamaSer
     assert record.finish_reason == "length"
     assert metrics.output_tokens(record) == metrics.TokenCount(24, "usage")
     assert all(c.arrived_ns >= record.sent_ns for c in record.chunks)
-    # llama.cpp streams one token per chunk, so ITL knows each chunk's token count.
-    assert {gap.tokens for gap in metrics.itl(record)} == {1}
+    # llama.cpp streams one token per chunk, so ITL knows each gap's token count: the chunks it spans (more
+    # than one where a descheduled client read several together; on a busy host the whole answer can be one read).
+    assert len(record.chunks) == 24
+    assert all(gap.tokens == gap.chunks for gap in metrics.itl(record))
 
 
 async def test_ttft_and_decode_rate_agree_with_the_servers_own_timings(tiny_server: LlamaServer) -> None:

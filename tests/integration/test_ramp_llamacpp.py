@@ -78,7 +78,11 @@ async def test_ramp_grows_each_conversation_exactly_and_reuses_its_history(
         ("2", "0", "1"), ("2", "0", "2"), ("2", "0", "3"), ("2", "1", "1"), ("2", "1", "2"), ("2", "1", "3")]
     for row in rows:
         assert row["context_tokens"] == row["target_tokens"], row
-        assert float(row["decode_tokens_per_s"]) > 0 and row["recall"] in ("0", "1")
+        assert row["recall"] in ("0", "1")
+        # A decode rate wherever one was measured: missing only for a reply the client read in one go (all its
+        # chunks share a stamp), as a busy 2-core host does to a fast tiny model.
+        record = next(r for r in run.records() if r.request_id == row["request_id"])
+        assert float(row["decode_tokens_per_s"] or 0) > 0 or metrics.own_stamps(record) == [len(record.chunks) - 1]
         if row["turn"] != "1":
             # The conversation's own history comes back from the slot's cache, as intended.
             assert int(row["cached_tokens"]) >= int(row["intended_cached_tokens"]) - 64, row

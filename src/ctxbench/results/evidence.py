@@ -110,10 +110,12 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float = DEFAULT
         last = [r for r in mine if int(r["turn"]) == last_turn and r["ttft_s"]]
         if last:
             worst_ttft = max(float(r["ttft_s"]) for r in last)
-            slowest = min(float(r["decode_tokens_per_s"]) for r in last if r["decode_tokens_per_s"])
+            rates = [float(r["decode_tokens_per_s"]) for r in last if r["decode_tokens_per_s"]]
             context = max(int(r["context_tokens"]) for r in last)
             cells[f"ttft_{suffix}"] = Cell(f"{worst_ttft:.2f} s at {context}", RAMP_TABLE, worst_ttft)
-            cells[f"decode_{suffix}"] = Cell(f"{slowest:.1f} tok/s", RAMP_TABLE, slowest)
+            # No rate where every chunk of the last turn's replies shared one stamp (read in one go): n/a, not 0.
+            cells[f"decode_{suffix}"] = (Cell(f"{min(rates):.1f} tok/s", RAMP_TABLE, min(rates)) if rates
+                                         else Cell("n/a (replies read in one go)", RAMP_TABLE))
         ids = {r["request_id"] for r in mine}
         setting = [r for r in records if r.request_id in ids]
         if users == 2 and setting:
