@@ -49,7 +49,11 @@ def test_interrupted_run_keeps_every_record_and_leaves_no_server(
 ) -> None:
     script = tmp_path / "runner.py"
     script.write_text(RUNNER)
-    child = subprocess.Popen([sys.executable, str(script), str(llama_build.server), str(tiny.gguf), str(tmp_path)])
+    # SIGINT as a terminal's Ctrl-C delivers it: a shell that started this suite in the background (nohup,
+    # `cmd &` in a script, some CI runners) leaves SIGINT ignored, children inherit that, and the runner then
+    # never hears it (seen under `make test-stress`: it kept sending for 30 s). The child starts with the default.
+    child = subprocess.Popen([sys.executable, str(script), str(llama_build.server), str(tiny.gguf), str(tmp_path)],
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         run = RunDir(tmp_path / "runs" / "interrupted")
         deadline = time.monotonic() + 60
