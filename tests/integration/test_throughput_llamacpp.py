@@ -95,7 +95,8 @@ random_weights = true
     report = run_report(run)
     assert "## Many users, short prompts" in report and "n/a: a CPU run" in report
     (row,) = collect(tmp_path / "results")
-    assert row.throughput.value == pytest.approx(four["output_tokens_per_s"])
+    # The evidence cell is the best level, whichever it was on this host.
+    assert row.throughput.value == pytest.approx(max(one["output_tokens_per_s"], four["output_tokens_per_s"]))
 
 
 def test_speculative_decoding_acceptance_is_read_from_the_engines_counters(tmp_path: Path, tiny: TinyModel) -> None:
