@@ -285,11 +285,14 @@ def report(
     if not runs:
         console.print(f"[red]no runs under {results / 'runs'}[/]; run `ctxbench demo` or `ctxbench probe` first.")
         raise typer.Exit(code=1)
-    for manifest in runs:
-        run = RunDir(manifest.parent)
-        (run.path / "report.md").write_text(run_report(run))
-        console.print(f"rebuilt {run.path / 'report.md'}")
-    markdown_path, html_path = write_campaign_report(results, price)
+    try:
+        for manifest in runs:
+            run = RunDir(manifest.parent)
+            (run.path / "report.md").write_text(run_report(run))
+            console.print(f"rebuilt {run.path / 'report.md'}")
+        markdown_path, html_path = write_campaign_report(results, price)
+    except CtxbenchError as exc:
+        raise _fail(exc) from exc
     console.print(f"evidence: {markdown_path}\n          {html_path}")
 
 TokenizerOption = Annotated[

@@ -20,12 +20,17 @@ from types import ModuleType
 from typing import Any
 
 from . import metrics
+from .errors import CtxbenchError
 from .records import RequestRecord
 
 TELEMETRY_FILE = "telemetry.jsonl"
 TELEMETRY_FORMAT = "ctxbench.gpu-telemetry"
 TELEMETRY_VERSION = 1
 BETWEEN_CHECKS = "-"
+
+
+class TelemetryFormatError(CtxbenchError):
+    """A telemetry file this ctxbench cannot read; the message names the file and the fix."""
 
 
 @dataclass(frozen=True)
@@ -210,7 +215,7 @@ def read_telemetry(path: Path) -> Telemetry | None:
             continue
         if data.get("format") == TELEMETRY_FORMAT:
             if data.get("version") != TELEMETRY_VERSION:
-                raise ValueError(f"{path}: telemetry version {data.get('version')} is not {TELEMETRY_VERSION}; "
+                raise TelemetryFormatError(f"{path}: telemetry version {data.get('version')} is not {TELEMETRY_VERSION}; "
                                  "rebuild the report with the ctxbench that wrote it")
             headers.append(data)
         else:

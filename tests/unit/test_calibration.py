@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,12 @@ def test_an_interrupted_ramp_keeps_its_measured_turns_in_the_run_rows(tmp_path: 
     rows = run_rows(tmp_path / "ramp1m.csv", run.run_id, records, deployment="d", source_file="runs/x/requests.jsonl")
     assert [(r["turn"], r["recall"], r["context_tokens"]) for r in rows] == [("1", "1", "32768"), ("2", "0", "65536")]
     assert rows == rows_from_records(records, deployment="d", run_id=run.run_id, source_file="runs/x/requests.jsonl")
+
+
+def test_a_recorded_shape_without_a_dense_ffn_is_a_named_error(tmp_path: Path) -> None:
+    run = run_with(tmp_path, [prefill("only", 65536, 0, 0.0)])
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    del manifest["model_shape"]["n_ff"]
+    run.write_manifest(manifest)
+    with pytest.raises(CalibrationError, match="lacks 'n_ff'.*--config"):
+        calibrate([run], tflops=TFLOPS)

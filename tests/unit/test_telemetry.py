@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, GpuSample, GpuSampler, read_telemetry, summarize
+from ctxbench.telemetry import (
+    BETWEEN_CHECKS, TELEMETRY_FILE, GpuSample, GpuSampler, TelemetryFormatError, read_telemetry, summarize,
+)
 
 
 class FakeNvml(types.SimpleNamespace):
@@ -139,5 +141,19 @@ def test_without_an_energy_counter_power_is_integrated_over_time() -> None:
 def test_a_file_of_another_version_is_refused_with_its_path(tmp_path: Path) -> None:
     path = tmp_path / TELEMETRY_FILE
     path.write_text(json.dumps({"format": "ctxbench.gpu-telemetry", "version": 99}) + "\n")
-    with pytest.raises(ValueError, match=str(path)):
+    with pytest.raises(TelemetryFormatError, match=str(path)):
         read_telemetry(path)
+
+
+def test_report_names_an_unreadable_telemetry_file_without_a_traceback(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+    from ctxbench.results.store import RunDir
+
+    run = RunDir.create(tmp_path, "telemetry")
+    run.write_manifest({"deployment": "d"})
+    (run.path / TELEMETRY_FILE).write_text(json.dumps({"format": "ctxbench.gpu-telemetry", "version": 99}) + "\n")
+    result = CliRunner().invoke(app, ["report", "--results", str(tmp_path)])
+    assert result.exit_code != 0 and not isinstance(result.exception, ValueError)
+    assert "telemetry version 99" in result.output

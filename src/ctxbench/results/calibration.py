@@ -114,8 +114,12 @@ def shape_of(manifest: dict[str, object]) -> DenseShape:
     if not isinstance(shape, dict):
         raise CalibrationError("the run's manifest.json has no model_shape (runs of ctxbench before this planner "
                                "calibration, or a model that is not a GGUF); give the model's config.json with --config")
-    return DenseShape(n_layer=int(shape["n_layer"]), n_embd=int(shape["n_embd"]), n_head=int(shape["n_head"]),
-                      n_head_kv=int(shape["n_head_kv"]), head_dim=int(shape["head_dim"]), n_ff=int(shape["n_ff"]))
+    try:
+        return DenseShape(n_layer=int(shape["n_layer"]), n_embd=int(shape["n_embd"]), n_head=int(shape["n_head"]),
+                          n_head_kv=int(shape["n_head_kv"]), head_dim=int(shape["head_dim"]), n_ff=int(shape["n_ff"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CalibrationError(f"the run's model_shape lacks {exc} (not a dense llama-style model?); give the "
+                               "model's config.json with --config") from None
 
 
 def engine_kv_bytes(run: RunDir) -> float | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import metrics
 from ..records import RequestRecord
+from ..text.haystack import found_value
 
 RAMP_TABLE = "ramp1m.csv"
 RAMP_COLUMNS = (
@@ -67,12 +68,6 @@ def _s(value: float | int | None) -> str:
     return str(value)
 
 
-def found_value(value: str, answer: str) -> bool:
-    """Normalized exact match: the value's digits appear, as one number, in the answer."""
-    digits = "".join(c if c.isdigit() else " " for c in answer)
-    return value in digits.split()
-
-
 def record_row(record: RequestRecord, *, deployment: str, run_id: str, source_file: str,
                stall: metrics.Stall | None = None, recall: bool | None = None, error: str | None = None) -> dict[str, str]:
     """One ramp1m.csv row from a ramp record and its labels (users, user, turn, target and intended cached
@@ -120,9 +115,5 @@ def run_rows(table: Path, run_id: str, records: Sequence[RequestRecord], *, depl
     missing = [r for r in records if r.labels.get("check") == "ramp" and r.labels.get("users") not in present]
     if not missing:
         return rows
-    latest: dict[str, int] = {}
-    for record in missing:
-        users = record.labels.get("users", "")
-        latest[users] = max(latest.get(users, 0), attempt_of(record.request_id))
-    kept = [r for r in missing if attempt_of(r.request_id) == latest[r.labels.get("users", "")]]
-    return rows + rows_from_records(kept, deployment=deployment, run_id=run_id, source_file=source_file)
+    # Attempts run one after another, so stalls over all of them equal stalls within each.
+    return rows + latest_attempt(rows_from_records(missing, deployment=deployment, run_id=run_id, source_file=source_file))

@@ -60,9 +60,13 @@ class Needle:
         )
 
     def found_in(self, answer: str) -> bool:
-        """Normalized exact match: the value's digits appear, as one number, in the answer."""
-        digits = "".join(c if c.isdigit() else " " for c in answer)
-        return self.value in digits.split()
+        return found_value(self.value, answer)
+
+
+def found_value(value: str, answer: str) -> bool:
+    """Normalized exact match: the value's digits appear, as one number, in the answer."""
+    digits = "".join(c if c.isdigit() else " " for c in answer)
+    return value in digits.split()
 
 
 class UnitPool:
