@@ -15,8 +15,9 @@ ASK = [{"role": "user", "content": "Tell me about the harbour."}]
 EXACT = {"temperature": 0.0, "ignore_eos": True}
 
 
-async def through(server: LlamaServer, fault: str, timeouts: Timeouts | None = None):  # type: ignore[no-untyped-def]
-    proxy = FaultProxy(server.port, fault, delay_s=1.5)
+async def through(server: LlamaServer, fault: str, timeouts: Timeouts | None = None,  # type: ignore[no-untyped-def]
+                  delay_s: float = 1.5):
+    proxy = FaultProxy(server.port, fault, delay_s=delay_s)
     url = await proxy.start()
     try:
         async with Client(url, "tiny", timeouts=timeouts) as client:
@@ -53,7 +54,13 @@ async def test_bad_sse_lines_are_recorded_and_the_answer_completes(tiny_server: 
 
 async def test_first_byte_past_the_read_timeout_and_a_stalled_stream_are_timeouts(tiny_server: LlamaServer) -> None:
     late = await through(tiny_server, "late", Timeouts(read_s=0.5))
-    stalled = await through(tiny_server, "stall", Timeouts(read_s=0.5))
+    # The proxy holds the server's whole answer before its first byte, so the stalled request's first byte
+    # comes as late as a healthy answer through the same proxy ends: on a busy host, past 0.5 s (the flake).
+    # Its read timeout is three healthy answers long, and the stall three timeouts long.
+    healthy = await through(tiny_server, "none")
+    assert healthy.ok, healthy.error
+    read_s = max(0.5, 3 * (healthy.end_ns - healthy.sent_ns) / 1e9)
+    stalled = await through(tiny_server, "stall", Timeouts(read_s=read_s), delay_s=3 * read_s)
     assert late.error is not None and late.error.kind == "timeout" and late.first_byte_ns is None
     assert stalled.error is not None and stalled.error.kind == "timeout" and stalled.first_byte_ns is not None
 
