@@ -107,3 +107,21 @@ def test_a_recorded_shape_without_a_dense_ffn_is_a_named_error(tmp_path: Path) -
     run.write_manifest(manifest)
     with pytest.raises(CalibrationError, match="lacks 'n_ff'.*--config"):
         calibrate([run], tflops=TFLOPS)
+
+
+def test_the_engines_own_prompt_time_is_the_prefill_and_the_ttft_stays_beside_it(tmp_path: Path) -> None:
+    """llama.cpp's TTFT also holds saving the idle slot's prompt into its host cache: not prefill work."""
+    short, long = prefill("short", 32768, 0, 0.0), prefill("long", 1_048_576, 0, 100.0)
+    engine_s = engine_time(32768, 0)
+    saved = short.model_copy(update={
+        "chunks": tuple(c.model_copy(update={"arrived_ns": c.arrived_ns + 3 * 10**9}) for c in short.chunks),
+        "end_ns": short.end_ns + 3 * 10**9,
+        "server_timings": {"prompt_n": 32768, "prompt_ms": engine_s * 1000, "cache_n": 0}})
+    mismatched = prefill("other", 65536, 0, 400.0).model_copy(
+        update={"server_timings": {"prompt_n": 100, "prompt_ms": 1.0}})  # not this prefill's tokens: not used
+    found = {p.request_id: p for p in solo_prefills([saved, long, mismatched])}
+    assert found["short"].source == "engine" and found["short"].measured_s == pytest.approx(engine_s)
+    assert found["short"].ttft_s == pytest.approx(engine_s + 3, abs=1e-6)
+    assert found["other"].source == "ttft" and found["long"].source == "ttft"
+    result = calibrate([run_with(tmp_path, [saved, long])], tflops=TFLOPS)
+    assert result.per_token_s == pytest.approx(PER_TOKEN_S, rel=1e-6)  # the 3 s of TTFT did not enter the fit

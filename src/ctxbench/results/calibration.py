@@ -3,7 +3,9 @@ predictions for every other prefill of the runs are set beside what was measured
 
 A run's prefills are read from its records: every request whose prefill (send -> first token) ran
 alone, no other request of the run in flight meanwhile, so a second user's work is not counted as
-this one's. Two models:
+this one's. A prefill's time is the engine's own where the record has it (llama.cpp's `timings.prompt_ms`),
+else the TTFT: llama.cpp's TTFT also holds work that is not the prefill (tokenizing, and saving the idle
+slot's previous prompt into its host-RAM prompt cache: 3.2 s after a 1M-token prompt on an H200). Two models:
 - one point: time = FLOPs / (tflops x efficiency), efficiency = (FLOPs / tflops) / measured at the point;
 - two points (the default: the run's shortest and longest solo prefills): time = FLOPs / (tflops x
   efficiency) + new tokens x per-token cost, both solved from the two points. The per-token cost is the
@@ -44,6 +46,8 @@ class Prefill:
     context_tokens: int
     new_tokens: int
     measured_s: float
+    ttft_s: float
+    source: str = "ttft"  # or "engine": the server's own prompt time
 
     @property
     def cached_tokens(self) -> int:
@@ -105,8 +109,20 @@ def solo_prefills(records: Sequence[RequestRecord], min_new_tokens: int = 1024) 
         crowded = any(start < first_ns and end > record.sent_ns and rid != record.request_id
                       for start, end, rid in spans)
         if new >= min_new_tokens and not crowded:
-            found.append(Prefill(record.request_id, label_of(record), context, new, ttft))
+            engine_s = engine_prefill_s(record, new)
+            found.append(Prefill(record.request_id, label_of(record), context, new,
+                                 ttft if engine_s is None else engine_s, ttft,
+                                 "ttft" if engine_s is None else "engine"))
     return found
+
+
+def engine_prefill_s(record: RequestRecord, new_tokens: int) -> float | None:
+    """The server's own time for this prefill (llama.cpp's `timings`), when it prefilled the same new tokens."""
+    timings = record.server_timings or {}
+    prompt_ms, prompt_n = timings.get("prompt_ms"), timings.get("prompt_n")
+    if not isinstance(prompt_ms, (int, float)) or prompt_ms <= 0 or prompt_n != new_tokens:
+        return None
+    return prompt_ms / 1000
 
 
 def shape_of(manifest: dict[str, object]) -> DenseShape:
@@ -191,12 +207,18 @@ def calibration_table(calibration: Calibration) -> list[str]:
     lines = [f"Calibrated on {on}: the FLOPs ran at {c.efficiency:.3f} of {c.tflops:.0f} TFLOP/s "
              f"({c.efficiency * c.tflops:.0f} TFLOP/s effective)"
              + (f", plus {c.per_token_s * 1e6:.2f} us a new token." if len(c.points) == 2 else "."), "",
-             "| prefill | context | new tokens | measured s | predicted s | error |", "|---|---|---|---|---|---|"]
+             "| prefill | context | new tokens | TTFT s | measured prefill s | predicted s | error |",
+             "|---|---|---|---|---|---|---|"]
     for p in sorted(c.predictions, key=lambda p: (p.prefill.label.split()[0], p.prefill.context_tokens)):
         mark = " (calibration point)" if p.prefill in c.points else ""
+        source = "" if p.prefill.source == "engine" else " (TTFT)"
         lines.append(f"| {p.prefill.label}{mark} | {p.prefill.context_tokens} | {p.prefill.new_tokens} "
-                     f"| {p.prefill.measured_s:.2f} | {p.predicted_s:.2f} | {p.error:+.1%} |")
-    lines += ["", f"Worst prediction error (calibration points excluded): {c.worst_error:.1%}."]
+                     f"| {p.prefill.ttft_s:.2f} | {p.prefill.measured_s:.2f}{source} | {p.predicted_s:.2f} "
+                     f"| {p.error:+.1%} |")
+    engine = sum(p.prefill.source == "engine" for p in c.predictions)
+    lines += ["", f"Measured prefill: the engine's own prompt time ({engine} of {len(c.predictions)} prefills), "
+              "else the TTFT, marked. Worst prediction error (calibration points excluded): "
+              f"{c.worst_error:.1%}."]
     if c.kv_predicted_bytes is not None:
         engine = "not in the log" if c.kv_engine_bytes is None else f"{c.kv_engine_bytes / 2**30:.2f} GiB"
         error = "" if c.kv_engine_bytes is None else f" ({(c.kv_predicted_bytes - c.kv_engine_bytes) / c.kv_engine_bytes:+.1%})"
