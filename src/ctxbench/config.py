@@ -14,18 +14,23 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from .errors import CtxbenchError
+from .errors import CampaignFileError
 
 MAX_TOKENS_PER_PROMPT = 1 << 24  # 16M: beyond any model's window; a typo like 1000M is caught here
 BUILTIN_MODELS = ("ctxbench:demo", "ctxbench:tiny")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 _SUFFIXES = {"k": 1024, "m": 1024 * 1024}
 
-
-class CampaignFileError(CtxbenchError):
-    """A campaign file that cannot be used; the message names the file, line, key and fix."""
 
 
 def token_count(value: Any) -> int:

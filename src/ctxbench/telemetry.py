@@ -10,6 +10,7 @@ unchanged. A field the GPU does not report is null, never zero.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -20,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from . import metrics
-from .errors import CtxbenchError
+from .errors import TelemetryFormatError
 from .records import RequestRecord
 
 TELEMETRY_FILE = "telemetry.jsonl"
@@ -28,9 +29,6 @@ TELEMETRY_FORMAT = "ctxbench.gpu-telemetry"
 TELEMETRY_VERSION = 1
 BETWEEN_CHECKS = "-"
 
-
-class TelemetryFormatError(CtxbenchError):
-    """A telemetry file this ctxbench cannot read; the message names the file and the fix."""
 
 
 @dataclass(frozen=True)
@@ -268,7 +266,7 @@ def summarize(samples: Sequence[GpuSample], check: str) -> CheckTelemetry | None
     if all(len(c) >= 2 for c in counters.values()):
         energy = sum(c[-1] - c[0] for c in counters.values())
     elif len(power) >= 2:
-        energy, source = sum((b[0] - a[0]) / 1e9 * (a[1] + b[1]) / 2 for a, b in zip(power, power[1:])), "power x time"
+        energy, source = sum((b[0] - a[0]) / 1e9 * (a[1] + b[1]) / 2 for a, b in itertools.pairwise(power)), "power x time"
     return CheckTelemetry(
         check=check, gpus=len(gpus), samples=len(instants), duration_s=duration,
         peak_memory_bytes=max(memory) if memory else None,

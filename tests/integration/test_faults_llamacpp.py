@@ -4,11 +4,11 @@ and a run that meets them goes on and counts them."""
 from __future__ import annotations
 
 import pytest
+from loopback import FaultProxy
 
 from ctxbench import metrics
 from ctxbench.client import Client, Timeouts
 from ctxbench.engines.llamacpp import LlamaServer
-from loopback import FaultProxy
 
 pytestmark = pytest.mark.engine
 ASK = [{"role": "user", "content": "Tell me about the harbour."}]

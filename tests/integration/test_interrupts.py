@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from processes import alive
 
 from ctxbench.engines.build import LlamaCppBuild

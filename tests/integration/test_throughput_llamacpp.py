@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from ctxbench import metrics
 from ctxbench.campaign import run_campaign
 from ctxbench.config import load_campaign
 from ctxbench.engines.models import TinyModel, TinyModelSpec, tiny_model
+from ctxbench.records import RequestRecord
 from ctxbench.report.render import counter_deltas, run_report
 from ctxbench.results.evidence import collect
 from ctxbench.results.store import RunDir
-from ctxbench import metrics
-from ctxbench.records import RequestRecord
 
 pytestmark = pytest.mark.engine
 

@@ -12,9 +12,9 @@ from time import perf_counter_ns
 
 import httpx
 import pytest
+from loopback import _Loopback, _read_request
 
 from ctxbench.transport import HEAD_NS, STAMPED, LeanTransport
-from loopback import _Loopback, _read_request
 
 SSE = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
 

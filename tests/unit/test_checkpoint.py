@@ -117,7 +117,7 @@ def test_command_compares_two_checkpoints(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "both say FP8" in " ".join(result.output.split())
     missing = CliRunner().invoke(app, ["inspect-checkpoint", str(tmp_path / "nope")])
-    assert missing.exit_code == 1 and "does not exist" in " ".join(missing.output.split())
+    assert missing.exit_code == 2 and "does not exist" in " ".join(missing.output.split())
 
 
 def test_hub_repositories_go_through_the_safetensors_metadata_api() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -29,7 +30,7 @@ def rec(request_id: str, user: str, sent_ms: float, chunk_ms: list[float]) -> Re
 def test_default_schedule_is_geometric_from_32k_to_1m_in_ten_turns() -> None:
     turns = ramp_schedule(RampSpec())
     assert len(turns) == 10 and turns[0] == 32768 and turns[-1] == 1048576
-    ratios = [b / a for a, b in zip(turns, turns[1:])]
+    ratios = [b / a for a, b in itertools.pairwise(turns)]
     assert max(ratios) - min(ratios) < 0.001
 
 

@@ -96,10 +96,10 @@ def test_users_that_fit_beside_the_weights() -> None:
 def test_plan_reads_weight_bytes_from_a_checkpoint(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 
+    from test_checkpoint import write  # the same tiny safetensors writer
     from typer.testing import CliRunner
 
     from ctxbench.cli import app
-    from test_checkpoint import write  # the same tiny safetensors writer
 
     write(tmp_path / "ckpt" / "model.safetensors", {"w.weight": ("BF16", (1000, 1000))})
     config = tmp_path / "config.json"

@@ -31,7 +31,7 @@ def test_every_command_has_help(command: list[str]) -> None:
 
 def test_report_without_runs_says_what_to_do(tmp_path: object) -> None:
     result = CliRunner().invoke(app, ["report", "--results", str(tmp_path)])
-    assert result.exit_code == 1 and "ctxbench demo" in result.output
+    assert result.exit_code == 2 and "ctxbench demo" in result.output
 
 
 @pytest.mark.parametrize(("text", "tokens"), [("8192", 8192), ("8K", 8192), ("1M", 1048576), ("1.5k", 1536)])

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from ctxbench.telemetry import (
-    BETWEEN_CHECKS, TELEMETRY_FILE, GpuSample, GpuSampler, TelemetryFormatError, read_telemetry, summarize,
+    BETWEEN_CHECKS,
+    TELEMETRY_FILE,
+    GpuSample,
+    GpuSampler,
+    TelemetryFormatError,
+    read_telemetry,
+    summarize,
 )
 
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .. import metrics
-from ..records import RequestRecord
 from ..engines.prom import common_metrics
+from ..records import RequestRecord
 from ..results.ramp_table import attempt_of
 from ..results.store import RunDir
 

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CtxbenchError
+from ..errors import CheckpointError
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 BITS = {
@@ -28,9 +28,6 @@ BITS = {
 SCALE_SUFFIXES = ("_scale_inv", "_scale", "_scale_2", "_global_scale", "_scales")
 LABELS = ("nvfp4", "mxfp4", "mxfp8", "fp8", "fp4", "int4", "int8", "bf16", "fp16")
 
-
-class CheckpointError(CtxbenchError):
-    """A checkpoint file is unreadable or hostile; the message names the file and what is wrong."""
 
 
 @dataclass(frozen=True)

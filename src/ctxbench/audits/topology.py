@@ -15,14 +15,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import CtxbenchError
+from ..errors import TopologyError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _GPU = re.compile(r"^GPU\d+$")
 
-
-class TopologyError(CtxbenchError):
-    """No GPU topology could be read."""
 
 
 @dataclass(frozen=True)

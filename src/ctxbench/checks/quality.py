@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from .. import stats
 from ..client import Client
-from ..errors import CtxbenchError
+from ..errors import QualityDataError
 from ..records import RequestRecord
 from ..results.store import RunDir
 
@@ -34,9 +34,6 @@ STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")
 FLEXIBLE = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
 _IGNORED = (re.compile(r","), re.compile(r"\$"), re.compile(r"(?s).*#### "), re.compile(r"\.$"))
 
-
-class QualityDataError(CtxbenchError):
-    """The problems file cannot be used; the message says where to get a good one."""
 
 
 @dataclass(frozen=True)

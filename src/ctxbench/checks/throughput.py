@@ -25,7 +25,7 @@ from typing import Any
 
 from .. import metrics
 from ..client import Client
-from ..errors import CtxbenchError
+from ..errors import CtxbenchError, PromptSourceError
 from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
 from ..router import Router
@@ -63,9 +63,6 @@ class ThroughputSpec:
             return 0
         return sum(self.levels) * (self.requests_per_user + self.warmup_requests)
 
-
-class PromptSourceError(CtxbenchError):
-    """The prompts file cannot be used; the message names the file, the line and what to write."""
 
 
 def read_prompts(path: Path) -> list[list[dict[str, str]]]:

@@ -17,7 +17,12 @@ from typing import Any
 import httpx
 
 from ..config import (
-    Deployment, ExternalDeployment, LlamaCppDeployment, SglangDeployment, TinyModelShape, VllmDeployment,
+    Deployment,
+    ExternalDeployment,
+    LlamaCppDeployment,
+    SglangDeployment,
+    TinyModelShape,
+    VllmDeployment,
 )
 from ..errors import EngineNotReady
 from ..results.store import redact_command, redact_env

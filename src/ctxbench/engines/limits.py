@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from ..errors import CtxbenchError
+from ..errors import CtxbenchError, ServerUnreachable
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,9 @@ class ContextLimit:
 def _get(http: httpx.Client, url: str) -> Any:
     try:
         response = http.get(url)
+    except (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.ConnectTimeout) as exc:
+        raise ServerUnreachable(f"cannot reach {url} ({type(exc).__name__}: {exc}): start the server, or fix "
+                                "the URL (--url, or the deployment's url in the campaign file)") from None
     except httpx.TransportError:
         return None
     if response.status_code != 200:

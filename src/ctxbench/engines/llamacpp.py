@@ -13,7 +13,6 @@ from ..errors import EngineNotReady
 from .server import PORT, EngineServer, LaunchSpec
 
 
-
 @dataclass(frozen=True)
 class LlamaServerConfig:
     """How to launch one llama-server. `ctx_size` is the total; each of `parallel` slots gets its share."""

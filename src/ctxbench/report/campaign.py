@@ -15,8 +15,8 @@ from pathlib import Path
 from .. import metrics, stats
 from ..results.evidence import COLUMNS, Row, collect
 from ..results.store import RunDir
-from .render import ramp_table_rows
 from .decide import Reading, readings
+from .render import ramp_table_rows
 
 TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>ctxbench evidence: {{ title }}</title>

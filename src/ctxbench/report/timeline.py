@@ -53,7 +53,7 @@ def draw_timeline(records: Sequence[RequestRecord], stem: Path, title: str,
     fig, axes = plt.subplots(rows, 1, figsize=(11, 1.9 * rows + 1.0), sharex=True, squeeze=False)
     if instants:
         _draw_gpu(axes[-1, 0], instants, t0)
-    for axis, user in zip(axes[:, 0], users):
+    for axis, user in zip(axes[:, 0], users, strict=False):  # the GPU panel, when drawn, is the last row
         mine = [r for r in drawn if int(r.labels["user"]) == user]
         rate_axis = axis.twinx()
         for record in mine:

@@ -21,9 +21,9 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from .. import metrics
+from ..errors import CalibrationError
 from ..plan import DenseShape, predicted_prefill_s
 from ..records import RequestRecord
 from ..telemetry import TELEMETRY_FILE, read_telemetry
@@ -32,9 +32,6 @@ from .store import RunDir
 # llama.cpp: "llama_kv_cache:      CUDA0 KV buffer size =  8200.00 MiB" (one line per device buffer)
 _KV_BUFFER = re.compile(r"KV buffer size\s*=\s*([0-9.]+)\s*MiB")
 
-
-class CalibrationError(ValueError):
-    """A run that cannot calibrate the planner; the message says what is missing."""
 
 
 @dataclass(frozen=True)

@@ -22,16 +22,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import CtxbenchError
+from ..errors import HaystackError
 from .corpus import FIRST_NAMES, OBJECTS, PLACES, TRADES, ProseGenerator
 from .tokens import TokenCounter
 
 SEPARATOR = "\n\n"
 NEEDLE_SUBJECTS = ("archive", "harbour office", "observatory", "seed vault", "printing house", "signal station")
 
-
-class HaystackError(CtxbenchError):
-    """A haystack could not be built as asked (bad depth, empty corpus, target too small)."""
 
 
 def request_seed(*parts: object) -> int:
@@ -106,7 +103,7 @@ class UnitPool:
     def _find_single_token_words(self) -> list[str]:
         words = sorted({w.split()[0] for w in (*FIRST_NAMES, *PLACES, *TRADES, *OBJECTS)})
         candidates = [" " + w for w in words]
-        return [c for c, n in zip(candidates, self.counter.count_many(candidates)) if n == 1]
+        return [c for c, n in zip(candidates, self.counter.count_many(candidates), strict=True) if n == 1]
 
 
 def pool_for(counter: TokenCounter, longest_tokens: int, corpus: Path | None = None) -> UnitPool:

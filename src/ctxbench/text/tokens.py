@@ -10,7 +10,6 @@ Chat templates are rendered with jinja2 in a sandbox, as Hugging Face does.
 from __future__ import annotations
 
 import functools
-
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,13 +17,10 @@ from typing import Any, Protocol
 
 import httpx
 
-from ..errors import CtxbenchError
+from ..errors import ServerUnreachable, TokenizerError
 
 Message = Mapping[str, str]
 
-
-class TokenizerError(CtxbenchError):
-    """A tokenizer could not be loaded or used."""
 
 
 class TokenCounter(Protocol):
@@ -141,7 +137,7 @@ def gguf_token_counter(path: Path) -> HfTokenCounter:
     tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    control = [AddedToken(t, special=True, normalized=False) for t, k in zip(tokens, types) if k == 3]
+    control = [AddedToken(t, special=True, normalized=False) for t, k in zip(tokens, types, strict=True) if k == 3]
     tokenizer.add_special_tokens(control)
     special = {}
     for key, name in (("bos_token", "tokenizer.ggml.bos_token_id"), ("eos_token", "tokenizer.ggml.eos_token_id")):
@@ -159,7 +155,15 @@ class ServerTokenCounter:
         self.model = model
         self.source = f"server:{self.base_url}"
         self._http = httpx.Client(timeout=timeout_s)
-        self._llamacpp = self._http.post(f"{self.base_url}/apply-template", json={"messages": []}).status_code != 404
+        self._llamacpp = self._post("/apply-template", {"messages": []}).status_code != 404
+
+    def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        try:
+            return self._http.post(self.base_url + path, json=body)
+        except httpx.TransportError as exc:
+            raise ServerUnreachable(
+                f"cannot reach {self.base_url} ({type(exc).__name__}: {exc}) to count tokens with the server's "
+                "tokenizer: start the server or fix --url, or count locally with --tokenizer or --gguf") from None
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         return [len(self._tokenize(text)) for text in texts]
@@ -168,19 +172,20 @@ class ServerTokenCounter:
         body: dict[str, Any] = {"content": text, "add_special": False}
         if not self._llamacpp:
             body = {"model": self.model, "prompt": text, "add_special_tokens": False}
-        response = self._http.post(f"{self.base_url}/tokenize", json=body)
+        response = self._post("/tokenize", body)
         if response.status_code != 200:
             raise TokenizerError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {response.text[:300]}")
         return list(response.json()["tokens"])
 
     def count_chat(self, messages: Sequence[Message]) -> int:
         if self._llamacpp:
-            response = self._http.post(f"{self.base_url}/apply-template", json={"messages": list(messages)})
-            response.raise_for_status()
-            prompt = response.json()["prompt"]
-            tokens = self._http.post(f"{self.base_url}/tokenize", json={"content": prompt, "add_special": True})
+            response = self._post("/apply-template", {"messages": list(messages)})
+            if response.status_code != 200:
+                raise TokenizerError(f"{self.base_url}/apply-template answered HTTP {response.status_code}: "
+                                     f"{response.text[:300]}")
+            tokens = self._post("/tokenize", {"content": response.json()["prompt"], "add_special": True})
             return len(tokens.json()["tokens"])
-        response = self._http.post(f"{self.base_url}/tokenize", json={"model": self.model, "messages": list(messages)})
+        response = self._post("/tokenize", {"model": self.model, "messages": list(messages)})
         if response.status_code != 200:
             raise TokenizerError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {response.text[:300]}")
         return int(response.json()["count"])

@@ -1,0 +1,87 @@
+"""The CLI's one error boundary: a bad or unreachable URL, a missing results directory or run, on every
+command that takes them, exits non-zero with `error: ...` or click's usage message on stderr, names the
+flag, and never prints a traceback. Real subprocesses of `python -m ctxbench`; the unreachable server is a
+loopback port that was just closed (connection refused)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxbench.errors import EXIT_UNREACHABLE, EXIT_USAGE, UsageError, check_url
+from ctxbench.text.arithmetic import write_problems
+
+URL_COMMANDS = ["probe", "capacity", "needle", "ramp", "quality"]
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def ctxbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ctxbench", *args], capture_output=True, text=True, timeout=120,
+                          cwd=cwd)
+
+
+def extra_for(command: str, tmp_path: Path) -> list[str]:
+    if command == "quality":
+        return ["--data", str(write_problems(tmp_path / "test.jsonl", 8)), "--samples", "2", "--fewshot", "1"]
+    if command == "needle":
+        return ["--lengths", "1K"]
+    return []
+
+
+@pytest.mark.parametrize("command", URL_COMMANDS)
+@pytest.mark.parametrize("url", ["127.0.0.1:8080", "ftp://127.0.0.1:8080", "http://127.0.0.1:99999", "http://"])
+def test_a_malformed_url_is_a_usage_error_naming_the_flag(command: str, url: str, tmp_path: Path) -> None:
+    done = ctxbench(command, "--url", url, "--model", "m", "--results", str(tmp_path / "r"),
+                    *extra_for(command, tmp_path), cwd=tmp_path)
+    assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+    assert "--url" in done.stderr and "http://HOST:PORT" in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", URL_COMMANDS)
+def test_an_unreachable_server_exits_3_with_one_line_on_stderr(command: str, tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    done = ctxbench(command, "--url", url, "--model", "m", "--results", str(tmp_path / "r"),
+                    *extra_for(command, tmp_path), cwd=tmp_path)
+    assert done.returncode == EXIT_UNREACHABLE, done.stdout + done.stderr
+    assert done.stderr.startswith("error: ") and "--url" in done.stderr and url in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_debug_shows_the_traceback_of_a_failure(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    done = ctxbench("--debug", "ramp", "--url", url, "--model", "m", "--results", str(tmp_path / "r"), cwd=tmp_path)
+    assert done.returncode == EXIT_UNREACHABLE and "Traceback" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["report", "audit-cache"])
+def test_a_results_directory_without_runs_is_a_usage_error(command: str, tmp_path: Path) -> None:
+    done = ctxbench(command, "--results", str(tmp_path / "empty"), cwd=tmp_path)
+    assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+    assert "--results" in done.stderr and "Traceback" not in done.stdout + done.stderr
+
+
+def test_check_url_keeps_a_good_url_and_names_where_a_bad_one_came_from() -> None:
+    assert check_url(" http://127.0.0.1:8080/ ", "--url") == "http://127.0.0.1:8080"
+    with pytest.raises(UsageError, match=r"campaign\.toml:12 urls"):
+        check_url("localhost:8080", "campaign.toml:12 urls")
+    with pytest.raises(UsageError, match="query"):
+        check_url("http://127.0.0.1:8080/?x=1", "--url")
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:{port}", "http://127.0.0.1:{port}"])
+async def test_the_client_records_a_transport_failure_and_never_raises(url: str) -> None:
+    from ctxbench.client import Client
+
+    async with Client(url.format(port=closed_port()), "m") as client:
+        record = await client.chat([{"role": "user", "content": "hi"}], max_tokens=4)
+    assert record.error is not None and record.error.kind == "connect" and not record.ok
