@@ -21,6 +21,7 @@ from rich.table import Table
 from . import __version__, metrics
 from .checks.probe import ProbeSpec, probe_request_count, run_probe
 from .client import Client
+from .config import DEFAULT_PRICE_PER_GPU_HOUR
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CtxbenchError, ServerUnreachable, UsageError, check_url
 from .records import RequestRecord
 from .report.render import COLUMNS, claims_summary, request_row, run_report
@@ -314,7 +315,7 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool) -> 
         else:
             console.print(f"\n{outcome.deployment}: {outcome.status}" + (f": {outcome.error}" if outcome.error else ""),
                           highlight=False, markup=False)
-    markdown_path, html_path = write_campaign_report(results, campaign.campaign.price_per_gpu_hour)
+    markdown_path, html_path = write_campaign_report(results)  # each run at the price its manifest recorded
     console.print(f"evidence:   {markdown_path}\n            {html_path}")
     if any(o.status == "failed" for o in outcomes):
         raise typer.Exit(code=1)
@@ -343,7 +344,9 @@ def _reached(records: list[RequestRecord], run: RunDir) -> None:
 @app.command()
 def report(
     results: ResultsOption = Path("results"),
-    price: Annotated[float, typer.Option(help="Price per GPU-hour for cost per token.")] = 3.50,
+    price: Annotated[float | None, typer.Option(help="Price per GPU-hour for every cost, instead of the one "
+                                                "each run recorded (its campaign's, else "
+                                                f"{DEFAULT_PRICE_PER_GPU_HOUR:.2f}).", min=0.0)] = None,
 ) -> None:
     """Rebuild every run's report.md and the evidence report (report.md, report.html) from files alone."""
     from .report.campaign import write_campaign_report
@@ -355,7 +358,7 @@ def report(
     try:
         for manifest in runs:
             run = RunDir(manifest.parent)
-            (run.path / "report.md").write_text(run_report(run))
+            (run.path / "report.md").write_text(run_report(run, price))
             console.print(f"rebuilt {run.path / 'report.md'}")
         markdown_path, html_path = write_campaign_report(results, price)
     except CtxbenchError as exc:
@@ -625,7 +628,7 @@ def plan(
     efficiency: Annotated[float, typer.Option(help="Measured fraction of that rate the engine reaches.")] = 1.0,
     decode_tokens_per_s: Annotated[float | None, typer.Option(help="Measured aggregate decode rate, for the "
                                                                    "cost per token.")] = None,
-    price: Annotated[float, typer.Option(help="Price per GPU-hour.")] = 3.50,
+    price: Annotated[float, typer.Option(help="Price per GPU-hour.", min=0.0)] = DEFAULT_PRICE_PER_GPU_HOUR,
     ramp: Annotated[str | None, typer.Option(help="START:END:TURNS (32K:1M:10): each geometric ramp turn's "
                                                   "prefill, its new tokens over the turn before.")] = None,
     calibrate: Annotated[list[Path] | None, typer.Option(help="Run directories of one deployment (repeat the flag): "

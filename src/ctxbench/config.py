@@ -33,6 +33,9 @@ _SUFFIXES = {"k": 1024, "m": 1024 * 1024}
 
 
 
+# The price per GPU-hour when a campaign names none (ad-hoc runs too); every cost says which price it used.
+DEFAULT_PRICE_PER_GPU_HOUR = 3.50
+
 def token_count(value: Any) -> int:
     """`8192`, `"8K"` (8192), `"1M"` (1048576), `"1.5K"`: context sizes count in powers of two."""
     if isinstance(value, bool):
@@ -304,7 +307,7 @@ class Comparison(_Strict):
 
 class CampaignSettings(_Strict):
     name: Name
-    price_per_gpu_hour: float = Field(3.50, ge=0.0, le=10_000.0)
+    price_per_gpu_hour: float = Field(DEFAULT_PRICE_PER_GPU_HOUR, ge=0.0, le=10_000.0)
     results: Path = Path("results")
     repeats: int = Field(1, ge=1, le=100)  # runs of every deployment; 3 or more give medians with intervals
     gpu_telemetry_interval_s: float = Field(0.5, ge=0.0, le=60.0)  # NVML sampling while checks run; 0: off

@@ -90,3 +90,13 @@ def test_a_run_of_a_cpu_deployment_has_no_gpu_cost(tmp_path: Path) -> None:
     (row,) = collect(tmp_path)
     assert row.cost.text == "not run" and row.status == "provisional"
     assert "the capacity check did not run" in row.reasons
+
+
+def test_every_cost_of_a_row_is_at_the_price_its_manifest_recorded_unless_overridden(results: Path) -> None:
+    (manifest,) = results.glob("runs/*/manifest.json")
+    recorded = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**recorded, "price_per_gpu_hour": 2.00, "gpus": 1}))
+    (row,) = collect(results)  # no price given: the run's own, not a default
+    assert "at $2.00/h" in row.cost.text
+    (priced,) = collect(results, 7.00)
+    assert "at $7.00/h" in priced.cost.text and priced.cost.value == pytest.approx(row.cost.value * 3.5)

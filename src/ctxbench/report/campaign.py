@@ -257,7 +257,7 @@ def figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str]]:
     return out
 
 
-def write_campaign_report(results: Path, price_per_gpu_hour: float = 3.50) -> tuple[Path, Path]:
+def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None) -> tuple[Path, Path]:
     """Write `<results>/report.md` and `<results>/report.html` from the files alone."""
     from jinja2 import Environment
 

@@ -55,7 +55,7 @@ def markdown_table(rows: Sequence[Sequence[str]], columns: Sequence[str] = COLUM
     return "\n".join(lines)
 
 
-def run_report(run: RunDir) -> str:
+def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
     """A run's report, from the files in its directory alone (manifest, records, check summaries)."""
     manifest = json.loads((run.path / "manifest.json").read_text())
     records = list(run.records())
@@ -79,7 +79,7 @@ def run_report(run: RunDir) -> str:
                   "", "```", *error.splitlines()[1:], "```"]
     lines += _counters_section(run) + _telemetry_section(run, records)
     lines += _capacity_section(run) + _needle_section(run) + _ramp_section(run, records)
-    lines += _throughput_section(run, manifest)
+    lines += _throughput_section(run, manifest, price_per_gpu_hour)
     lines += [
         "",
         "## Requests",
@@ -165,16 +165,16 @@ def _counters_section(run: RunDir) -> list[str]:
             "Common names over the engines' own (docs/metrics.md); n/a: this engine does not export it."]
 
 
-def _throughput_section(run: RunDir, manifest: dict[str, Any]) -> list[str]:
+def _throughput_section(run: RunDir, manifest: dict[str, Any], price_override: float | None) -> list[str]:
     path = run.path / "throughput.json"
     if not path.exists():
         return []
-    from ..results.evidence import cost_per_million
+    from ..results.evidence import cost_per_million, price_of
 
     data = json.loads(path.read_text())
     spec = data.get("spec", {})
     gpus = int(manifest.get("gpus", 0))
-    price = float(manifest.get("price_per_gpu_hour", 3.50))
+    price = price_of(manifest, price_override)
     deltas = counter_deltas(run)
     slo = ", ".join(f"{name} <= {spec[key]} s" for name, key in (("TTFT", "ttft_slo_s"), ("TPOT", "tpot_slo_s"))
                     if spec.get(key) is not None) or "none set: every successful request counts"

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Literal
 
 from .. import metrics
+from ..config import DEFAULT_PRICE_PER_GPU_HOUR
 from .ramp_table import RAMP_TABLE, run_rows
 from .store import RunDir
 
-DEFAULT_PRICE_PER_GPU_HOUR = 3.50
 Status = Literal["validated", "provisional", "failed"]
 
 
@@ -68,9 +68,20 @@ def cost_per_million(price_per_gpu_hour: float, gpus: int, seconds: float, token
     return price_per_gpu_hour * gpus * (seconds / 3600) / (tokens / 1e6)
 
 
-def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float = DEFAULT_PRICE_PER_GPU_HOUR) -> Row:
-    """One deployment's row from one run directory; status by `status_of`."""
+def price_of(manifest: dict[str, object], override: float | None = None) -> float:
+    """The price every cost of a run uses: `override` (`ctxbench report --price`), else the one its manifest
+    recorded (the campaign's), else the default."""
+    if override is not None:
+        return override
+    recorded = manifest.get("price_per_gpu_hour")
+    return float(recorded) if isinstance(recorded, (int, float)) else DEFAULT_PRICE_PER_GPU_HOUR
+
+
+def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = None) -> Row:
+    """One deployment's row from one run directory; status by `status_of`. Every cost in it is at one price
+    (`price_of`)."""
     manifest = json.loads((run.path / "manifest.json").read_text())
+    price = price_of(manifest, price_per_gpu_hour)
     cells: dict[str, Cell] = {}
     facts: dict[str, object] = {"checks": set(manifest.get("checks", [])), "failed": manifest.get("failed")}
     capacity_path = run.path / "capacity.json"
@@ -126,12 +137,11 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float = DEFAULT
             seconds = (max(r.end_ns for r in setting) - min(r.sent_ns for r in setting)) / 1e9
             processed = sum((metrics.prompt_tokens(r) or 0) - (metrics.cached_tokens(r) or 0)
                             + ((metrics.output_tokens(r) or metrics.TokenCount(0, "usage")).tokens) for r in setting)
-            cost = cost_per_million(price_per_gpu_hour, gpus, seconds, processed)
+            cost = cost_per_million(price, gpus, seconds, processed)
             cells["cost"] = Cell(
-                f"${cost:.2f}/M tokens (new prompt + output, 2-user ramp, {gpus} GPU at ${price_per_gpu_hour:.2f}/h)"
+                f"${cost:.2f}/M tokens (new prompt + output, 2-user ramp, {gpus} GPU at ${price:.2f}/h)"
                 if cost is not None else "n/a (no GPU count)", _rel(results, run.requests_path), cost)
-    cells.update(_throughput_cells(results, run, gpus, float(manifest.get("price_per_gpu_hour",
-                                                                             price_per_gpu_hour))))
+    cells.update(_throughput_cells(results, run, gpus, price))
     cells.update(_quality_cell(results, run.run_id))
     from ..audits.cache import audit_run
 
@@ -204,7 +214,7 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
     return ("provisional" if reasons else "validated"), tuple(reasons)
 
 
-def collect(results: Path, price_per_gpu_hour: float = DEFAULT_PRICE_PER_GPU_HOUR) -> list[Row]:
+def collect(results: Path, price_per_gpu_hour: float | None = None) -> list[Row]:
     """Every run under `results/runs` that has a manifest, oldest first."""
     runs = sorted(p.parent for p in (results / "runs").glob("*/manifest.json"))
     return [evidence_row(results, RunDir(path), price_per_gpu_hour) for path in runs]
