@@ -11,17 +11,19 @@ import sys
 import traceback
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__, metrics
-from .checks.probe import ProbeSpec, probe_request_count, run_probe
+from .campaign import capacity_spec, needle_spec, probe_spec, ramp_spec
+from .checks.probe import probe_request_count, run_probe
 from .client import Client
-from .config import DEFAULT_PRICE_PER_GPU_HOUR
+from .config import DEFAULT_PRICE_PER_GPU_HOUR, CapacityParams, NeedleParams, ProbeParams, RampParams
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CtxbenchError, ServerUnreachable, UsageError, check_url
 from .records import RequestRecord
 from .report.render import COLUMNS, claims_summary, request_row, run_report
@@ -38,6 +40,7 @@ app.add_typer(engine_app, name="engine")
 app.add_typer(model_app, name="model")
 console = Console()
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
+ParamsT = TypeVar("ParamsT", bound=BaseModel)
 _debug = False  # --debug: a failure also prints its traceback
 # click's base of usage errors (typer vendors click from 0.2x on, so it is found, not imported)
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -73,6 +76,33 @@ class ModelKind(StrEnum):
 def _fail(exc: CtxbenchError) -> typer.Exit:
     _report(exc)
     return typer.Exit(code=exc.exit_code)
+
+
+def _validated(model: type[ParamsT], flags: dict[str, str], **values: object) -> ParamsT:
+    """`values` checked by the campaign file's own model of the check (config.py): the same defaults, ranges
+    and messages; an error names the flag it came from."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = str(error["loc"][0]) if error["loc"] else ""
+        given = f" (given {error['input']!r})" if key else ""
+        message = error["msg"].removeprefix("Value error, ")
+        raise typer.BadParameter(message + given, param_hint=flags.get(key)) from None
+
+
+def _default(model: type[BaseModel], key: str) -> Any:
+    """A parameter's default as the campaign file's model states it: a flag's default is never a copy."""
+    field = model.model_fields[key]
+    return field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
+
+
+def _listed(text: str, flag: str) -> list[str]:
+    """A comma-separated flag's items, for the check's model to check one by one."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if text.strip() and not items:
+        raise typer.BadParameter(f"{text!r}: give values separated by commas", param_hint=flag)
+    return items
 
 
 def _report(exc: BaseException) -> None:
@@ -221,11 +251,13 @@ def probe(
     url: UrlOption,
     model: ModelOption,
     results: ResultsOption = Path("results"),
-    max_tokens: Annotated[int, typer.Option(help="Output budget per request.")] = 96,
-    concurrency: Annotated[int, typer.Option(help="Concurrent streams in the second phase.")] = 2,
+    max_tokens: Annotated[int, typer.Option(help="Output budget per request.")] = _default(ProbeParams, "max_tokens"),
+    concurrency: Annotated[int, typer.Option(help="Concurrent streams in the second phase.")] = _default(
+        ProbeParams, "concurrency"),
 ) -> None:
     """Send a few streamed chat requests (alone, then concurrently); record TTFT, decode rate, tokens."""
-    spec = ProbeSpec(max_tokens=max_tokens, concurrency=concurrency)
+    spec = probe_spec(_validated(ProbeParams, {"max_tokens": "--max-tokens", "concurrency": "--concurrency"},
+                                 max_tokens=max_tokens, concurrency=concurrency))
     run = _adhoc_run(results, model, "probe", deployment=url, model=model)
 
     async def main() -> list[RequestRecord]:
@@ -383,17 +415,6 @@ def parse_token_count(text: str) -> int:
         raise typer.BadParameter(f"{text!r} is not a token count; write 8192, 8K or 1M.") from None
 
 
-def parse_depths(text: str) -> tuple[float, ...]:
-    try:
-        depths = tuple(float(d) for d in text.split(",") if d.strip())
-    except ValueError:
-        raise typer.BadParameter(f"{text!r}: depths are fractions separated by commas, e.g. 0.1,0.5,0.9") from None
-    bad = [d for d in depths if not 0.0 <= d <= 1.0]
-    if bad or not depths:
-        raise typer.BadParameter(f"depth {bad[0] if bad else text!r} is outside [0, 1]; 0.5 is the middle.")
-    return depths
-
-
 def _counter_and_limit(url: str, model: str, tokenizer: Path | None, gguf: Path | None, limit: int | None):  # type: ignore[no-untyped-def]
     from .engines.limits import ContextLimit, read_context_limit
     from .text.tokens import load_token_counter
@@ -416,7 +437,7 @@ def capacity(
     results: ResultsOption = Path("results"),
 ) -> None:
     """Claim 1: a fresh prompt near the server's limit is accepted, and one over it is cleanly rejected."""
-    from .checks.capacity import CapacitySpec, run_capacity
+    from .checks.capacity import run_capacity
     from .text.haystack import pool_for
 
     try:
@@ -430,7 +451,7 @@ def capacity(
     async def main() -> None:
         async with Client(url, model) as client:
             with console.status("sending a prompt near the limit, then one over it"):
-                await run_capacity(client, pool, stated, CapacitySpec(), run, (campaign, url, run.run_id))
+                await run_capacity(client, pool, stated, capacity_spec(CapacityParams()), run, (campaign, url, run.run_id))
 
     try:
         asyncio.run(main())
@@ -444,8 +465,9 @@ def needle(
     url: UrlOption,
     model: ModelOption,
     lengths: Annotated[str, typer.Option(help="Prompt lengths, comma separated: 32K,128K,1M. Default: the limit.")] = "",
-    depths: Annotated[str, typer.Option(help="Needle depths in [0, 1], comma separated.")] = "0.1,0.5,0.9",
-    max_tokens: Annotated[int, typer.Option(help="Output budget for each answer.")] = 32,
+    depths: Annotated[str, typer.Option(help="Needle depths in [0, 1], comma separated.")] = ",".join(
+        str(d) for d in _default(NeedleParams, "depths")),
+    max_tokens: Annotated[int, typer.Option(help="Output budget for each answer.")] = _default(NeedleParams, "max_tokens"),
     force: Annotated[bool, typer.Option(help="Send lengths over the server's limit instead of skipping them.")] = False,
     tokenizer: TokenizerOption = None,
     gguf: GgufOption = None,
@@ -455,19 +477,21 @@ def needle(
     results: ResultsOption = Path("results"),
 ) -> None:
     """Claim 2: a fact planted in a fresh document at each depth, asked for at each length."""
-    from .checks.needle import NeedleSpec, log_line, run_needle
+    from .checks.needle import log_line, run_needle
     from .text.haystack import pool_for
 
-    depth_values = parse_depths(depths)
+    flags = {"lengths": "--lengths", "depths": "--depths", "max_tokens": "--max-tokens"}
+    asked = _validated(NeedleParams, flags, lengths=_listed(lengths, "--lengths"), depths=_listed(depths, "--depths"),
+                       max_tokens=max_tokens)
     try:
         counter, stated = _counter_and_limit(url, model, tokenizer, gguf, limit)
-        sizes = tuple(parse_token_count(x) for x in lengths.split(",") if x.strip()) or (
-            stated.tokens - max_tokens - 16,)
+        sizes = tuple(asked.lengths) or (stated.tokens - max_tokens - 16,)
         with console.status("tokenizing the corpus once"):
             pool = pool_for(counter, max(sizes), corpus)
     except CtxbenchError as exc:
         raise _fail(exc) from exc
-    spec = NeedleSpec(lengths=sizes, depths=depth_values, max_tokens=max_tokens, force=force)
+    spec = needle_spec(asked.model_copy(update={"lengths": list(sizes)}), force=force)
+    depth_values = spec.depths
     run = _adhoc_run(results, model, "needle", deployment=url, model=model, tokenizer=counter.source,
                      check_parameters={"lengths": sizes, "depths": depth_values, "force": force})
 
@@ -494,14 +518,18 @@ def needle(
 def ramp(
     url: UrlOption,
     model: ModelOption,
-    start: Annotated[str, typer.Option(help="Context of the first turn (8K, 32K...).")] = "32K",
-    end: Annotated[str, typer.Option(help="Context of the last turn.")] = "1M",
-    turns: Annotated[int, typer.Option(help="Number of turns.")] = 10,
-    schedule: Annotated[str, typer.Option(help="geometric or linear.")] = "geometric",
-    users: Annotated[str, typer.Option(help="Users settings to run in turn, e.g. 1,2 or 1,2,4.")] = "1,2",
-    stagger: Annotated[float, typer.Option(help="Seconds between users' starts.")] = 5.0,
-    max_tokens: Annotated[int, typer.Option(help="Output budget per reply (fact, then a summary).")] = 256,
-    on_failure: Annotated[str, typer.Option(help="After a failed turn a user: stop or continue.")] = "stop",
+    start: Annotated[str, typer.Option(help="Context of the first turn (8K, 32K...).")] = str(
+        _default(RampParams, "start")),
+    end: Annotated[str, typer.Option(help="Context of the last turn.")] = str(_default(RampParams, "end")),
+    turns: Annotated[int, typer.Option(help="Number of turns.")] = _default(RampParams, "turns"),
+    schedule: Annotated[str, typer.Option(help="geometric or linear.")] = _default(RampParams, "schedule"),
+    users: Annotated[str, typer.Option(help="Users settings to run in turn, e.g. 1,2 or 1,2,4.")] = ",".join(
+        str(u) for u in _default(RampParams, "users")),
+    stagger: Annotated[float, typer.Option(help="Seconds between users' starts.")] = _default(RampParams, "stagger_s"),
+    max_tokens: Annotated[int, typer.Option(help="Output budget per reply (fact, then a summary).")] = _default(
+        RampParams, "max_tokens"),
+    on_failure: Annotated[str, typer.Option(help="After a failed turn a user: stop or continue.")] = _default(
+        RampParams, "on_failure"),
     deployment: Annotated[str | None, typer.Option(help="Name for ramp1m.csv (default: the model).")] = None,
     tokenizer: TokenizerOption = None,
     gguf: GgufOption = None,
@@ -510,20 +538,16 @@ def ramp(
     results: ResultsOption = Path("results"),
 ) -> None:
     """Claim 3: conversations growing turn by turn, alone and beside other users; recall and decode stall."""
-    from .checks.conversation import RampSpec, run_ramp
+    from .checks.conversation import run_ramp
     from .results.ramp_table import RAMP_TABLE
     from .text.haystack import pool_for
     from .text.tokens import load_token_counter
 
-    if schedule not in ("geometric", "linear") or on_failure not in ("stop", "continue"):
-        raise typer.BadParameter("--schedule is geometric or linear; --on-failure is stop or continue.")
-    try:
-        user_settings = tuple(int(u) for u in users.split(",") if u.strip())
-    except ValueError:
-        raise typer.BadParameter(f"--users {users!r}: give user counts separated by commas, e.g. 1,2") from None
-    spec = RampSpec(start_tokens=parse_token_count(start), end_tokens=parse_token_count(end), turns=turns,
-                    schedule=schedule, max_tokens=max_tokens, users=user_settings, stagger_s=stagger,  # type: ignore[arg-type]
-                    on_failure=on_failure)  # type: ignore[arg-type]
+    flags = {"start": "--start", "end": "--end", "turns": "--turns", "schedule": "--schedule", "users": "--users",
+             "stagger_s": "--stagger", "max_tokens": "--max-tokens", "on_failure": "--on-failure"}
+    spec = ramp_spec(_validated(RampParams, flags, start=start, end=end, turns=turns, schedule=schedule,
+                                users=_listed(users, "--users"), stagger_s=stagger, max_tokens=max_tokens,
+                                on_failure=on_failure, ignore_eos=False))
     name = deployment or model
     try:
         counter = load_token_counter(tokenizer, gguf, url, model)

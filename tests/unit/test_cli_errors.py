@@ -85,3 +85,37 @@ async def test_the_client_records_a_transport_failure_and_never_raises(url: str)
     async with Client(url.format(port=closed_port()), "m") as client:
         record = await client.chat([{"role": "user", "content": "hi"}], max_tokens=4)
     assert record.error is not None and record.error.kind == "connect" and not record.ok
+
+
+# Each ad-hoc command's flags are checked by the campaign file's model of its check (config.py): a value the
+# campaign file refuses, the flag refuses too, before any server is asked, naming the flag.
+@pytest.mark.parametrize(("command", "flag", "value"), [
+    ("ramp", "--turns", "0"), ("ramp", "--users", "0"), ("ramp", "--users", "1,x"), ("ramp", "--stagger", "-1"),
+    ("ramp", "--schedule", "cubic"), ("ramp", "--on-failure", "retry"), ("ramp", "--start", "0"),
+    ("ramp", "--max-tokens", "0"), ("needle", "--lengths", "0"), ("needle", "--depths", "1.5"),
+    ("needle", "--max-tokens", "0"), ("probe", "--concurrency", "0"), ("probe", "--max-tokens", "0"),
+])
+def test_a_value_the_campaign_file_refuses_is_refused_by_the_flag(command: str, flag: str, value: str,
+                                                                    tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"  # never reached: the flag is refused first
+    done = ctxbench(command, "--url", url, "--model", "m", flag, value, "--results", str(tmp_path / "r"), cwd=tmp_path)
+    assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+    assert flag in done.stderr and "Traceback" not in done.stdout + done.stderr
+
+
+def test_the_ad_hoc_flags_default_to_the_campaign_files_defaults() -> None:
+    import typer.main
+
+    from ctxbench.cli import app
+    from ctxbench.config import NeedleParams, ProbeParams, RampParams
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    defaults = {name: {p.name: p.default for p in commands[name].params} for name in ("probe", "needle", "ramp")}
+    ramp, needle, probe = RampParams(), NeedleParams(), ProbeParams()
+    assert RampParams(start=defaults["ramp"]["start"], end=defaults["ramp"]["end"], turns=defaults["ramp"]["turns"],
+                      users=defaults["ramp"]["users"].split(","), stagger_s=defaults["ramp"]["stagger"],
+                      max_tokens=defaults["ramp"]["max_tokens"], schedule=defaults["ramp"]["schedule"],
+                      on_failure=defaults["ramp"]["on_failure"]) == ramp
+    assert [float(d) for d in defaults["needle"]["depths"].split(",")] == needle.depths
+    assert defaults["needle"]["max_tokens"] == needle.max_tokens
+    assert (defaults["probe"]["max_tokens"], defaults["probe"]["concurrency"]) == (probe.max_tokens, probe.concurrency)
