@@ -23,7 +23,14 @@ from . import __version__, metrics
 from .campaign import capacity_spec, needle_spec, probe_spec, ramp_spec
 from .checks.probe import probe_request_count, run_probe
 from .client import Client
-from .config import DEFAULT_PRICE_PER_GPU_HOUR, CapacityParams, NeedleParams, ProbeParams, RampParams
+from .config import (
+    DEFAULT_PRICE_PER_GPU_HOUR,
+    CapacityParams,
+    NeedleParams,
+    ProbeParams,
+    QualityParams,
+    RampParams,
+)
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CtxbenchError, ServerUnreachable, UsageError, check_url
 from .records import RequestRecord
 from .report.render import COLUMNS, claims_summary, request_row, run_report
@@ -586,21 +593,24 @@ def quality(
     url: UrlOption,
     model: ModelOption,
     data: Annotated[Path, typer.Option(help="GSM8K test.jsonl (or a directory holding it); never downloaded.")],
-    samples: Annotated[int, typer.Option(help="Problems to sample (seeded).")] = 100,
-    fewshot: Annotated[int, typer.Option(help="Worked examples before each question (the file's last N).")] = 5,
-    endpoint: Annotated[str, typer.Option(help="chat or completions: they can differ by tens of points.")] = "chat",
-    max_tokens: Annotated[int, typer.Option(help="Output budget per answer (generous: answers show working).")] = 512,
-    concurrency: Annotated[int, typer.Option(help="Requests in flight at most.")] = 8,
+    samples: Annotated[int, typer.Option(help="Problems to sample (seeded).")] = _default(QualityParams, "samples"),
+    fewshot: Annotated[int, typer.Option(help="Worked examples before each question (the file's last N).")] = _default(
+        QualityParams, "fewshot"),
+    endpoint: Annotated[str, typer.Option(help="chat or completions: they can differ by tens of points.")] = _default(
+        QualityParams, "endpoint"),
+    max_tokens: Annotated[int, typer.Option(help="Output budget per answer (generous: answers show working).")] = (
+        _default(QualityParams, "max_tokens")),
+    concurrency: Annotated[int, typer.Option(help="Requests in flight at most.")] = _default(QualityParams, "concurrency"),
     deployment: Annotated[str | None, typer.Option(help="Name in quality.jsonl (default: the model).")] = None,
     results: ResultsOption = Path("results"),
 ) -> None:
     """GSM8K accuracy, scored as lm-evaluation-harness does (strict and flexible), with Wilson 95% intervals."""
     from .checks.quality import QualityDataError, QualitySpec, load_problems, run_quality
 
-    if endpoint not in ("chat", "completions"):
-        raise typer.BadParameter(f"--endpoint {endpoint!r}: use chat or completions.")
-    spec = QualitySpec(data=data, samples=samples, fewshot=fewshot, endpoint=endpoint,  # type: ignore[arg-type]
-                       max_tokens=max_tokens, concurrency=concurrency)
+    flags = {"data": "--data", "samples": "--samples", "fewshot": "--fewshot", "endpoint": "--endpoint",
+             "max_tokens": "--max-tokens", "concurrency": "--concurrency"}
+    spec = QualitySpec(**_validated(QualityParams, flags, data=data, samples=samples, fewshot=fewshot,
+                                    endpoint=endpoint, max_tokens=max_tokens, concurrency=concurrency).model_dump())
     try:
         load_problems(data)
     except QualityDataError as exc:

@@ -94,11 +94,14 @@ async def test_the_client_records_a_transport_failure_and_never_raises(url: str)
     ("ramp", "--schedule", "cubic"), ("ramp", "--on-failure", "retry"), ("ramp", "--start", "0"),
     ("ramp", "--max-tokens", "0"), ("needle", "--lengths", "0"), ("needle", "--depths", "1.5"),
     ("needle", "--max-tokens", "0"), ("probe", "--concurrency", "0"), ("probe", "--max-tokens", "0"),
+    ("quality", "--samples", "0"), ("quality", "--endpoint", "rest"), ("quality", "--fewshot", "-1"),
 ])
 def test_a_value_the_campaign_file_refuses_is_refused_by_the_flag(command: str, flag: str, value: str,
                                                                     tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}"  # never reached: the flag is refused first
-    done = ctxbench(command, "--url", url, "--model", "m", flag, value, "--results", str(tmp_path / "r"), cwd=tmp_path)
+    done = ctxbench(command, "--url", url, "--model", "m", flag, value, "--results", str(tmp_path / "r"),
+                    *(["--data", str(write_problems(tmp_path / "test.jsonl", 8))] if command == "quality" else []),
+                    cwd=tmp_path)
     assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
     assert flag in done.stderr and "Traceback" not in done.stdout + done.stderr
 
