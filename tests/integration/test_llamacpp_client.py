@@ -46,8 +46,13 @@ async def test_streamed_chat_returns_usage_and_every_token(tiny_server: LlamaSer
 
 async def test_ttft_and_decode_rate_agree_with_the_servers_own_timings(tiny_server: LlamaServer) -> None:
     """Tolerance: TTFT is at least the server's prompt time and at most prompt time + one decode step
-    + 150 ms of HTTP and scheduling; decode rate within 25% of the server's predicted tokens/s."""
+    + 150 ms + twice the time outside the prompt of a short request just before (the server's tokenizing and
+    slot work, HTTP and scheduling: a hog on every core stretched it to 170 ms); decode rate within 25% of the
+    server's predicted tokens/s."""
     async with Client(tiny_server.base_url, "tiny") as client:
+        short = await client.chat(ask("Say hi."), max_tokens=1, extra_body=EXACT)
+        assert short.ok and short.server_timings is not None, short.error
+        outside_s = max(0.0, (metrics.ttft_s(short) or 0.0) - short.server_timings["prompt_ms"] / 1000)
         # 512 tokens (a quarter of a second or more): long enough that a busy host cannot hand the client the
         # whole answer in one read, which has no decode rate by definition (64 tokens once came in one read).
         record = await client.chat(ask(prose(3000, "timings")), max_tokens=512, extra_body=EXACT)
@@ -59,7 +64,7 @@ async def test_ttft_and_decode_rate_agree_with_the_servers_own_timings(tiny_serv
     assert ttft is not None and rate is not None
     prompt_s = timings["prompt_ms"] / 1000
     step_s = timings["predicted_per_token_ms"] / 1000
-    assert prompt_s <= ttft <= prompt_s + step_s + 0.150, (ttft, timings)
+    assert prompt_s <= ttft <= prompt_s + step_s + 0.150 + 2 * outside_s, (ttft, outside_s, timings)
     assert rate == pytest.approx(timings["predicted_per_second"], rel=0.25), (rate, timings)
 
 
