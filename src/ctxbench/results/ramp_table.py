@@ -108,8 +108,12 @@ def rows_from_records(records: Iterable[RequestRecord], *, deployment: str, run_
 
 def run_rows(table: Path, run_id: str, records: Sequence[RequestRecord], *, deployment: str,
              source_file: str) -> list[dict[str, str]]:
-    """A run's rows from the table, plus rows rebuilt from its records for every users setting the table
-    lacks (interrupted before it ended: the turn in flight then has no record and no row)."""
+    """A run's rows, rebuilt from its records (so a fix in metrics changes every figure of a row alike, and an
+    interrupted setting has its measured turns). Runs older than the `needle_value` label cannot rebuild
+    recall: their rows come from the table, plus rebuilt rows for any users setting it lacks."""
+    ramp = [r for r in records if r.labels.get("check") == "ramp"]
+    if ramp and all("needle_value" in r.labels for r in ramp):
+        return latest_attempt(rows_from_records(ramp, deployment=deployment, run_id=run_id, source_file=source_file))
     rows = read_rows(table, run_id)
     present = {row["users"] for row in rows}
     missing = [r for r in records if r.labels.get("check") == "ramp" and r.labels.get("users") not in present]
