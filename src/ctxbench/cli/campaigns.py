@@ -1,0 +1,152 @@
+"""Campaigns and their files: demo, run, report, audit-cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .. import metrics
+from ..config import (
+    DEFAULT_PRICE_PER_GPU_HOUR,
+)
+from ..errors import CtxbenchError, UsageError
+from ..report.render import claims_summary, run_report
+from ..results.store import RunDir
+from .common import ResultsOption, _fail, _progress, app, console
+
+
+@app.command()
+def demo(
+    results: ResultsOption = Path("results"),
+) -> None:
+    """Run the demo campaign (SmolLM2 on the embedded llama-server, every check) and write its report.
+
+    An interrupted demo resumes where it stopped when run again; a finished one is run anew."""
+    from ..demo import demo_campaign
+
+    try:
+        campaign = demo_campaign()
+    except CtxbenchError as exc:
+        raise _fail(exc) from exc
+    _run_campaign(campaign, results, [], force=True)
+
+
+@app.command()
+def run(
+    campaign_file: Annotated[Path, typer.Argument(help="The campaign file (TOML); examples/ has two.")],
+    deployment: Annotated[list[str] | None, typer.Option("--deployment", "-d", help="Run only this deployment "
+                                                          "(repeat for several).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the exact commands and the plan; start "
+                                                            "nothing.")] = False,
+    force: Annotated[bool, typer.Option(help="Run deployments that finished earlier again, in new runs.")] = False,
+    results: Annotated[Path | None, typer.Option("--results", help="Results directory (default: the file's "
+                                                                   "`results`).")] = None,
+) -> None:
+    """Run a campaign: per deployment, start it, run the checks, stop it. Rerun to resume."""
+    from ..campaign import dry_run as plan_lines
+    from ..config import load_campaign
+
+    try:
+        campaign = load_campaign(campaign_file, check_paths=not dry_run)
+        if dry_run:
+            for line in plan_lines(campaign, deployment or []):
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
+            return
+    except CtxbenchError as exc:
+        raise _fail(exc) from exc
+    _run_campaign(campaign, results or campaign.campaign.results, deployment or [], force=force)
+
+
+def _run_campaign(campaign, results: Path, names: list[str], *, force: bool) -> None:  # type: ignore[no-untyped-def]
+    from ..campaign import run_campaign, suite_for
+    from ..report.campaign import write_campaign_report
+
+    try:
+        selected = campaign.select(names)
+    except CtxbenchError as exc:
+        raise _fail(exc) from exc
+    total = sum(suite_for(campaign.checks_for(d)).request_count() for d in selected)
+    with _progress() as progress:
+        task = progress.add_task("requests", total=total)
+        try:
+            outcomes = run_campaign(campaign, results=results, names=names, force=force,
+                                    on_status=lambda m: progress.console.print(m, highlight=False, markup=False),
+                                    on_request_done=lambda: progress.advance(task))
+        except CtxbenchError as exc:
+            raise _fail(exc) from exc
+    for outcome in outcomes:
+        if outcome.run_id:
+            run = RunDir(results / "runs" / outcome.run_id)
+            if (run.path / "manifest.json").exists():
+                summary = metrics.summarize(list(run.records()))
+                console.print(f"\n{outcome.deployment}: {outcome.status}; {summary.requests} requests "
+                              f"({summary.failed} failed; the capacity check's over-limit prompt is meant to be "
+                              "rejected)", highlight=False)
+                (run.path / "report.md").write_text(run_report(run))
+                for line in claims_summary(run):
+                    console.print(line, highlight=False)
+                console.print(f"run report: {run.path / 'report.md'}", highlight=False)
+        else:
+            console.print(f"\n{outcome.deployment}: {outcome.status}" + (f": {outcome.error}" if outcome.error else ""),
+                          highlight=False, markup=False)
+    markdown_path, html_path = write_campaign_report(results)  # each run at the price its manifest recorded
+    console.print(f"evidence:   {markdown_path}\n            {html_path}")
+    if any(o.status == "failed" for o in outcomes):
+        raise typer.Exit(code=1)
+
+
+@app.command()
+def report(
+    results: ResultsOption = Path("results"),
+    price: Annotated[float | None, typer.Option(help="Price per GPU-hour for every cost, instead of the one "
+                                                "each run recorded (its campaign's, else "
+                                                f"{DEFAULT_PRICE_PER_GPU_HOUR:.2f}).", min=0.0)] = None,
+) -> None:
+    """Rebuild every run's report.md and the evidence report (report.md, report.html) from files alone."""
+    from ..report.campaign import write_campaign_report
+
+    runs = sorted((results / "runs").glob("*/manifest.json"))
+    if not runs:
+        raise _fail(UsageError(f"no runs under {results / 'runs'} (--results): run `ctxbench demo` or "
+                               "`ctxbench probe` first, or give the results directory that holds them"))
+    try:
+        for manifest in runs:
+            run = RunDir(manifest.parent)
+            (run.path / "report.md").write_text(run_report(run, price))
+            console.print(f"rebuilt {run.path / 'report.md'}")
+        markdown_path, html_path = write_campaign_report(results, price)
+    except CtxbenchError as exc:
+        raise _fail(exc) from exc
+    console.print(f"evidence: {markdown_path}\n          {html_path}")
+
+
+@app.command("audit-cache")
+def audit_cache(
+    results: Annotated[Path, typer.Argument(help="Results directory to audit.")] = Path("results"),
+) -> None:
+    """Find answers served from a prefix cache: reported hits on fresh prompts, prefills too fast to be real,
+    and conversations reusing more than their own history; reconcile with the engine's /metrics counter."""
+    from ..audits.cache import audit_run
+
+    runs = sorted((results / "runs").glob("*/manifest.json"))
+    if not runs:
+        raise _fail(UsageError(f"no runs under {results / 'runs'} (--results): nothing to audit; give the "
+                               "results directory of a finished run"))
+    total = 0
+    for manifest in runs:
+        audit = audit_run(RunDir(manifest.parent))
+        total += len(audit.findings)
+        rate = audit.median_prefill_tokens_per_s
+        console.print(
+            f"{audit.run_id}: {audit.fresh_requests} fresh prompts, median prefill "
+            f"{'n/a' if rate is None else f'{rate:.0f} tokens/s'}; cached tokens reported {audit.records_cached_tokens}, "
+            f"engine counter {'n/a' if audit.metrics_cached_tokens is None else f'{audit.metrics_cached_tokens:.0f}'}; "
+            f"{len(audit.findings)} finding(s)", highlight=False)
+        for finding in audit.findings:
+            console.print(f"  {finding.kind} {finding.request_id}: {finding.detail}", highlight=False)
+        for users, ratio in sorted(audit.ramp_hit_ratio.items()):
+            console.print(f"  ramp, {users} user(s): {ratio:.1%} of the intended history came back from the cache "
+                          "(intended reuse)", highlight=False)
+    raise typer.Exit(code=1 if total else 0)

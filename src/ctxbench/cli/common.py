@@ -1,0 +1,229 @@
+"""What every command shares: the app, the one error boundary (`main`), consoles, options, helpers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import traceback
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import BaseModel, ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .. import __version__
+from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CtxbenchError, ServerUnreachable, UsageError, check_url
+from ..records import RequestRecord
+from ..report.render import COLUMNS, claims_summary, request_row, run_report
+from ..results.store import RunDir, new_run_id, safe_name
+
+app = typer.Typer(
+    help="Does this deployment really serve long contexts? Measure it, with evidence.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+engine_app = typer.Typer(help="Build the embedded engine (llama.cpp's llama-server).", no_args_is_help=True)
+
+
+model_app = typer.Typer(help="Prepare local models (no hub download at run time).", no_args_is_help=True)
+
+
+app.add_typer(engine_app, name="engine")
+
+
+app.add_typer(model_app, name="model")
+
+
+console = Console()
+
+
+errors = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+ParamsT = TypeVar("ParamsT", bound=BaseModel)
+
+
+_debug = False  # --debug: a failure also prints its traceback
+
+
+# click's base of usage errors (typer vendors click from 0.2x on, so it is found, not imported)
+_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+ResultsOption = Annotated[Path, typer.Option("--results", help="Results directory (created if absent).")]
+
+
+def _url_flag(value: str) -> str:
+    try:
+        return check_url(value, "--url")
+    except UsageError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+UrlOption = Annotated[str, typer.Option(help="Base URL of the server, e.g. http://127.0.0.1:8000.", callback=_url_flag)]
+
+
+ModelOption = Annotated[str, typer.Option(help="Model name the server serves.")]
+
+
+def _fail(exc: CtxbenchError) -> typer.Exit:
+    _report(exc)
+    return typer.Exit(code=exc.exit_code)
+
+
+def _validated(model: type[ParamsT], flags: dict[str, str], **values: object) -> ParamsT:
+    """`values` checked by the campaign file's own model of the check (config.py): the same defaults, ranges
+    and messages; an error names the flag it came from."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = str(error["loc"][0]) if error["loc"] else ""
+        given = f" (given {error['input']!r})" if key else ""
+        message = error["msg"].removeprefix("Value error, ")
+        raise typer.BadParameter(message + given, param_hint=flags.get(key)) from None
+
+
+def _default(model: type[BaseModel], key: str) -> Any:
+    """A parameter's default as the campaign file's model states it: a flag's default is never a copy."""
+    field = model.model_fields[key]
+    return field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
+
+
+def _listed(text: str, flag: str) -> list[str]:
+    """A comma-separated flag's items, for the check's model to check one by one."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if text.strip() and not items:
+        raise typer.BadParameter(f"{text!r}: give values separated by commas", param_hint=flag)
+    return items
+
+
+def _report(exc: BaseException) -> None:
+    errors.print(f"[bold red]error:[/] {exc}")
+    if _debug:
+        errors.print("".join(traceback.format_exception(exc)), markup=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The one error boundary: every command's failure reaches the user here as `error: ...` on stderr and an
+    exit code (errors.py), never as a traceback unless --debug asks for one."""
+    try:
+        code = app(args=argv, prog_name="ctxbench", standalone_mode=False)
+    except _ClickException as exc:  # a bad flag or argument: click names it
+        exc.show()
+        return exc.exit_code
+    except (KeyboardInterrupt, typer.Abort):
+        errors.print("[bold red]error:[/] interrupted; what was measured is written (rerun the same command "
+                     "to resume a campaign)")
+        return EXIT_INTERRUPTED
+    except CtxbenchError as exc:
+        _report(exc)
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the boundary: anything else is a ctxbench bug, said as one
+        errors.print(f"[bold red]error:[/] internal error ({type(exc).__name__}: {exc}): a ctxbench bug; "
+                     "rerun with --debug for the traceback and report it")
+        if _debug:
+            errors.print("".join(traceback.format_exception(exc)), markup=False)
+        return EXIT_INTERNAL
+    return code if isinstance(code, int) else 0
+
+
+def entry() -> None:
+    """The `ctxbench` console script."""
+    sys.exit(main())
+
+
+def _progress() -> Progress:
+    return Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), console=console,
+    )
+
+
+@app.callback(invoke_without_command=True)
+def _main(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="On a failure, print the traceback too.")] = False,
+) -> None:
+    global _debug
+    _debug = debug
+    if version:
+        console.print(f"ctxbench {__version__}")
+        raise typer.Exit()
+
+
+def _adhoc_run(results: Path, name: str, check: str, **manifest: object) -> RunDir:
+    """A run of one check against a server ctxbench did not launch (`<stamp>-<name>-<check>`), its manifest
+    written first."""
+    run = RunDir.create(results, new_run_id(safe_name(name), check))
+    run.write_manifest({**manifest, "check": check, "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+    return run
+
+
+def _print_records(records: list[RequestRecord]) -> None:
+    table = Table(*COLUMNS, title="requests")
+    for record in records:
+        table.add_row(*request_row(record))
+    console.print(table)
+
+
+def _finish(run: RunDir, results: Path) -> None:
+    """Rebuild the run's report, print its claims, and rebuild the evidence report of `results`."""
+    from ..report.campaign import write_campaign_report
+
+    (run.path / "report.md").write_text(run_report(run))
+    for line in claims_summary(run):
+        console.print(line, highlight=False)
+    markdown_path, html_path = write_campaign_report(results)
+    console.print(f"run report: {run.path / 'report.md'}\nevidence:   {markdown_path}\n            {html_path}")
+    _reached(list(run.records()), run)
+
+
+def _reached(records: list[RequestRecord], run: RunDir) -> None:
+    """Exit 3 when no request reached the server: a run of nothing but refused connections measured nothing."""
+    if records and all(r.error is not None and r.error.kind == "connect" for r in records):
+        first = records[0].error.message if records[0].error else ""
+        raise _fail(ServerUnreachable(f"no request reached the server (--url): {first}; start it or fix --url "
+                                      f"(the failed requests are recorded in {run.requests_path})"))
+
+
+TokenizerOption = Annotated[
+    Path | None, typer.Option(help="Hugging Face tokenizer.json or model directory (preferred for counting).")
+]
+
+
+GgufOption = Annotated[Path | None, typer.Option(help="Count with the vocabulary inside this GGUF file.")]
+
+
+CorpusOption = Annotated[Path | None, typer.Option(help="Directory of your own .txt files for the haystack.")]
+
+
+CampaignOption = Annotated[str, typer.Option(help="Campaign name; part of every request's seed.")]
+
+
+LimitOption = Annotated[int | None, typer.Option(help="Context limit, if the server does not state one.")]
+
+
+def parse_token_count(text: str) -> int:
+    """`8192`, `8K` (8192), `1M` (1048576), `1.5K`: the campaign files' rule (`config.token_count`)."""
+    from ..config import token_count
+
+    try:
+        return token_count(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a token count; write 8192, 8K or 1M.") from None
+
+
+def _counter_and_limit(url: str, model: str, tokenizer: Path | None, gguf: Path | None, limit: int | None):  # type: ignore[no-untyped-def]
+    from ..engines.limits import ContextLimit, read_context_limit
+    from ..text.tokens import load_token_counter
+
+    counter = load_token_counter(tokenizer, gguf, url, model)
+    stated = ContextLimit(limit, "--limit") if limit is not None else read_context_limit(url)
+    console.print(f"tokenizer: {counter.source}; context limit {stated.tokens} ({stated.source})")
+    return counter, stated

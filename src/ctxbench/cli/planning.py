@@ -1,0 +1,211 @@
+"""Before and around a run: plan (with --calibrate), inspect-checkpoint, topology."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..config import (
+    DEFAULT_PRICE_PER_GPU_HOUR,
+)
+from ..errors import CtxbenchError, UsageError
+from ..results.store import RunDir
+from .common import _fail, app, console, parse_token_count
+
+
+def parse_bytes(text: str) -> float:
+    """`141GB`, `80GiB`, `1.5TB` or a plain number of bytes."""
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]?)(i?)B?\s*", text, re.IGNORECASE)
+    if not match:
+        raise typer.BadParameter(f"{text!r} is not a size; write 141GB or 80GiB.")
+    number, prefix, binary = match.groups()
+    power = "KMGT".find(prefix.upper()) + 1 if prefix else 0
+    return float(number) * (1024 if binary else 1000) ** power
+
+
+@app.command()
+def plan(
+    config: Annotated[Path | None, typer.Option(help="The model's Hugging Face config.json (with --calibrate: "
+                                                     "default, the shape the run recorded).")] = None,
+    context: Annotated[str, typer.Option(help="Context each user holds (8K, 1M...).")] = "1M",
+    users: Annotated[int, typer.Option(help="Concurrent users holding that context.")] = 1,
+    gpus: Annotated[int, typer.Option(help="GPUs the deployment uses.")] = 1,
+    gpu_memory: Annotated[str, typer.Option(help="Memory of one GPU (H200: 141GB).")] = "141GB",
+    kv_dtype: Annotated[str, typer.Option(help="KV cache precision: bf16, fp16, fp8, q8_0, q4_0.")] = "bf16",
+    weights_gb: Annotated[float | None, typer.Option(help="Weight bytes in GB (default: from --checkpoint, else 2 "
+                                                         "bytes a parameter of a dense model).")] = None,
+    checkpoint: Annotated[Path | None, typer.Option(help="Read weight bytes from this checkpoint's headers.")] = None,
+    tflops: Annotated[float, typer.Option(help="Measured matmul rate of one GPU, TFLOP/s.")] = 789.0,
+    efficiency: Annotated[float, typer.Option(help="Measured fraction of that rate the engine reaches.")] = 1.0,
+    decode_tokens_per_s: Annotated[float | None, typer.Option(help="Measured aggregate decode rate, for the "
+                                                                   "cost per token.")] = None,
+    price: Annotated[float, typer.Option(help="Price per GPU-hour.", min=0.0)] = DEFAULT_PRICE_PER_GPU_HOUR,
+    ramp: Annotated[str | None, typer.Option(help="START:END:TURNS (32K:1M:10): each geometric ramp turn's "
+                                                  "prefill, its new tokens over the turn before.")] = None,
+    calibrate: Annotated[list[Path] | None, typer.Option(help="Run directories of one deployment (repeat the flag): "
+                                                              "two of their measured prefills set the speed; the "
+                                                              "others are predicted beside what was measured.")] = None,
+    point: Annotated[list[str] | None, typer.Option(help="With --calibrate: the request id(s) to calibrate on, one "
+                                                         "(constant efficiency) or two (efficiency and a per-token "
+                                                         "cost); default: the shortest and longest solo prefills.")]
+    = None,
+) -> None:
+    """Users x context: KV bytes a token (MHA/GQA/MLA, sliding windows, linear-attention layers), how many
+    users fit beside the weights, when KV offload is needed, prefill time and cost per token."""
+    from ..plan import BYTES_PER_VALUE, DenseShape, kv_layout, predicted_prefill_s, users_that_fit
+    from ..results.evidence import cost_per_million
+
+    if kv_dtype not in BYTES_PER_VALUE:
+        raise typer.BadParameter(f"--kv-dtype {kv_dtype!r}: use one of {', '.join(BYTES_PER_VALUE)}.")
+    if calibrate:
+        efficiency = _calibrate(calibrate, config, tflops, point or [], BYTES_PER_VALUE[kv_dtype])
+        if config is None:
+            return
+    if config is None:
+        raise typer.BadParameter("--config is required (the model's config.json), unless --calibrate is given.")
+    try:
+        fields = json.loads(config.read_text())
+        layout = kv_layout(fields, kv_dtype)
+    except (OSError, ValueError, KeyError) as exc:
+        raise typer.BadParameter(f"{config}: not a readable transformer config.json ({exc!r})") from None
+    tokens = parse_token_count(context)
+    memory = parse_bytes(gpu_memory)
+    moe = any(k in fields for k in ("n_routed_experts", "num_experts", "num_local_experts"))
+    shape = None if moe or "intermediate_size" not in fields else DenseShape.from_hf_config(fields)
+    weights = weights_gb * 1e9 if weights_gb is not None else None
+    if weights is None and checkpoint is not None:
+        from ..audits.checkpoint import CheckpointError, inspect, load_checkpoint
+
+        try:
+            weights = float(sum(nbytes for _, nbytes in inspect(load_checkpoint(checkpoint)).by_dtype.values()))
+        except CheckpointError as exc:
+            raise _fail(exc) from exc
+    if weights is None and shape is not None:
+        weights = 2.0 * (shape.linear_params + 2 * fields.get("vocab_size", 0) * shape.n_embd)
+    per_user = layout.bytes_at(tokens)
+    console.print(f"KV cache ({layout.kind}, {kv_dtype}): {layout.bytes_at(1) / 1024:.1f} KiB a token"
+                  + (f" over {layout.full_layers} full-context layers" if layout.window_layers or "linear" in layout.kind
+                     else "") + f"; {per_user / 2**30:.1f} GiB for one user at {tokens} tokens, "
+                  f"{per_user * users / 2**30:.1f} GiB for {users} user(s)", highlight=False)
+    if weights is None:
+        console.print("weights: give --weights-gb (mixture-of-experts sizes are not estimated)", highlight=False)
+    else:
+        fit = users_that_fit(gpus, memory, weights, per_user)
+        console.print(f"weights {weights / 1e9:.1f} GB on {gpus} x {memory / 1e9:.0f} GB (10% reserved): "
+                      f"{fit} user(s) fit at {tokens} tokens"
+                      + ("" if fit >= users else f"; {users} need KV offload or more GPUs"), highlight=False)
+    if shape is not None:
+        console.print(f"prefill of {tokens} tokens: {predicted_prefill_s(shape, tokens, 0, tflops * efficiency):.1f} s "
+                      f"at {tflops * efficiency:.0f} TFLOP/s (a lower bound at efficiency {efficiency})", highlight=False)
+    if shape is not None and ramp is not None:
+        _print_ramp_prefills(shape, ramp, tflops * efficiency)
+    if decode_tokens_per_s:
+        cost = cost_per_million(price, gpus, 3600, decode_tokens_per_s * 3600)
+        console.print(f"cost: ${cost:.2f} per million output tokens at {decode_tokens_per_s:.0f} tokens/s on {gpus} "
+                      f"GPU(s) at ${price:.2f}/GPU-hour", highlight=False)
+
+
+def _calibrate(run_dirs: list[Path], config: Path | None, tflops: float, points: list[str], kv_value: float) -> float:
+    """Print the calibration table of the runs; return the efficiency they measured."""
+    from ..plan import DenseShape
+    from ..results.calibration import CalibrationError, calibrate, calibration_table
+
+    for run_dir in run_dirs:
+        if not (run_dir / "manifest.json").exists():
+            raise typer.BadParameter(f"--calibrate {run_dir}: not a run directory (no manifest.json); give "
+                                     "results/runs/<run_id>.")
+    shape = None
+    if config is not None:
+        try:
+            shape = DenseShape.from_hf_config(json.loads(config.read_text()))
+        except (OSError, ValueError, KeyError) as exc:
+            raise typer.BadParameter(f"--config {config}: not a readable dense config.json ({exc!r})") from None
+    try:
+        result = calibrate([RunDir(d) for d in run_dirs], tflops=tflops, points=points, shape=shape,
+                           kv_bytes_per_value=kv_value)
+    except CalibrationError as exc:
+        raise typer.BadParameter(f"--calibrate: {exc}") from None
+    console.print("\n".join(calibration_table(result)), highlight=False, markup=False)
+    return result.efficiency
+
+
+def _print_ramp_prefills(shape, ramp: str, tflops: float) -> None:  # type: ignore[no-untyped-def]
+    from ..checks.conversation import RampSpec, ramp_schedule
+    from ..plan import predicted_prefill_s
+
+    try:
+        start, end, turns = ramp.split(":")
+        schedule = ramp_schedule(RampSpec(start_tokens=parse_token_count(start), end_tokens=parse_token_count(end),
+                                          turns=int(turns)))
+    except (ValueError, CtxbenchError) as exc:
+        raise typer.BadParameter(f"--ramp {ramp!r}: write START:END:TURNS, e.g. 32K:1M:10 ({exc})") from None
+    console.print(f"ramp {ramp}, each turn's prefill at {tflops:.0f} TFLOP/s:", highlight=False)
+    previous = 0
+    for turn, target in enumerate(schedule, start=1):
+        seconds = predicted_prefill_s(shape, target - previous, previous, tflops)
+        console.print(f"  turn {turn:>2}: {target:>9} tokens, {target - previous:>8} new: {seconds:8.2f} s",
+                      highlight=False)
+        previous = target
+
+
+@app.command("inspect-checkpoint")
+def inspect_checkpoint(
+    paths: Annotated[list[str], typer.Argument(help="Model directories, .safetensors files, or hf://org/name "
+                                                    "(needs huggingface-hub and network); two or more compare.")],
+) -> None:
+    """What the weights really are, from safetensors headers alone: dtypes, scales, scheme, label check."""
+    from ..audits.checkpoint import CheckpointError, compare, inspect, load_checkpoint, load_remote
+
+    reports = []
+    for path in paths:
+        try:
+            remote = path.startswith("hf://")
+            report = inspect(load_remote(path.removeprefix("hf://")) if remote else load_checkpoint(Path(path)))
+        except CheckpointError as exc:
+            raise _fail(exc) from exc
+        reports.append(report)
+        table = Table("dtype", "parameters", "GB", title=f"{path} (label: {report.label or 'none'})")
+        for dtype, (params, nbytes) in report.by_dtype.items():
+            table.add_row(dtype, f"{params:,}", f"{nbytes / 1e9:.3f}")
+        console.print(table)
+        for scheme, count in sorted(report.schemes.items(), key=lambda item: -item[1]):
+            console.print(f"  {count} weights: {scheme}", highlight=False)
+        if report.unquantized:
+            shown = ", ".join(report.unquantized[:6]) + (" ..." if len(report.unquantized) > 6 else "")
+            console.print(f"  {len(report.unquantized)} 2-D weights unquantized: {shown}", highlight=False)
+        if report.config_quantization:
+            console.print(f"  config.json quantization_config: {json.dumps(report.config_quantization)}", highlight=False)
+        for warning in report.warnings:
+            console.print(f"  [yellow]warning:[/] {warning}", highlight=False)
+    for first, second in zip(reports, reports[1:], strict=False):
+        console.print(f"{first.checkpoint} vs {second.checkpoint}: {compare(first, second)}", highlight=False)
+
+
+@app.command()
+def topology(
+    from_file: Annotated[Path | None, typer.Option(help="Parse this saved `nvidia-smi topo -m` output instead.")] = None,
+    model_gb: Annotated[float | None, typer.Option(help="Model weights in GB, for layout advice.")] = None,
+    gpu_gb: Annotated[float | None, typer.Option(help="Memory of one GPU in GB (H200: 141).")] = None,
+) -> None:
+    """Check the topology first: NVLink islands, PCIe/SYS paths, NUMA, IOMMU mode, and layout advice."""
+    from ..audits.topology import TopologyError, advice, local_iommu_mode, parse_topo_matrix, read_topology
+
+    try:
+        found = parse_topo_matrix(from_file.read_text()) if from_file else read_topology()
+    except TopologyError as exc:
+        raise _fail(exc) from exc
+    except OSError as exc:
+        raise _fail(UsageError(f"cannot read {from_file} (--from-file): {exc.strerror}")) from exc
+    iommu = local_iommu_mode()
+    table = Table("GPU", *found.gpus, "NUMA", title="links (nvidia-smi topo -m)")
+    for row in found.gpus:
+        table.add_row(row, *(found.links.get((row, col), "?") for col in found.gpus), found.numa.get(row, "?"))
+    console.print(table)
+    console.print(f"IOMMU: {iommu}" + (" (of this machine)" if from_file else ""), highlight=False)
+    for note in advice(found, iommu, model_gb, gpu_gb):
+        console.print(f"- {note}", highlight=False)
