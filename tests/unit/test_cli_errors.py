@@ -63,11 +63,26 @@ def test_debug_shows_the_traceback_of_a_failure(tmp_path: Path) -> None:
     assert done.returncode == EXIT_UNREACHABLE and "Traceback" in done.stderr
 
 
-@pytest.mark.parametrize("command", ["report", "audit-cache"])
-def test_a_results_directory_without_runs_is_a_usage_error(command: str, tmp_path: Path) -> None:
-    done = ctxbench(command, "--results", str(tmp_path / "empty"), cwd=tmp_path)
+@pytest.mark.parametrize(("args", "named"), [(["report", "--results"], "--results"), (["audit-cache"], "RESULTS_DIR")])
+def test_a_results_directory_without_runs_is_a_usage_error(args: list[str], named: str, tmp_path: Path) -> None:
+    done = ctxbench(*args, str(tmp_path / "empty"), cwd=tmp_path)
     assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
-    assert "--results" in done.stderr and "Traceback" not in done.stdout + done.stderr
+    assert f"no runs under {tmp_path / 'empty' / 'runs'} ({named})" in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--users", "0"), ("--gpus", "0"), ("--tflops", "0"), ("--efficiency", "1.5"), ("--efficiency", "0"),
+    ("--decode-tokens-per-s", "0"), ("--weights-gb", "-1"), ("--context", "0x"), ("--gpu-memory", "lots"),
+    ("--kv-dtype", "fp3"), ("--ramp", "32K:1M"), ("--price", "-1"),
+])
+def test_plan_refuses_a_bad_value_naming_its_flag(flag: str, value: str, tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text('{"num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, '
+                      '"num_key_value_heads": 4, "intermediate_size": 2816, "vocab_size": 32000}')
+    done = ctxbench("plan", "--config", str(config), flag, value, cwd=tmp_path)
+    assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+    assert flag in done.stderr and "Traceback" not in done.stdout + done.stderr
 
 
 def test_check_url_keeps_a_good_url_and_names_where_a_bad_one_came_from() -> None:

@@ -132,8 +132,8 @@ def audit_cache(
 
     runs = sorted((results / "runs").glob("*/manifest.json"))
     if not runs:
-        raise _fail(UsageError(f"no runs under {results / 'runs'} (--results): nothing to audit; give the "
-                               "results directory of a finished run"))
+        raise _fail(UsageError(f"no runs under {results / 'runs'} (RESULTS_DIR): nothing to audit; give "
+                               "the results directory of a finished run"))
     total = 0
     for manifest in runs:
         audit = audit_run(RunDir(manifest.parent))

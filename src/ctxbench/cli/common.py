@@ -209,14 +209,14 @@ CampaignOption = Annotated[str, typer.Option(help="Campaign name; part of every 
 LimitOption = Annotated[int | None, typer.Option(help="Context limit, if the server does not state one.")]
 
 
-def parse_token_count(text: str) -> int:
+def parse_token_count(text: str, flag: str | None = None) -> int:
     """`8192`, `8K` (8192), `1M` (1048576), `1.5K`: the campaign files' rule (`config.token_count`)."""
     from ..config import token_count
 
     try:
         return token_count(text)
     except ValueError:
-        raise typer.BadParameter(f"{text!r} is not a token count; write 8192, 8K or 1M.") from None
+        raise typer.BadParameter(f"{text!r} is not a token count; write 8192, 8K or 1M.", param_hint=flag) from None
 
 
 def _counter_and_limit(url: str, model: str, tokenizer: Path | None, gguf: Path | None, limit: int | None):  # type: ignore[no-untyped-def]

@@ -18,11 +18,11 @@ from ..results.store import RunDir
 from .common import _fail, app, console, parse_token_count
 
 
-def parse_bytes(text: str) -> float:
+def parse_bytes(text: str, flag: str | None = None) -> float:
     """`141GB`, `80GiB`, `1.5TB` or a plain number of bytes."""
     match = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]?)(i?)B?\s*", text, re.IGNORECASE)
     if not match:
-        raise typer.BadParameter(f"{text!r} is not a size; write 141GB or 80GiB.")
+        raise typer.BadParameter(f"{text!r} is not a size; write 141GB or 80GiB.", param_hint=flag)
     number, prefix, binary = match.groups()
     power = "KMGT".find(prefix.upper()) + 1 if prefix else 0
     return float(number) * (1024 if binary else 1000) ** power
@@ -33,17 +33,18 @@ def plan(
     config: Annotated[Path | None, typer.Option(help="The model's Hugging Face config.json (with --calibrate: "
                                                      "default, the shape the run recorded).")] = None,
     context: Annotated[str, typer.Option(help="Context each user holds (8K, 1M...).")] = "1M",
-    users: Annotated[int, typer.Option(help="Concurrent users holding that context.")] = 1,
-    gpus: Annotated[int, typer.Option(help="GPUs the deployment uses.")] = 1,
+    users: Annotated[int, typer.Option(help="Concurrent users holding that context.", min=1)] = 1,
+    gpus: Annotated[int, typer.Option(help="GPUs the deployment uses.", min=1)] = 1,
     gpu_memory: Annotated[str, typer.Option(help="Memory of one GPU (H200: 141GB).")] = "141GB",
     kv_dtype: Annotated[str, typer.Option(help="KV cache precision: bf16, fp16, fp8, q8_0, q4_0.")] = "bf16",
     weights_gb: Annotated[float | None, typer.Option(help="Weight bytes in GB (default: from --checkpoint, else 2 "
-                                                         "bytes a parameter of a dense model).")] = None,
+                                                         "bytes a parameter of a dense model).", min=0.0)] = None,
     checkpoint: Annotated[Path | None, typer.Option(help="Read weight bytes from this checkpoint's headers.")] = None,
-    tflops: Annotated[float, typer.Option(help="Measured matmul rate of one GPU, TFLOP/s.")] = 789.0,
-    efficiency: Annotated[float, typer.Option(help="Measured fraction of that rate the engine reaches.")] = 1.0,
+    tflops: Annotated[float, typer.Option(help="Measured matmul rate of one GPU, TFLOP/s.", min=0.001)] = 789.0,
+    efficiency: Annotated[float, typer.Option(help="Measured fraction of that rate the engine reaches.", min=0.0001,
+                                              max=1.0)] = 1.0,
     decode_tokens_per_s: Annotated[float | None, typer.Option(help="Measured aggregate decode rate, for the "
-                                                                   "cost per token.")] = None,
+                                                                   "cost per token.", min=0.001)] = None,
     price: Annotated[float, typer.Option(help="Price per GPU-hour.", min=0.0)] = DEFAULT_PRICE_PER_GPU_HOUR,
     ramp: Annotated[str | None, typer.Option(help="START:END:TURNS (32K:1M:10): each geometric ramp turn's "
                                                   "prefill, its new tokens over the turn before.")] = None,
@@ -73,8 +74,8 @@ def plan(
         layout = kv_layout(fields, kv_dtype)
     except (OSError, ValueError, KeyError) as exc:
         raise typer.BadParameter(f"{config}: not a readable transformer config.json ({exc!r})") from None
-    tokens = parse_token_count(context)
-    memory = parse_bytes(gpu_memory)
+    tokens = parse_token_count(context, "--context")
+    memory = parse_bytes(gpu_memory, "--gpu-memory")
     moe = any(k in fields for k in ("n_routed_experts", "num_experts", "num_local_experts"))
     shape = None if moe or "intermediate_size" not in fields else DenseShape.from_hf_config(fields)
     weights = weights_gb * 1e9 if weights_gb is not None else None
@@ -189,8 +190,8 @@ def inspect_checkpoint(
 @app.command()
 def topology(
     from_file: Annotated[Path | None, typer.Option(help="Parse this saved `nvidia-smi topo -m` output instead.")] = None,
-    model_gb: Annotated[float | None, typer.Option(help="Model weights in GB, for layout advice.")] = None,
-    gpu_gb: Annotated[float | None, typer.Option(help="Memory of one GPU in GB (H200: 141).")] = None,
+    model_gb: Annotated[float | None, typer.Option(help="Model weights in GB, for layout advice.", min=0.0)] = None,
+    gpu_gb: Annotated[float | None, typer.Option(help="Memory of one GPU in GB (H200: 141).", min=0.001)] = None,
 ) -> None:
     """Check the topology first: NVLink islands, PCIe/SYS paths, NUMA, IOMMU mode, and layout advice."""
     from ..audits.topology import TopologyError, advice, local_iommu_mode, parse_topo_matrix, read_topology
