@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from client_speed import start_server  # noqa: E402
 
 from ctxbench import Client  # noqa: E402
-from ctxbench.checks.conversation import FOLLOW_UP, RampSpec, ramp_schedule  # noqa: E402
+from ctxbench.checks.ramp import FOLLOW_UP, RampSpec, ramp_schedule  # noqa: E402
 from ctxbench.config import token_count  # noqa: E402
 from ctxbench.engines.models import tiny_model  # noqa: E402
 from ctxbench.text.haystack import Needle, build_haystack, pool_for  # noqa: E402

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ctxbench.checks.capacity import CapacitySpec
-from ctxbench.checks.conversation import RampSpec
+from ctxbench.checks.ramp import RampSpec
 from ctxbench.checks.needle import NeedleSpec
 from ctxbench.checks.probe import ProbeSpec
 from ctxbench.engines.llamacpp import LlamaServerConfig

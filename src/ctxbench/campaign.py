@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Literal
 
 from .checks.capacity import CapacitySpec
-from .checks.conversation import RampSpec
 from .checks.needle import NeedleSpec
 from .checks.probe import ProbeSpec
 from .checks.quality import QualitySpec
+from .checks.ramp import RampSpec
 from .checks.throughput import ThroughputSpec
 from .config import (
     BUILTIN_MODELS,

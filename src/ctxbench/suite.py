@@ -21,10 +21,10 @@ from typing import Any
 
 from . import __version__
 from .checks.capacity import CapacitySpec, run_capacity
-from .checks.conversation import RampSpec, run_ramp
 from .checks.needle import NeedleSpec, run_needle
 from .checks.probe import ProbeSpec, probe_request_count, run_probe
 from .checks.quality import QualitySpec, run_quality
+from .checks.ramp import RampSpec, run_ramp
 from .checks.throughput import PromptMaker, ThroughputSpec, run_throughput
 from .client import Client
 from .engines.build import LLAMACPP_SDIST_VERSION

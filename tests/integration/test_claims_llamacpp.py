@@ -118,7 +118,7 @@ async def test_smollm2_gguf_vocabulary_counts_like_the_server(demo_server: Llama
 async def test_cache_audit_catches_a_reused_seed_reported_or_not(
     tiny_server: LlamaServer, pool: UnitPool, tmp_path: Path
 ) -> None:
-    from ctxbench.audits.cache import audit_run
+    from ctxbench.audits.prefix_cache import audit_run
 
     run = RunDir.create(tmp_path, "audit")
     async with Client(tiny_server.base_url, "tiny") as client:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctxbench import metrics
-from ctxbench.checks.conversation import RampSpec, run_ramp
+from ctxbench.checks.ramp import RampSpec, run_ramp
 from ctxbench.client import Client
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ctxbench.checks.capacity import CapacitySpec
-from ctxbench.checks.conversation import RampSpec
 from ctxbench.checks.needle import NeedleSpec
+from ctxbench.checks.ramp import RampSpec
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel

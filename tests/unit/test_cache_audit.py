@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctxbench.audits.cache import audit_run
+from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.results.store import RunDir
 

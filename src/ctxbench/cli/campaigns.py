@@ -128,7 +128,7 @@ def audit_cache(
 ) -> None:
     """Find answers served from a prefix cache: reported hits on fresh prompts, prefills too fast to be real,
     and conversations reusing more than their own history; reconcile with the engine's /metrics counter."""
-    from ..audits.cache import audit_run
+    from ..audits.prefix_cache import audit_run
 
     runs = sorted((results / "runs").glob("*/manifest.json"))
     if not runs:

@@ -186,7 +186,7 @@ def ramp(
     results: ResultsOption = Path("results"),
 ) -> None:
     """Claim 3: conversations growing turn by turn, alone and beside other users; recall and decode stall."""
-    from ..checks.conversation import run_ramp
+    from ..checks.ramp import run_ramp
     from ..results.ramp_table import RAMP_TABLE
     from ..text.haystack import pool_for
     from ..text.tokens import load_token_counter

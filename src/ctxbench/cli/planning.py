@@ -136,7 +136,7 @@ def _calibrate(run_dirs: list[Path], config: Path | None, tflops: float, points:
 
 
 def _print_ramp_prefills(shape, ramp: str, tflops: float) -> None:  # type: ignore[no-untyped-def]
-    from ..checks.conversation import RampSpec, ramp_schedule
+    from ..checks.ramp import RampSpec, ramp_schedule
     from ..plan import predicted_prefill_s
 
     try:

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cache import cache_root, pip_download
 from ..errors import EngineBuildError
+from ..machine_cache import cache_root, pip_download
 
 LLAMACPP_SDIST_VERSION = "0.3.36"
 TARGETS = ("llama-server", "llama-quantize")

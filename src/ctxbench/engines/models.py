@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cache import cache_root, pip_download
 from ..errors import ModelPrepareError
+from ..machine_cache import cache_root, pip_download
 from ..text.corpus import ProseGenerator
 
 CHATML_TEMPLATE = (

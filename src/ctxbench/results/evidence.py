@@ -143,7 +143,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
                 if cost is not None else "n/a (no GPU count)", _rel(results, run.requests_path), cost)
     cells.update(_throughput_cells(results, run, gpus, price))
     cells.update(_quality_cell(results, run.run_id))
-    from ..audits.cache import audit_run
+    from ..audits.prefix_cache import audit_run
 
     audit = audit_run(run)
     facts["cache_findings"] = len(audit.findings)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctxbench import metrics
-from ctxbench.checks.conversation import RampSpec, Turn, ramp_schedule, recall_k_of_n
+from ctxbench.checks.ramp import RampSpec, Turn, ramp_schedule, recall_k_of_n
 from ctxbench.errors import CtxbenchError
 from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.results.ramp_table import RAMP_COLUMNS, append_rows, read_rows
