@@ -22,8 +22,8 @@ from client_speed import start_server  # noqa: E402
 
 from ctxbench import Client  # noqa: E402
 from ctxbench.checks.ramp import FOLLOW_UP, RampSpec, ramp_schedule  # noqa: E402
-from ctxbench.config import token_count  # noqa: E402
 from ctxbench.engines.models import tiny_model  # noqa: E402
+from ctxbench.params import token_count  # noqa: E402
 from ctxbench.text.haystack import Needle, build_haystack, pool_for  # noqa: E402
 from ctxbench.text.tokens import HfTokenCounter  # noqa: E402
 

@@ -23,20 +23,10 @@ from .checks.probe import ProbeSpec
 from .checks.quality import QualitySpec
 from .checks.ramp import RampSpec
 from .checks.throughput import ThroughputSpec
-from .config import (
-    BUILTIN_MODELS,
-    Campaign,
-    CampaignFileError,
-    CapacityParams,
-    Checks,
-    Deployment,
-    ExternalDeployment,
-    NeedleParams,
-    ProbeParams,
-    RampParams,
-)
+from .config import BUILTIN_MODELS, Campaign, CampaignFileError, Checks, Deployment, ExternalDeployment
 from .engines.deployment import plan_deployment
 from .errors import CtxbenchError
+from .params import CapacityParams, NeedleParams, ProbeParams, RampParams
 from .results.store import RunDir, redact_env, safe_name, write_json_atomic
 from .suite import Suite, run_suite
 from .text.tokens import TokenCounter, load_token_counter

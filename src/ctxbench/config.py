@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -25,150 +23,20 @@ from pydantic import (
 )
 
 from .errors import CampaignFileError
+from .params import (  # re-exported: the campaign file's checks are the check schemas
+    CHECK_NAMES,
+    Checks,
+    Tokens,
+    _Strict,
+)
 
-MAX_TOKENS_PER_PROMPT = 1 << 24  # 16M: beyond any model's window; a typo like 1000M is caught here
 BUILTIN_MODELS = ("ctxbench:demo", "ctxbench:tiny")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
-_SUFFIXES = {"k": 1024, "m": 1024 * 1024}
 
 
 
 # The price per GPU-hour when a campaign names none (ad-hoc runs too); every cost says which price it used.
 DEFAULT_PRICE_PER_GPU_HOUR = 3.50
-
-def token_count(value: Any) -> int:
-    """`8192`, `"8K"` (8192), `"1M"` (1048576), `"1.5K"`: context sizes count in powers of two."""
-    if isinstance(value, bool):
-        raise ValueError("a token count is a number or a string like '8K' or '1M', not true/false")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        cleaned = value.strip().lower()
-        try:
-            if cleaned and cleaned[-1] in _SUFFIXES:
-                return int(float(cleaned[:-1]) * _SUFFIXES[cleaned[-1]])
-            return int(cleaned)
-        except ValueError:
-            pass
-    raise ValueError(f"{value!r} is not a token count; write 8192, '8K' or '1M'")
-
-
-Tokens = Annotated[int, BeforeValidator(token_count), Field(ge=1, le=MAX_TOKENS_PER_PROMPT)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ProbeParams(_Strict):
-    max_tokens: int = Field(96, ge=1, le=65536)
-    concurrency: int = Field(2, ge=1, le=1024)
-    document_chars: int = Field(4000, ge=0, le=10_000_000)
-
-
-class CapacityParams(_Strict):
-    output_tokens: int = Field(16, ge=1, le=65536)
-    margin_tokens: int = Field(16, ge=0, le=65536)
-    over_by_tokens: int = Field(256, ge=1, le=MAX_TOKENS_PER_PROMPT)
-
-
-class NeedleParams(_Strict):
-    lengths: list[Tokens] = Field(default_factory=list, max_length=64)  # empty: the server's limit
-    depths: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(default=[0.1, 0.5, 0.9], min_length=1,
-                                                                   max_length=64)
-    max_tokens: int = Field(32, ge=1, le=65536)
-    # Depths for some lengths only, e.g. {"1M" = [0.5]}: one 1M prompt costs as much as many short ones.
-    depths_at: dict[str, list[Annotated[float, Field(ge=0.0, le=1.0)]]] = Field(default_factory=dict, max_length=64)
-
-    @field_validator("depths_at")
-    @classmethod
-    def _lengths_are_token_counts(cls, value: dict[str, list[float]]) -> dict[str, list[float]]:
-        for key, depths in value.items():
-            token_count(key)  # raises with the message naming the bad key
-            if not depths:
-                raise ValueError(f"depths_at[{key!r}] is empty; give at least one depth or drop the key")
-        return value
-
-    @model_validator(mode="after")
-    def _depths_at_listed_lengths(self) -> NeedleParams:
-        unknown = [key for key in self.depths_at if token_count(key) not in self.lengths]
-        if unknown:
-            raise ValueError(f"depths_at names {unknown[0]!r}, which is not one of lengths {self.lengths}")
-        return self
-
-    def depths_by_length(self) -> tuple[tuple[int, tuple[float, ...]], ...]:
-        return tuple((token_count(key), tuple(depths)) for key, depths in self.depths_at.items())
-
-
-class RampParams(_Strict):
-    start: Tokens = 32 * 1024
-    end: Tokens = 1024 * 1024
-    turns: int = Field(10, ge=1, le=1000)
-    schedule: Literal["geometric", "linear"] = "geometric"
-    max_tokens: int = Field(256, ge=1, le=65536)
-    users: list[Annotated[int, Field(ge=1, le=1024)]] = Field(default=[1, 2], min_length=1, max_length=16)
-    stagger_s: float = Field(5.0, ge=0.0, le=3600.0)
-    on_failure: Literal["stop", "continue"] = "stop"
-    ignore_eos: bool = False  # every reply writes max_tokens (random weights stop anywhere): decode rates compare
-
-    @model_validator(mode="after")
-    def _end_after_start(self) -> RampParams:
-        if self.end < self.start:
-            raise ValueError(f"end ({self.end}) is shorter than start ({self.start}); a ramp grows")
-        return self
-
-
-class ThroughputParams(_Strict):
-    levels: list[Annotated[int, Field(ge=1, le=4096)]] = Field(default=[1, 4, 16, 64], min_length=1, max_length=32)
-    prompt_tokens: Tokens = 1024
-    output_tokens: int = Field(256, ge=1, le=65536)
-    requests_per_user: int | None = Field(None, ge=1, le=100_000)  # None: run each level for duration_s
-    duration_s: float = Field(60.0, gt=0, le=24 * 3600)
-    warmup_requests: int = Field(1, ge=0, le=1000)
-    source: str = Field("prose", max_length=4096)  # prose, code, or a JSONL file of prompts
-    shared_prefix_tokens: int = Field(0, ge=0, le=MAX_TOKENS_PER_PROMPT)
-    ttft_slo_s: float | None = Field(None, gt=0)
-    tpot_slo_s: float | None = Field(None, gt=0)
-    ignore_eos: bool = True
-    client_processes: int = Field(1, ge=1, le=256)  # the users of a level spread over this many client processes
-
-    @model_validator(mode="after")
-    def _prefix_inside_prompt(self) -> ThroughputParams:
-        if self.shared_prefix_tokens >= self.prompt_tokens:
-            raise ValueError(f"shared_prefix_tokens ({self.shared_prefix_tokens}) must be below prompt_tokens "
-                             f"({self.prompt_tokens}), which counts the whole prompt")
-        return self
-
-    @field_validator("source")
-    @classmethod
-    def _known_source(cls, value: str) -> str:
-        if value not in ("prose", "code") and not value.endswith(".jsonl"):
-            raise ValueError(f"source {value!r}: use prose, code, or the path of a .jsonl file of prompts")
-        return value
-
-
-class QualityParams(_Strict):
-    data: Path  # GSM8K's test.jsonl (or a directory holding it): local, never downloaded
-    samples: int = Field(100, ge=1, le=100_000)
-    fewshot: int = Field(5, ge=0, le=64)
-    endpoint: Literal["chat", "completions"] = "chat"
-    max_tokens: int = Field(512, ge=16, le=65536)
-    concurrency: int = Field(8, ge=1, le=1024)
-
-
-CHECK_NAMES = ("probe", "capacity", "needle", "ramp", "throughput", "quality")
-
-
-class Checks(_Strict):
-    """Each check runs when its table is present; `check = false` in a deployment's overrides skips it."""
-
-    probe: ProbeParams | None = None
-    capacity: CapacityParams | None = None
-    needle: NeedleParams | None = None
-    ramp: RampParams | None = None
-    throughput: ThroughputParams | None = None
-    quality: QualityParams | None = None
-
 
 def _check_name(value: str) -> str:
     if not _NAME.match(value) or ".." in value:

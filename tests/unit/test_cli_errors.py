@@ -125,7 +125,7 @@ def test_the_ad_hoc_flags_default_to_the_campaign_files_defaults() -> None:
     import typer.main
 
     from ctxbench.cli import app
-    from ctxbench.config import NeedleParams, ProbeParams, RampParams
+    from ctxbench.params import NeedleParams, ProbeParams, RampParams
 
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
     defaults = {name: {p.name: p.default for p in commands[name].params} for name in ("probe", "needle", "ramp")}

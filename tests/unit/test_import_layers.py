@@ -16,7 +16,7 @@ ROOT = Path(ctxbench.__file__).parent
 # checks, which write into it as they go (nothing measured is lost), while the results that read runs back
 # (evidence, calibration) come after them.
 STAGES: list[tuple[str, ...]] = [
-    ("errors", "records", "wire", "sse", "stats", "plan", "machine_cache", "config", "text"),
+    ("errors", "records", "wire", "sse", "stats", "plan", "machine_cache", "params", "config", "text"),
     ("transport", "client", "metrics", "router", "telemetry"),
     ("engines", "results.store", "results.ramp_table"),
     ("checks", "audits"),

@@ -44,5 +44,5 @@ def test_token_counts_accept_k_and_m_suffixes(text: str, tokens: int) -> None:
 def test_bad_depth_names_the_flag_and_the_range() -> None:
     result = CliRunner().invoke(app, ["needle", "--url", "http://127.0.0.1:9", "--model", "m", "--depths", "0.5,1.5"])
     assert result.exit_code == 2
-    # the campaign file's own rule and message (config.NeedleParams), naming the flag and the bad value
+    # the campaign file's own rule and message (params.NeedleParams), naming the flag and the bad value
     assert "--depths" in result.output and "less than or equal to 1" in result.output and "1.5" in result.output

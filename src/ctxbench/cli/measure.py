@@ -12,14 +12,8 @@ import typer
 from ..campaign import capacity_spec, needle_spec, probe_spec, ramp_spec
 from ..checks.probe import probe_request_count, run_probe
 from ..client import Client
-from ..config import (
-    CapacityParams,
-    NeedleParams,
-    ProbeParams,
-    QualityParams,
-    RampParams,
-)
 from ..errors import CtxbenchError
+from ..params import CapacityParams, NeedleParams, ProbeParams, QualityParams, RampParams
 from ..records import RequestRecord
 from ..report.render import run_report
 from .common import (
