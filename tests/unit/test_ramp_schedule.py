@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench import metrics
+from ctxbench import decode_stall
 from ctxbench.checks.ramp import RampSpec, Turn, ramp_schedule, recall_k_of_n
 from ctxbench.errors import CtxbenchError
 from ctxbench.records import Chunk, RequestRecord, Usage
@@ -53,36 +53,36 @@ def test_second_user_prefill_is_visible_as_decode_stall() -> None:
     times += [1500 + 10.0 * i for i in range(1, 51)]
     decoding = rec("a", "0", -100, times)
     newcomer = rec("b", "1", 500, [1500, 1510])
-    figure = metrics.stall(decoding, [newcomer])
+    figure = decode_stall.stall(decoding, [newcomer])
     assert figure is not None
     assert figure.time_inside_s == pytest.approx(1.0)
     assert figure.rate_inside == pytest.approx(10.0)
     assert figure.rate_outside == pytest.approx(100.0)
     assert figure.factor == pytest.approx(10.0)
-    assert metrics.format_stall(figure) == "100 -> 10 tokens/s (10.0x)"
+    assert decode_stall.format_stall(figure) == "100 -> 10 tokens/s (10.0x)"
 
 
 def test_one_user_reports_no_stall() -> None:
     alone = rec("a", "0", 0, [100.0 + 10 * i for i in range(20)])
-    stalls = metrics.user_stalls([alone])
+    stalls = decode_stall.user_stalls([alone])
     figure = stalls["a"]
     assert figure is not None and figure.time_inside_s == 0 and figure.rate_inside is None
-    assert "no overlap" in metrics.format_stall(figure)
+    assert "no overlap" in decode_stall.format_stall(figure)
 
 
 def test_a_blocked_decode_counts_its_one_token_across_the_window() -> None:
     # Nothing arrives during the other user's 1 s prefill: the straddling gap's token is split by time.
     decoding = rec("a", "0", 0, [0, 10, 20, 1030, 1040])
-    figure = metrics.stall(decoding, [rec("b", "1", 25, [1025])])
+    figure = decode_stall.stall(decoding, [rec("b", "1", 25, [1025])])
     assert figure is not None and figure.time_inside_s == pytest.approx(1.0)
     assert figure.rate_inside is not None and figure.rate_inside < 1.0
     assert figure.factor is not None and figure.factor > 50 and not math.isinf(figure.factor)
 
 
 def test_pooled_stall_weights_by_time() -> None:
-    a = metrics.Stall("a", tokens_inside=10, time_inside_s=1, tokens_outside=100, time_outside_s=1)
-    b = metrics.Stall("b", tokens_inside=0, time_inside_s=1, tokens_outside=100, time_outside_s=1)
-    pooled = metrics.pooled_stall([a, None, b])
+    a = decode_stall.Stall("a", tokens_inside=10, time_inside_s=1, tokens_outside=100, time_outside_s=1)
+    b = decode_stall.Stall("b", tokens_inside=0, time_inside_s=1, tokens_outside=100, time_outside_s=1)
+    pooled = decode_stall.pooled_stall([a, None, b])
     assert pooled is not None and pooled.rate_inside == 5 and pooled.rate_outside == 100
 
 
@@ -107,7 +107,7 @@ def test_an_overlap_of_a_few_milliseconds_says_nothing_about_a_rate() -> None:
     # last 32 chunks arrived in one burst; counting that overlap reported 14000 tokens/s "inside".
     times = [10.0 * i for i in range(200)] + [1990 + 0.05 * i for i in range(1, 33)]
     decoding = rec("a", "0", -100, times)
-    figure = metrics.stall(decoding, [rec("b", "1", 1989.0, [2500.0])])
+    figure = decode_stall.stall(decoding, [rec("b", "1", 1989.0, [2500.0])])
     assert figure is not None and figure.time_inside_s == 0 and figure.rate_inside is None
-    longer = metrics.stall(decoding, [rec("b", "1", 1500.0, [2500.0])])
+    longer = decode_stall.stall(decoding, [rec("b", "1", 1500.0, [2500.0])])
     assert longer is not None and longer.time_inside_s == pytest.approx(0.4916, abs=0.01)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from .. import metrics
+from .. import decode_stall, metrics
 from ..client import Client
 from ..errors import CtxbenchError
 from ..records import RequestRecord
@@ -150,9 +150,9 @@ async def run_ramp(
 
 def ramp_rows(turns: Sequence[Turn], *, deployment: str, run: RunDir) -> list[dict[str, str]]:
     """One ramp1m.csv row per turn, stall figures included."""
-    stalls: dict[str, metrics.Stall | None] = {}
+    stalls: dict[str, decode_stall.Stall | None] = {}
     for users in {t.users for t in turns}:
-        stalls.update(metrics.user_stalls([t.record for t in turns if t.users == users and t.record is not None]))
+        stalls.update(decode_stall.user_stalls([t.record for t in turns if t.users == users and t.record is not None]))
     source = str(Path("runs") / run.run_id / run.requests_path.name)
     rows = []
     for turn in turns:

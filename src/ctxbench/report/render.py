@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import metrics
+from .. import decode_stall, metrics
 from ..records import RequestRecord
 from ..results.ramp_table import RAMP_TABLE, run_rows
 from ..results.store import RunDir
@@ -317,14 +317,14 @@ def _ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
         found = sum(int(r["recall"]) for r in scored)
         ids = {r["request_id"] for r in mine}
         setting = [r for r in records if r.request_id in ids]
-        pooled = metrics.pooled_stall(metrics.user_stalls(setting).values()) if users > 1 else None
+        pooled = decode_stall.pooled_stall(decode_stall.user_stalls(setting).values()) if users > 1 else None
         last_turn = max(int(r["turn"]) for r in mine)
         last = [r for r in mine if int(r["turn"]) == last_turn]
         lines.append(
             f"- {users} user{'s' if users > 1 else ''}: recall {found}/{len(scored)}; last turn {last_turn} at "
             + ", ".join(f"{_number(r['context_tokens'], 0)} tokens (user {r['user']}: TTFT {_number(r['ttft_s'], 2)} s, "
                         f"decode {_number(r['decode_tokens_per_s'], 1)} tok/s)" for r in last)
-            + (f"; decode while another user prefills: {metrics.format_stall(pooled)}" if users > 1 else "")
+            + (f"; decode while another user prefills: {decode_stall.format_stall(pooled)}" if users > 1 else "")
         )
         files = draw_timeline(setting, run.path / f"timeline-u{users}", f"{users} user(s): prefill and decode", gpu)
         if files:

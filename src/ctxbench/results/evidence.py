@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from .. import metrics
+from .. import decode_stall, metrics
 from ..config import DEFAULT_PRICE_PER_GPU_HOUR
 from .ramp_table import RAMP_TABLE, run_rows
 from .store import RunDir
@@ -130,8 +130,8 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         ids = {r["request_id"] for r in mine}
         setting = [r for r in records if r.request_id in ids]
         if users == 2 and setting:
-            pooled = metrics.pooled_stall(metrics.user_stalls(setting).values())
-            cells["stall"] = Cell(metrics.format_stall(pooled), _rel(results, run.requests_path),
+            pooled = decode_stall.pooled_stall(decode_stall.user_stalls(setting).values())
+            cells["stall"] = Cell(decode_stall.format_stall(pooled), _rel(results, run.requests_path),
                                   pooled.factor if pooled else None)
         if users == 2 and setting:
             seconds = (max(r.end_ns for r in setting) - min(r.sent_ns for r in setting)) / 1e9

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .. import metrics
+from .. import decode_stall, metrics
 from ..records import RequestRecord
 from ..text.haystack import found_value
 
@@ -69,7 +69,7 @@ def _s(value: float | int | None) -> str:
 
 
 def record_row(record: RequestRecord, *, deployment: str, run_id: str, source_file: str,
-               stall: metrics.Stall | None = None, recall: bool | None = None, error: str | None = None) -> dict[str, str]:
+               stall: decode_stall.Stall | None = None, recall: bool | None = None, error: str | None = None) -> dict[str, str]:
     """One ramp1m.csv row from a ramp record and its labels (users, user, turn, target and intended cached
     tokens, and the planted value where the record carries it)."""
     labels = record.labels
@@ -99,9 +99,9 @@ def rows_from_records(records: Iterable[RequestRecord], *, deployment: str, run_
                       source_file: str) -> list[dict[str, str]]:
     """Rows for every ramp record (labels `check = ramp`), stall figures recomputed per users setting."""
     ramp = [r for r in records if r.labels.get("check") == "ramp"]
-    stalls: dict[str, metrics.Stall | None] = {}
+    stalls: dict[str, decode_stall.Stall | None] = {}
     for users in {r.labels.get("users") for r in ramp}:
-        stalls.update(metrics.user_stalls([r for r in ramp if r.labels.get("users") == users]))
+        stalls.update(decode_stall.user_stalls([r for r in ramp if r.labels.get("users") == users]))
     return [record_row(r, deployment=deployment, run_id=run_id, source_file=source_file,
                        stall=stalls.get(r.request_id)) for r in ramp]
 

@@ -1,0 +1,74 @@
+"""What a server's answer means beyond its tokens: OpenAI-style `usage` (cached tokens included) and an
+error body turned into a typed `RequestError` (a context-limit rejection with the limit and the prompt's
+size where the server states them, in vLLM's, SGLang's or llama.cpp's words)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .records import RequestError, Usage
+
+
+def usage_of(usage: Mapping[str, Any]) -> Usage:
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage(
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        cached_tokens=cached,
+    )
+
+
+# How each engine words an over-limit rejection; the first group is the limit.
+_LIMIT_PATTERNS = (
+    re.compile(r"maximum context length is (\d+)"),  # vLLM, OpenAI
+    re.compile(r"context length \((\d+) tokens?\)"),  # SGLang
+    re.compile(r"context size \((\d+) tokens?\)"),  # llama.cpp
+)
+_PROMPT_PATTERNS = (
+    re.compile(r"request(?:ed)? \(?(\d+) tokens"),
+    re.compile(r"input \((\d+) tokens?\)"),
+    re.compile(r"has (\d+) input tokens"),
+)
+
+
+def http_error(status: int, body: bytes, retry_after: str | None = None) -> RequestError:
+    """Classify a non-200 answer; over-limit rejections become `context_limit` with the limit. A server's
+    `Retry-After` (429, 503) is kept in the message: ctxbench records it and does not retry on its own."""
+    text = body.decode("utf-8", errors="replace")
+    message, info = text.strip()[:2000], {}
+    try:
+        parsed = json.loads(text)
+        error = parsed.get("error", parsed) if isinstance(parsed, dict) else {}
+        if isinstance(error, dict):
+            info = error
+            message = str(error.get("message", message))
+        elif isinstance(error, str):
+            message = error
+    except json.JSONDecodeError:
+        pass
+    limit = info.get("n_ctx") if isinstance(info.get("n_ctx"), int) else _first_int(_LIMIT_PATTERNS, message)
+    prompt = info.get("n_prompt_tokens")
+    if not isinstance(prompt, int):
+        prompt = _first_int(_PROMPT_PATTERNS, message)
+    error_type = str(info.get("type", ""))
+    is_limit = status in (400, 413, 422) and (
+        "context" in error_type or limit is not None or "context length" in message.lower()
+    )
+    if is_limit:
+        return RequestError(
+            kind="context_limit", message=message, context_limit=limit, server_prompt_tokens=prompt
+        )
+    wait = f" (Retry-After: {retry_after})" if retry_after else ""
+    return RequestError(kind="http_status", message=f"HTTP {status}: {message}{wait}")
+
+
+def _first_int(patterns: Sequence[re.Pattern[str]], text: str) -> int | None:
+    for pattern in patterns:
+        match = pattern.search(text)
+        if match:
+            return int(match.group(1))
+    return None

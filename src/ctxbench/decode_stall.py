@@ -1,0 +1,139 @@
+"""The decode stall: a user's decode rate outside and inside the windows where other users' prefills
+ran (docs/metrics.md, "decode under prefill"), per turn, per user and pooled over a ramp."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+from .metrics import NS, _first_token_ns, output_tokens
+from .records import RequestRecord
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A decoding request's rate inside other requests' prefill windows against outside them.
+
+    `tokens_*` count decoded tokens whose chunk arrived in (or out of) the windows; `time_*_s` is how
+    long the request's decode interval spent in (or out of) them.
+    """
+
+    request_id: str
+    tokens_inside: float
+    time_inside_s: float
+    tokens_outside: float
+    time_outside_s: float
+
+    @property
+    def rate_inside(self) -> float | None:
+        return self.tokens_inside / self.time_inside_s if self.time_inside_s > 0 else None
+
+    @property
+    def rate_outside(self) -> float | None:
+        return self.tokens_outside / self.time_outside_s if self.time_outside_s > 0 else None
+
+    @property
+    def factor(self) -> float | None:
+        """Slowdown = rate outside / rate inside; infinite when nothing was decoded inside."""
+        inside, outside = self.rate_inside, self.rate_outside
+        if inside is None or outside is None:
+            return None
+        return math.inf if inside == 0 else outside / inside
+
+
+def prefill_window(record: RequestRecord) -> tuple[int, int]:
+    """A request's prefill window: send -> first token (-> end of the request if no token came)."""
+    first = _first_token_ns(record)
+    return record.sent_ns, first if first is not None else record.end_ns
+
+
+def _merge(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(w for w in windows if w[1] > w[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _overlap_ns(a: int, b: int, windows: Sequence[tuple[int, int]]) -> int:
+    return sum(max(0, min(b, end) - max(a, start)) for start, end in windows)
+
+
+MIN_OVERLAP_STEPS = 5
+
+
+def stall(record: RequestRecord, others: Sequence[RequestRecord], min_overlap_s: float | None = None) -> Stall | None:
+    """Decode rate of `record` inside the prefill windows of `others` (other users' requests) against
+    outside them. Windows are send -> first token of each other request, merged, and clipped to the
+    decode interval (first -> last token of `record`); a window whose overlap is shorter than
+    `min_overlap_s` (default: 5 of the record's median inter-chunk gaps) is too short to say anything
+    about a rate and counts as outside. Each decode step is the gap between two consecutive chunks
+    and carries that chunk's tokens (`usage` / chunks); a gap that straddles a window edge splits
+    its tokens in proportion to the time on each side. Rate inside = tokens inside / time inside;
+    likewise outside. Returns None when `record` did not decode (fewer than 2 chunks).
+    """
+    if len(record.chunks) < 2:
+        return None
+    start, end = record.chunks[0].arrived_ns, record.chunks[-1].arrived_ns
+    gaps = sorted(b.arrived_ns - a.arrived_ns for a, b in pairwise(record.chunks))
+    shortest_ns = (min_overlap_s * NS) if min_overlap_s is not None else MIN_OVERLAP_STEPS * gaps[len(gaps) // 2]
+    clipped = [(max(a, start), min(b, end)) for a, b in _merge([prefill_window(o) for o in others])]
+    windows = [(a, b) for a, b in clipped if b - a > 0 and b - a >= shortest_ns]
+    tokens = output_tokens(record)
+    per_chunk = (tokens.tokens - 1) / (len(record.chunks) - 1) if tokens is not None and tokens.tokens > 1 else 1.0
+    tokens_inside = 0.0
+    for before, after in pairwise(record.chunks):
+        gap = after.arrived_ns - before.arrived_ns
+        if gap > 0:
+            tokens_inside += per_chunk * _overlap_ns(before.arrived_ns, after.arrived_ns, windows) / gap
+    inside_ns = _overlap_ns(start, end, windows)
+    total_tokens = per_chunk * (len(record.chunks) - 1)
+    return Stall(
+        request_id=record.request_id,
+        tokens_inside=tokens_inside,
+        time_inside_s=inside_ns / NS,
+        tokens_outside=total_tokens - tokens_inside,
+        time_outside_s=(end - start - inside_ns) / NS,
+    )
+
+
+def pooled_stall(stalls: Iterable[Stall | None]) -> Stall | None:
+    """All stalls of a run pooled: total tokens over total time, inside and outside the windows."""
+    present = [s for s in stalls if s is not None]
+    if not present:
+        return None
+    return Stall(
+        request_id="all",
+        tokens_inside=sum(s.tokens_inside for s in present),
+        time_inside_s=sum(s.time_inside_s for s in present),
+        tokens_outside=sum(s.tokens_outside for s in present),
+        time_outside_s=sum(s.time_outside_s for s in present),
+    )
+
+
+def format_stall(figure: Stall | None) -> str:
+    """`589 -> 18 tokens/s (32x)`, or why there is no figure."""
+    if figure is None or figure.rate_outside is None:
+        return "no decode to measure"
+    if figure.rate_inside is None:
+        return f"{figure.rate_outside:.0f} tokens/s, no overlap with another user's prefill"
+    factor = figure.factor
+    shown = "stalled" if factor == math.inf else f"{factor:.1f}x"
+    return f"{_rate(figure.rate_outside)} -> {_rate(figure.rate_inside)} tokens/s ({shown})"
+
+
+def _rate(value: float) -> str:
+    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
+
+
+def user_stalls(records: Sequence[RequestRecord], user_label: str = "user") -> dict[str, Stall | None]:
+    """For records of several users sharing one server at one time, each record's stall against the
+    prefill windows of every other user's records (`labels[user_label]` tells users apart)."""
+    return {
+        r.request_id: stall(r, [o for o in records if o.labels.get(user_label) != r.labels.get(user_label)])
+        for r in records
+    }
