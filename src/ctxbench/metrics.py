@@ -79,6 +79,13 @@ def cached_tokens(record: RequestRecord) -> int | None:
     return None if record.usage is None else record.usage.cached_tokens
 
 
+def engine_prompt_s(record: RequestRecord) -> float | None:
+    """The server's own time for the prompt (llama.cpp's `timings.prompt_ms`), None where it gives none.
+    Unlike TTFT it holds no HTTP, tokenizing or client scheduling: on a busy host those vary several-fold."""
+    prompt_ms = (record.server_timings or {}).get("prompt_ms")
+    return prompt_ms / 1000 if isinstance(prompt_ms, (int, float)) and prompt_ms > 0 else None
+
+
 def decode_time_s(record: RequestRecord) -> float | None:
     """Decode time = last text chunk arrival - first text chunk arrival."""
     if len(record.chunks) < 2:

@@ -5,8 +5,8 @@ audit reads a run's files alone and applies three tests:
 
 1. Reported hits on fresh prompts (capacity, needle): `cached_tokens` beyond the smallest any fresh prompt
    of the run reported (the chat template's opening, shared by all) plus a slack.
-2. Too fast to be a prefill: each fresh prompt's implied prefill rate, (prompt - reported cached) / TTFT,
-   against the run's median; a prompt more than `too_fast_factor` times faster was served from somewhere
+2. Too fast to be a prefill: each fresh prompt's implied prefill rate, (prompt - reported cached) / its
+   prefill time (the engine's own prompt time where it states one, else the TTFT), against the run's median; a prompt more than `too_fast_factor` times faster was served from somewhere
    the server did not report (some engines do not report cached tokens at all).
 3. Conversation reuse beyond its own history: a ramp turn whose cached tokens exceed what the same user's
    previous turn left in the cache (its context plus its reply).
@@ -53,10 +53,12 @@ class CacheAudit:
 
 
 def _implied_rate(record: RequestRecord) -> float | None:
-    prompt, ttft = metrics.prompt_tokens(record), metrics.ttft_s(record)
-    if prompt is None or not ttft:
+    # The engine's own time where it has one: TTFT adds HTTP, tokenizing and client scheduling, which a CPU
+    # hog stretches unevenly; under one, a fresh 1,900-token prompt of the tiny model was called "too fast".
+    prompt, seconds = metrics.prompt_tokens(record), metrics.engine_prompt_s(record) or metrics.ttft_s(record)
+    if prompt is None or not seconds:
         return None
-    return (prompt - (metrics.cached_tokens(record) or 0)) / ttft
+    return (prompt - (metrics.cached_tokens(record) or 0)) / seconds
 
 
 def _counter(run: RunDir, label: str) -> float | None:
