@@ -137,3 +137,23 @@ def test_the_ad_hoc_flags_default_to_the_campaign_files_defaults() -> None:
     assert [float(d) for d in defaults["needle"]["depths"].split(",")] == needle.depths
     assert defaults["needle"]["max_tokens"] == needle.max_tokens
     assert (defaults["probe"]["max_tokens"], defaults["probe"]["concurrency"]) == (probe.max_tokens, probe.concurrency)
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["run", "{tmp}/missing.toml"], "missing.toml"),
+    (["run", "{examples}/demo.toml", "--deployment", "nope", "--dry-run"], "--deployment"),
+    (["engine", "build", "llamacpp", "--jobs", "0"], "--jobs"),
+    (["engine", "build", "llamacpp", "--sdist", "{tmp}/missing.tar.gz"], "--sdist"),
+    (["engine", "build", "llamacpp", "--variant", "rocm"], "--variant"),
+    (["engine", "install", "nope"], "nope"),
+    (["model", "prepare", "bogus"], "bogus"),
+    (["inspect-checkpoint", "{tmp}/missing"], "missing"),
+    (["probe", "--url", "http://127.0.0.1:8080", "--model", "m", "--results", "{tmp}/a-file"], "--results"),
+    (["demo", "--results", "{tmp}/a-file/below"], "--results"),
+])
+def test_every_other_command_refuses_a_bad_value_naming_it(args: list[str], named: str, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    examples = Path(__file__).parents[2] / "examples"
+    done = ctxbench(*(a.format(tmp=tmp_path, examples=examples) for a in args), cwd=tmp_path)
+    assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+    assert named in done.stderr and "Traceback" not in done.stdout + done.stderr

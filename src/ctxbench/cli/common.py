@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -15,7 +16,15 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from .. import __version__
-from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CtxbenchError, ServerUnreachable, UsageError, check_url
+from ..errors import (
+    EXIT_FAILED,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    CtxbenchError,
+    ServerUnreachable,
+    UsageError,
+    check_url,
+)
 from ..records import RequestRecord
 from ..report.render import COLUMNS, claims_summary, request_row, run_report
 from ..results.store import RunDir, new_run_id, safe_name
@@ -55,7 +64,19 @@ _debug = False  # --debug: a failure also prints its traceback
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
-ResultsOption = Annotated[Path, typer.Option("--results", help="Results directory (created if absent).")]
+def _results_flag(value: Path) -> Path:
+    """A results directory ctxbench can write: an existing writable directory, or one it can create."""
+    existing = next((p for p in (value, *value.absolute().parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise typer.BadParameter(f"{existing} is a file, not a directory; give a results directory")
+    if existing is None or not os.access(existing, os.W_OK | os.X_OK):
+        raise typer.BadParameter(f"cannot write under {existing or value} (permission denied); give a directory "
+                                 "you can write")
+    return value
+
+
+ResultsOption = Annotated[Path, typer.Option("--results", help="Results directory (created if absent).",
+                                             callback=_results_flag)]
 
 
 def _url_flag(value: str) -> str:
@@ -124,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     except CtxbenchError as exc:
         _report(exc)
         return exc.exit_code
+    except OSError as exc:  # the machine, not ctxbench: a full disk, a path that vanished, no permission
+        errors.print(f"[bold red]error:[/] {exc.filename or 'a file'}: {exc.strerror or exc} (a path ctxbench "
+                     "reads or writes: check --results and the paths given)")
+        if _debug:
+            errors.print("".join(traceback.format_exception(exc)), markup=False)
+        return EXIT_FAILED
     except Exception as exc:  # noqa: BLE001 - the boundary: anything else is a ctxbench bug, said as one
         errors.print(f"[bold red]error:[/] internal error ({type(exc).__name__}: {exc}): a ctxbench bug; "
                      "rerun with --debug for the traceback and report it")

@@ -31,8 +31,9 @@ class ModelKind(StrEnum):
 def engine_build(
     engine: Annotated[EngineKind, typer.Argument(help="Engine to build.")] = EngineKind.llamacpp,
     variant: Annotated[Variant, typer.Option(help="cpu, or cuda for an H100/H200 (sm_90).")] = Variant.cpu,
-    jobs: Annotated[int | None, typer.Option(help="Parallel compile jobs (default: all cores).")] = None,
-    sdist: Annotated[Path | None, typer.Option(help="A local llama-cpp-python sdist instead of pip download.")] = None,
+    jobs: Annotated[int | None, typer.Option(help="Parallel compile jobs (default: all cores).", min=1)] = None,
+    sdist: Annotated[Path | None, typer.Option(help="A local llama-cpp-python sdist instead of pip download.",
+                                                exists=True, dir_okay=False, readable=True)] = None,
     force: Annotated[bool, typer.Option(help="Rebuild even if the cache has this build.")] = False,
 ) -> None:
     """Build llama-server (and llama-quantize) once per machine from the llama-cpp-python sdist."""
