@@ -273,13 +273,17 @@ def claims_summary(run: RunDir) -> list[str]:
     if needle.exists():
         recall = json.loads(needle.read_text())["recall_by_length"]
         lines.append("needle recall: " + ", ".join(f"{n} tokens {r['found']}/{r['scored']}" for n, r in recall.items()))
-    rows = ramp_table_rows(run)
+    records = list(run.records())
+    rows = ramp_table_rows(run, records)
     for users in sorted({int(r["users"]) for r in rows}):
         mine = [r for r in rows if int(r["users"]) == users]
         scored = [r for r in mine if r["recall"]]
-        factors = [float(r["stall_factor"]) for r in mine if r["stall_factor"]]
+        ids = {r["request_id"] for r in mine}
+        # the evidence table's figure (pooled over the setting), so the console and the report agree
+        pooled = decode_stall.pooled_stall(decode_stall.user_stalls([r for r in records if r.request_id in ids]).values())
         lines.append(f"ramp, {users} user(s): recall {sum(int(r['recall']) for r in scored)}/{len(scored)}"
-                     + (f", worst decode stall {max(factors):.1f}x" if factors else ""))
+                     + (f", decode under another user's prefill {decode_stall.format_stall(pooled)}"
+                        if users > 1 and pooled else ""))
     throughput = run.path / "throughput.json"
     if throughput.exists():
         levels = json.loads(throughput.read_text()).get("levels", {})
