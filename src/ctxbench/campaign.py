@@ -42,7 +42,7 @@ class Outcome:
     error: str | None = None
 
 
-# The validated parameters (config.py, the one definition of each check's parameters, defaults and ranges,
+# The validated parameters (params.py, the one definition of each check's parameters, defaults and ranges,
 # for the campaign file and the ad-hoc commands alike) as the checks' own specs.
 
 def probe_spec(probe: ProbeParams) -> ProbeSpec:

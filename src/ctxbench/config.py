@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from .errors import CampaignFileError
-from .params import (  # re-exported: the campaign file's checks are the check schemas
+from .params import (  # the campaign file's [checks.*] tables are the check schemas
     CHECK_NAMES,
     Checks,
     Tokens,
@@ -32,11 +32,9 @@ from .params import (  # re-exported: the campaign file's checks are the check s
 
 BUILTIN_MODELS = ("ctxbench:demo", "ctxbench:tiny")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
-
-
-
 # The price per GPU-hour when a campaign names none (ad-hoc runs too); every cost says which price it used.
 DEFAULT_PRICE_PER_GPU_HOUR = 3.50
+
 
 def _check_name(value: str) -> str:
     if not _NAME.match(value) or ".." in value:

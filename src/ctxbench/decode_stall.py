@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from .metrics import NS, _first_token_ns, output_tokens
+from .metrics import NS, first_token_ns, output_tokens
 from .records import RequestRecord
 
 
@@ -45,7 +45,7 @@ class Stall:
 
 def prefill_window(record: RequestRecord) -> tuple[int, int]:
     """A request's prefill window: send -> first token (-> end of the request if no token came)."""
-    first = _first_token_ns(record)
+    first = first_token_ns(record)
     return record.sent_ns, first if first is not None else record.end_ns
 
 

@@ -36,7 +36,8 @@ class Gap:
     chunks: int = 1  # chunks the gap spans: more than 1 where chunks in between arrived in one read
 
 
-def _first_token_ns(record: RequestRecord) -> int | None:
+def first_token_ns(record: RequestRecord) -> int | None:
+    """Arrival of the first chunk, None when none came."""
     return record.chunks[0].arrived_ns if record.chunks else None
 
 
@@ -51,7 +52,7 @@ def ttft_s(record: RequestRecord) -> float | None:
     Reasoning text counts as generated text. Matches vLLM `bench serve` and AIPerf (first
     non-empty content); GuideLLM also starts at request send.
     """
-    first = _first_token_ns(record)
+    first = first_token_ns(record)
     return None if first is None else (first - record.sent_ns) / NS
 
 

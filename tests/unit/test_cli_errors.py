@@ -157,3 +157,35 @@ def test_every_other_command_refuses_a_bad_value_naming_it(args: list[str], name
     done = ctxbench(*(a.format(tmp=tmp_path, examples=examples) for a in args), cwd=tmp_path)
     assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
     assert named in done.stderr and "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_server_that_answers_then_breaks_off_is_a_tokenizer_error_not_unreachable() -> None:
+    """Only "nothing answered" is ServerUnreachable (exit 3); a server that took the request and hung up is
+    up, so counting with its tokenizer failed (TokenizerError names the endpoint)."""
+    import threading
+
+    from ctxbench.errors import ServerUnreachable, TokenizerError
+    from ctxbench.text.tokens import ServerTokenCounter
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def hang_up() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            connection.recv(65536)
+            connection.close()  # the request arrived; no answer
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    try:
+        with pytest.raises(TokenizerError, match="apply-template") as caught:
+            ServerTokenCounter(f"http://127.0.0.1:{listener.getsockname()[1]}", "m", timeout_s=5)
+        assert not isinstance(caught.value, ServerUnreachable)
+    finally:
+        listener.close()
+    with pytest.raises(ServerUnreachable):
+        ServerTokenCounter(f"http://127.0.0.1:{closed_port()}", "m", timeout_s=5)

@@ -114,12 +114,9 @@ def solo_prefills(records: Sequence[RequestRecord], min_new_tokens: int = 1024) 
 
 
 def engine_prefill_s(record: RequestRecord, new_tokens: int) -> float | None:
-    """The server's own time for this prefill (llama.cpp's `timings`), when it prefilled the same new tokens."""
-    timings = record.server_timings or {}
-    prompt_ms, prompt_n = timings.get("prompt_ms"), timings.get("prompt_n")
-    if not isinstance(prompt_ms, (int, float)) or prompt_ms <= 0 or prompt_n != new_tokens:
-        return None
-    return prompt_ms / 1000
+    """The server's own time for this prefill (`metrics.engine_prompt_s`), when it prefilled the same new tokens."""
+    same = (record.server_timings or {}).get("prompt_n") == new_tokens
+    return metrics.engine_prompt_s(record) if same else None
 
 
 def shape_of(manifest: dict[str, object]) -> DenseShape:

@@ -160,10 +160,13 @@ class ServerTokenCounter:
     def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
         try:
             return self._http.post(self.base_url + path, json=body)
-        except httpx.TransportError as exc:
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
             raise ServerUnreachable(
                 f"cannot reach {self.base_url} ({type(exc).__name__}: {exc}) to count tokens with the server's "
                 "tokenizer: start the server or fix --url, or count locally with --tokenizer or --gguf") from None
+        except httpx.TransportError as exc:  # it answered, then broke off or went silent past the timeout
+            raise TokenizerError(f"{self.base_url}{path}: {type(exc).__name__}: {exc}; count locally with "
+                                 "--tokenizer or --gguf, or retry when the server is less busy") from None
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         return [len(self._tokenize(text)) for text in texts]
