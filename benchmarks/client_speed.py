@@ -10,7 +10,8 @@ measured by `benchmarks/peers.py`.
 With `--processes P` each level's streams are spread over P client processes started together (their stamps
 share CLOCK_MONOTONIC, so their errors merge); CPU is then the sum and RSS the largest.
 
-    .venv/bin/python benchmarks/client_speed.py [--streams 1,64,256,1024] [--tokens 500] [--rate 100] [--processes 1]
+    .venv/bin/python benchmarks/client_speed.py [--streams 1,64,256,1024] [--tokens 500] [--rate 100] \
+        [--processes 1]
 """
 
 from __future__ import annotations
@@ -30,11 +31,14 @@ HERE = Path(__file__).parent
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))] if ordered else float("nan")
+    return (
+        ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))] if ordered else float("nan")
+    )
 
 
 def errors_of(records) -> tuple[list[float], list[float], list[float]]:  # type: ignore[no-untyped-def]
-    """(receive - send per event, relative per event: (recv_k - recv_0) - (send_k - send_0), TTFT errors), ms."""
+    """(receive - send per event, relative per event: (recv_k - recv_0) - (send_k - send_0), TTFT errors),
+    ms."""
     from ctxbench import metrics
 
     absolute, relative, ttft = [], [], []
@@ -50,7 +54,9 @@ def errors_of(records) -> tuple[list[float], list[float], list[float]]:  # type:
                 sends.append(int(sent_part))
                 arrivals.append(chunk.arrived_ns)
         absolute += [(a - s) / 1e6 for a, s in zip(arrivals, sends, strict=True)]
-        relative += [((a - arrivals[0]) - (s - sends[0])) / 1e6 for a, s in zip(arrivals[1:], sends[1:], strict=True)]
+        relative += [
+            ((a - arrivals[0]) - (s - sends[0])) / 1e6 for a, s in zip(arrivals[1:], sends[1:], strict=True)
+        ]
         client_ttft = metrics.ttft_s(record)
         if client_ttft is not None:
             ttft.append(client_ttft * 1e3 - server_ttft_ns / 1e6)
@@ -68,9 +74,16 @@ async def _run(url: str, streams: int, tokens: int) -> dict[str, Any]:
         ended_ns = time.perf_counter_ns()
         cpu = time.process_time() - cpu
     absolute, relative, ttft = errors_of(records)
-    return {"failed": sum(1 for r in records if not r.ok), "started_ns": started_ns, "ended_ns": ended_ns,
-            "cpu_s": cpu, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "absolute": absolute, "relative": relative, "ttft": ttft}
+    return {
+        "failed": sum(1 for r in records if not r.ok),
+        "started_ns": started_ns,
+        "ended_ns": ended_ns,
+        "cpu_s": cpu,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "absolute": absolute,
+        "relative": relative,
+        "ttft": ttft,
+    }
 
 
 def summarize(parts: list[dict[str, Any]]) -> dict[str, float]:
@@ -80,21 +93,33 @@ def summarize(parts: list[dict[str, Any]]) -> dict[str, float]:
     ttft = [x for part in parts for x in part["ttft"]]
     wall = (max(p["ended_ns"] for p in parts) - min(p["started_ns"] for p in parts)) / 1e9
     return {
-        "failed": sum(p["failed"] for p in parts), "events": len(absolute), "wall_s": wall,
-        "events_per_s": len(absolute) / wall, "cpu_s": sum(p["cpu_s"] for p in parts),
+        "failed": sum(p["failed"] for p in parts),
+        "events": len(absolute),
+        "wall_s": wall,
+        "events_per_s": len(absolute) / wall,
+        "cpu_s": sum(p["cpu_s"] for p in parts),
         "peak_rss_mb": max(p["peak_rss_mb"] for p in parts),
-        "err_p50_ms": percentile(absolute, 50), "err_p99_ms": percentile(absolute, 99),
-        "err_max_ms": max(absolute, default=float("nan")), "rel_p99_ms": percentile(relative, 99),
-        "ttft_err_p50_ms": percentile(ttft, 50), "ttft_err_p99_ms": percentile(ttft, 99),
+        "err_p50_ms": percentile(absolute, 50),
+        "err_p99_ms": percentile(absolute, 99),
+        "err_max_ms": max(absolute, default=float("nan")),
+        "rel_p99_ms": percentile(relative, 99),
+        "ttft_err_p50_ms": percentile(ttft, 50),
+        "ttft_err_p99_ms": percentile(ttft, 99),
     }
 
 
 def run_level(port: int, streams: int, tokens: int, processes: int = 1) -> dict[str, float]:
     """`streams` spread over `processes` worker processes started together."""
     shares = [streams // processes + (1 if i < streams % processes else 0) for i in range(processes)]
-    workers = [subprocess.Popen([sys.executable, __file__, "--worker", str(share), "--tokens", str(tokens),
-                                 "--port", str(port)], stdout=subprocess.PIPE, text=True)
-               for share in shares if share]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", str(share), "--tokens", str(tokens), "--port", str(port)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for share in shares
+        if share
+    ]
     parts = []
     for worker in workers:
         out, _ = worker.communicate()
@@ -105,8 +130,10 @@ def run_level(port: int, streams: int, tokens: int, processes: int = 1) -> dict[
 
 
 def start_server(port: int, rate: float, *extra: str) -> subprocess.Popen[bytes]:
-    server = subprocess.Popen([sys.executable, str(HERE / "reference_server.py"), "--port", str(port), "--rate",
-                               str(rate), *extra], stdout=subprocess.PIPE)
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "reference_server.py"), "--port", str(port), "--rate", str(rate), *extra],
+        stdout=subprocess.PIPE,
+    )
     assert server.stdout is not None
     server.stdout.readline()  # "reference server on ..."
     return server
@@ -118,7 +145,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=500)
     parser.add_argument("--rate", type=float, default=100.0)
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--processes", type=int, default=1, help="client processes sharing each level's streams")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="client processes sharing each level's streams"
+    )
     parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
@@ -129,17 +158,27 @@ def main() -> None:
     server = start_server(args.port, args.rate)
     rows = {}
     try:
-        print(f"reference server: {args.rate:.0f} events/s a stream, 1 token an event, {args.tokens} events a stream; "
-              f"{args.processes} client process(es)")
-        print(f"{'streams':>7} {'offered/s':>10} {'got/s':>9} {'cpu s':>6} {'RSS MB':>7} {'err p50':>8} {'p99':>7} "
-              f"{'max':>7} {'rel p99':>8} {'ttft err p50':>12} {'p99':>7}   (ms)")
+        print(
+            f"reference server: {args.rate:.0f} events/s a stream, 1 token an event, {args.tokens} events a "
+            "stream; "
+            f"{args.processes} client process(es)"
+        )
+        print(
+            f"{'streams':>7} {'offered/s':>10} {'got/s':>9} {'cpu s':>6} {'RSS MB':>7} {'err p50':>8} "
+            f"{'p99':>7} "
+            f"{'max':>7} {'rel p99':>8} {'ttft err p50':>12} {'p99':>7}   (ms)"
+        )
         for streams in (int(s) for s in args.streams.split(",")):
             row = run_level(args.port, streams, args.tokens, args.processes)
             rows[streams] = row
-            print(f"{streams:>7} {streams * args.rate:>10.0f} {row['events_per_s']:>9.0f} {row['cpu_s']:>6.1f} "
-                  f"{row['peak_rss_mb']:>7.0f} {row['err_p50_ms']:>8.2f} {row['err_p99_ms']:>7.2f} {row['err_max_ms']:>7.1f} "
-                  f"{row['rel_p99_ms']:>8.2f} {row['ttft_err_p50_ms']:>12.2f} {row['ttft_err_p99_ms']:>7.2f}"
-                  + (f"  {row['failed']} FAILED" if row["failed"] else ""), flush=True)
+            print(
+                f"{streams:>7} {streams * args.rate:>10.0f} {row['events_per_s']:>9.0f} {row['cpu_s']:>6.1f} "
+                f"{row['peak_rss_mb']:>7.0f} {row['err_p50_ms']:>8.2f} {row['err_p99_ms']:>7.2f} "
+                f"{row['err_max_ms']:>7.1f} "
+                f"{row['rel_p99_ms']:>8.2f} {row['ttft_err_p50_ms']:>12.2f} {row['ttft_err_p99_ms']:>7.2f}"
+                + (f"  {row['failed']} FAILED" if row["failed"] else ""),
+                flush=True,
+            )
     finally:
         server.terminate()
     if args.json:

@@ -106,5 +106,9 @@ def server_window(log: Path, offset: int) -> tuple[int, int, int, int]:
         end = file.tell()
     if not lines:
         return 0, 0, 0, end
-    return (min(r["arrival_ns"] for r in lines), max(r["last_sent_ns"] for r in lines),
-            sum(r["events"] for r in lines), end)
+    return (
+        min(r["arrival_ns"] for r in lines),
+        max(r["last_sent_ns"] for r in lines),
+        sum(r["events"] for r in lines),
+        end,
+    )

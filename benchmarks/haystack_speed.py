@@ -41,11 +41,19 @@ def main() -> None:
 
     per_million = 1_000_000 / args.tokens
     build, naive = statistics.median(build_ms), statistics.median(naive_ms)
-    print(f"haystack of {args.tokens} tokens (tiny BPE tokenizer, chat template included), median of {args.repeats}")
+    print(
+        f"haystack of {args.tokens} tokens (tiny BPE tokenizer, chat template included), median of "
+        f"{args.repeats}"
+    )
     print(f"{'method':<44}{'ms/haystack':>14}{'ms/1M tokens':>14}{'vs ctxbench':>13}")
-    print(f"{'ctxbench: units counted once, assembled':<44}{build:>14.1f}{build * per_million:>14.1f}{1.0:>12.1f}x")
-    print(f"{'baseline: tokenize the whole prompt once':<44}{naive:>14.1f}{naive * per_million:>14.1f}"
-          f"{naive / build:>12.1f}x")
+    print(
+        f"{'ctxbench: units counted once, assembled':<44}{build:>14.1f}"
+        f"{build * per_million:>14.1f}{1.0:>12.1f}x"
+    )
+    print(
+        f"{'baseline: tokenize the whole prompt once':<44}{naive:>14.1f}{naive * per_million:>14.1f}"
+        f"{naive / build:>12.1f}x"
+    )
     print(f"{'one-time: tokenize the unit pool':<44}{pool_ms:>14.1f}{'':>14}{'':>13}")
     print(f"exact: every haystack re-counted in full equals {args.tokens} tokens")
 

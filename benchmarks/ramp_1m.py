@@ -55,21 +55,34 @@ async def main() -> None:
         counter = HfTokenCounter.from_path(tiny_model().tokenizer_dir)
         started = time.perf_counter()
         pool = pool_for(counter, spec.end_tokens)
-        print(f"unit pool for {spec.end_tokens} tokens: {time.perf_counter() - started:.2f} s, peak RSS {rss_mb():.0f} MB")
+        print(
+            f"unit pool for {spec.end_tokens} tokens: {time.perf_counter() - started:.2f} s, peak RSS "
+            f"{rss_mb():.0f} MB"
+        )
         needle = Needle.random(random.Random(1))
         question = f"{needle.question} {FOLLOW_UP}"
         history: list[dict[str, str]] = []
-        print(f"{'turn':>4} {'tokens':>9} {'build s':>8} {'body MB':>8} {'send+reply s':>13} {'loop late max ms':>17} "
-              f"{'peak RSS MB':>12}")
+        print(
+            f"{'turn':>4} {'tokens':>9} {'build s':>8} {'body MB':>8} {'send+reply s':>13} "
+            f"{'loop late max ms':>17} "
+            f"{'peak RSS MB':>12}"
+        )
         async with Client(f"http://127.0.0.1:{args.port}", "reference") as client:
             for number, target in enumerate(ramp_schedule(spec), start=1):
                 lateness: list[float] = []
                 stop = asyncio.Event()
                 tick = asyncio.create_task(ticker(lateness, stop))
                 began = time.perf_counter()
-                haystack = await asyncio.to_thread(build_haystack, pool, target, number, question=question,
-                                                   history=history, needle=needle,
-                                                   depth=spec.needle_depth if number == 1 else None)
+                haystack = await asyncio.to_thread(
+                    build_haystack,
+                    pool,
+                    target,
+                    number,
+                    question=question,
+                    history=history,
+                    needle=needle,
+                    depth=spec.needle_depth if number == 1 else None,
+                )
                 built = time.perf_counter() - began
                 stop.set()
                 await tick
@@ -80,8 +93,10 @@ async def main() -> None:
                 sent = time.perf_counter() - began
                 assert record.ok, record.error
                 history = [*haystack.messages, {"role": "assistant", "content": record.text}]
-                print(f"{number:>4} {target:>9} {built:>8.2f} {body / 1e6:>8.1f} {sent:>13.2f} "
-                      f"{max(lateness, default=0) * 1e3:>17.1f} {rss_mb():>12.0f}")
+                print(
+                    f"{number:>4} {target:>9} {built:>8.2f} {body / 1e6:>8.1f} {sent:>13.2f} "
+                    f"{max(lateness, default=0) * 1e3:>17.1f} {rss_mb():>12.0f}"
+                )
     finally:
         server.terminate()
 

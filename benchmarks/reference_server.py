@@ -43,7 +43,9 @@ class Stream:
 
 
 class ReferenceServer:
-    def __init__(self, rate: float, chunk_tokens: int, prefill_delay_s: float, tick_s: float, log: Path | None) -> None:
+    def __init__(
+        self, rate: float, chunk_tokens: int, prefill_delay_s: float, tick_s: float, log: Path | None
+    ) -> None:
         self.rate = rate
         self.chunk_tokens = chunk_tokens
         self.prefill_delay_ns = int(prefill_delay_s * 1e9)
@@ -82,13 +84,25 @@ class ReferenceServer:
     def _finish(self, stream: Stream) -> None:
         tokens = len(stream.sent) * stream.chunk_tokens
         if stream.usage:
-            end = {"choices": [], "model": stream.model,
-                   "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1}}
+            end = {
+                "choices": [],
+                "model": stream.model,
+                "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1},
+            }
             stream.writer.write(b"data: " + json.dumps(end).encode() + b"\n\n")
         stream.writer.write(b"data: [DONE]\n\n")
         if self.log:
-            self.log.write(json.dumps({"arrival_ns": stream.arrival_ns, "first_sent_ns": stream.sent[0],
-                                       "last_sent_ns": stream.sent[-1], "events": len(stream.sent)}) + "\n")
+            self.log.write(
+                json.dumps(
+                    {
+                        "arrival_ns": stream.arrival_ns,
+                        "first_sent_ns": stream.sent[0],
+                        "last_sent_ns": stream.sent[-1],
+                        "events": len(stream.sent),
+                    }
+                )
+                + "\n"
+            )
         stream.done.set()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -96,7 +110,9 @@ class ReferenceServer:
             head = await reader.readuntil(b"\r\n\r\n")
             lines = head.decode("latin-1").split("\r\n")
             method, path, _ = lines[0].split(" ", 2)
-            headers = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)}
+            headers = {
+                k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)
+            }
             body = await reader.readexactly(int(headers.get("content-length", "0")))
             arrival = Clock()
             await self.route(method, path.split("?")[0], body, arrival, writer)
@@ -109,26 +125,45 @@ class ReferenceServer:
             except ConnectionError:
                 pass
 
-    def _reply(self, writer: asyncio.StreamWriter, status: str, payload: object, kind: str = "application/json") -> None:
+    def _reply(
+        self, writer: asyncio.StreamWriter, status: str, payload: object, kind: str = "application/json"
+    ) -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(data)}\r\n"
-                     "Connection: close\r\n\r\n".encode() + data)
+        writer.write(
+            f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(data)}\r\n"
+            "Connection: close\r\n\r\n".encode()
+            + data
+        )
 
-    async def route(self, method: str, path: str, body: bytes, arrival: int, writer: asyncio.StreamWriter) -> None:
+    async def route(
+        self, method: str, path: str, body: bytes, arrival: int, writer: asyncio.StreamWriter
+    ) -> None:
         if method == "GET" and path in ("/health", "/v1/health"):
             self._reply(writer, "200 OK", {"status": "ok"})
         elif method == "GET" and path == "/v1/models":
-            self._reply(writer, "200 OK", {"object": "list", "data": [{"id": "reference", "object": "model",
-                                                                       "max_model_len": 1 << 24}]})
+            self._reply(
+                writer,
+                "200 OK",
+                {
+                    "object": "list",
+                    "data": [{"id": "reference", "object": "model", "max_model_len": 1 << 24}],
+                },
+            )
         elif method == "GET" and path == "/metrics":
-            text = (f"# TYPE reference:events_sent_total counter\nreference:events_sent_total {self.events_sent}\n"
-                    f"# TYPE reference:bytes_sent_total counter\nreference:bytes_sent_total {self.bytes_sent}\n")
+            text = (
+                "# TYPE reference:events_sent_total counter\nreference:events_sent_total "
+                f"{self.events_sent}\n"
+                f"# TYPE reference:bytes_sent_total counter\nreference:bytes_sent_total {self.bytes_sent}\n"
+            )
             self._reply(writer, "200 OK", text.encode(), "text/plain; version=0.0.4")
         elif method == "POST" and path == "/tokenize":
             request = json.loads(body or b"{}")
             words = str(request.get("prompt", request.get("content", ""))).split()
-            self._reply(writer, "200 OK", {"tokens": list(range(len(words))), "count": len(words),
-                                           "max_model_len": 1 << 24})
+            self._reply(
+                writer,
+                "200 OK",
+                {"tokens": list(range(len(words))), "count": len(words), "max_model_len": 1 << 24},
+            )
         elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
             await self.stream(json.loads(body), arrival, writer, chat=path.endswith("chat/completions"))
         else:
@@ -136,12 +171,22 @@ class ReferenceServer:
 
     async def stream(self, request: dict, arrival: int, writer: asyncio.StreamWriter, chat: bool) -> None:
         tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or 16)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                     b"Connection: close\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            b"Connection: close\r\n\r\n"
+        )
         interval = int(self.chunk_tokens / self.rate * 1e9)
-        stream = Stream(writer, max(1, -(-tokens // self.chunk_tokens)), self.chunk_tokens, interval,
-                        arrival + self.prefill_delay_ns, arrival, chat, str(request.get("model", "reference")),
-                        bool((request.get("stream_options") or {}).get("include_usage", True)))
+        stream = Stream(
+            writer,
+            max(1, -(-tokens // self.chunk_tokens)),
+            self.chunk_tokens,
+            interval,
+            arrival + self.prefill_delay_ns,
+            arrival,
+            chat,
+            str(request.get("model", "reference")),
+            bool((request.get("stream_options") or {}).get("include_usage", True)),
+        )
         stream.template = _template(chat, stream.model)
         self.streams.append(stream)
         await stream.done.wait()
@@ -150,8 +195,13 @@ class ReferenceServer:
 def _template(chat: bool, model: str) -> tuple[bytes, bytes]:
     """The bytes of an event before and after its text (built once a stream: the same JSON every event)."""
     choice = {"index": 0, "delta": {"content": "\0"}} if chat else {"index": 0, "text": "\0"}
-    event = json.dumps({"object": "chat.completion.chunk" if chat else "text_completion", "model": model,
-                        "choices": [choice]})
+    event = json.dumps(
+        {
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "model": model,
+            "choices": [choice],
+        }
+    )
     before, after = event.split('"\\u0000"')
     return b"data: " + before.encode() + b'"', b'"' + after.encode() + b"\n\n"
 
@@ -169,11 +219,17 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--rate", type=float, default=100.0, help="tokens/s per stream")
     parser.add_argument("--chunk-tokens", type=int, default=1, help="tokens per SSE event")
-    parser.add_argument("--prefill-delay", type=float, default=0.0, help="silent seconds before the first event")
+    parser.add_argument(
+        "--prefill-delay", type=float, default=0.0, help="silent seconds before the first event"
+    )
     parser.add_argument("--tick", type=float, default=0.001, help="ticker period, seconds")
     parser.add_argument("--log", type=Path, default=None)
     args = parser.parse_args()
-    asyncio.run(serve(args.port, ReferenceServer(args.rate, args.chunk_tokens, args.prefill_delay, args.tick, args.log)))
+    asyncio.run(
+        serve(
+            args.port, ReferenceServer(args.rate, args.chunk_tokens, args.prefill_delay, args.tick, args.log)
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -98,7 +98,9 @@ class ScriptedSse(_Loopback):
             _, body = await _read_request(reader)
             self.body_sizes.append(len(body))
             await asyncio.sleep(self.delay_s)
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
             for event in [*(json.dumps(e) for e in self.events), "[DONE]"]:
                 data = f"data: {event}\n\n".encode()
                 writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -145,8 +147,14 @@ class FaultProxy(_Loopback):
                 status = b"500 Internal Server Error" if self.fault == "http500" else b"429 Too Many Requests"
                 extra = b"Retry-After: 7\r\n" if self.fault == "http429" else b""
                 text = b'{"error": {"message": "injected fault"}}'
-                writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n" + extra
-                             + f"Content-Length: {len(text)}\r\nConnection: close\r\n\r\n".encode() + text)
+                writer.write(
+                    b"HTTP/1.1 "
+                    + status
+                    + b"\r\nContent-Type: application/json\r\n"
+                    + extra
+                    + f"Content-Length: {len(text)}\r\nConnection: close\r\n\r\n".encode()
+                    + text
+                )
                 await writer.drain()
                 return
             up_reader, up_writer = await self._upstream(self.upstream_port)
@@ -164,7 +172,11 @@ class FaultProxy(_Loopback):
                     writer.transport.abort()
                     return
                 if index == 0 and self.fault in ("malformed", "truncated"):
-                    bad = b"data: {not json at all\n\n" if self.fault == "malformed" else b'data: {"choices": [{"de\n\n'
+                    bad = (
+                        b"data: {not json at all\n\n"
+                        if self.fault == "malformed"
+                        else b'data: {"choices": [{"de\n\n'
+                    )
                     writer.write(f"{len(bad):x}\r\n".encode() + bad + b"\r\n")
                 if index == 0 and self.fault == "stall":
                     await asyncio.sleep(self.delay_s)

@@ -45,25 +45,43 @@ class Outcome:
 # The validated parameters (params.py, the one definition of each check's parameters, defaults and ranges,
 # for the campaign file and the ad-hoc commands alike) as the checks' own specs.
 
+
 def probe_spec(probe: ProbeParams) -> ProbeSpec:
-    return ProbeSpec(max_tokens=probe.max_tokens, concurrency=probe.concurrency, document_chars=probe.document_chars)
+    return ProbeSpec(
+        max_tokens=probe.max_tokens, concurrency=probe.concurrency, document_chars=probe.document_chars
+    )
 
 
 def capacity_spec(capacity: CapacityParams) -> CapacitySpec:
-    return CapacitySpec(output_tokens=capacity.output_tokens, margin_tokens=capacity.margin_tokens,
-                        over_by_tokens=capacity.over_by_tokens)
+    return CapacitySpec(
+        output_tokens=capacity.output_tokens,
+        margin_tokens=capacity.margin_tokens,
+        over_by_tokens=capacity.over_by_tokens,
+    )
 
 
 def needle_spec(needle: NeedleParams, *, force: bool = False) -> NeedleSpec:
-    return NeedleSpec(lengths=tuple(needle.lengths), depths=tuple(needle.depths), max_tokens=needle.max_tokens,
-                      depths_at=needle.depths_by_length(), force=force)
+    return NeedleSpec(
+        lengths=tuple(needle.lengths),
+        depths=tuple(needle.depths),
+        max_tokens=needle.max_tokens,
+        depths_at=needle.depths_by_length(),
+        force=force,
+    )
 
 
 def ramp_spec(ramp: RampParams) -> RampSpec:
-    return RampSpec(start_tokens=ramp.start, end_tokens=ramp.end, turns=ramp.turns, schedule=ramp.schedule,
-                    max_tokens=ramp.max_tokens, users=tuple(ramp.users), stagger_s=ramp.stagger_s,
-                    on_failure=ramp.on_failure,
-                    sampling={"temperature": 0.0, **({"ignore_eos": True} if ramp.ignore_eos else {})})
+    return RampSpec(
+        start_tokens=ramp.start,
+        end_tokens=ramp.end,
+        turns=ramp.turns,
+        schedule=ramp.schedule,
+        max_tokens=ramp.max_tokens,
+        users=tuple(ramp.users),
+        stagger_s=ramp.stagger_s,
+        on_failure=ramp.on_failure,
+        sampling={"temperature": 0.0, **({"ignore_eos": True} if ramp.ignore_eos else {})},
+    )
 
 
 def suite_for(checks: Checks) -> Suite:
@@ -75,7 +93,8 @@ def suite_for(checks: Checks) -> Suite:
         needle=needle_spec(checks.needle) if checks.needle else None,
         ramp=ramp_spec(checks.ramp) if checks.ramp else None,
         throughput=ThroughputSpec(**{**throughput.model_dump(), "levels": tuple(throughput.levels)})
-        if throughput else None,
+        if throughput
+        else None,
         quality=QualitySpec(**checks.quality.model_dump()) if checks.quality else None,
     )
 
@@ -109,11 +128,18 @@ def campaign_record(campaign: Campaign) -> dict[str, object]:
     return data
 
 
-def _append_state(path: Path, deployment: str, status: Status, run_id: str | None, error: str | None = None,
-                  repeat: int = 1) -> None:
+def _append_state(
+    path: Path, deployment: str, status: Status, run_id: str | None, error: str | None = None, repeat: int = 1
+) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    entry = {"deployment": deployment, "repeat": repeat, "status": status, "run_id": run_id, "error": error,
-             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    entry = {
+        "deployment": deployment,
+        "repeat": repeat,
+        "status": status,
+        "run_id": run_id,
+        "error": error,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     with path.open("a") as handle:
         handle.write(json.dumps(entry) + "\n")
         handle.flush()
@@ -159,26 +185,37 @@ def check_gpus(campaign: Campaign, deployments: list[Deployment], present: int |
         if missing:
             index = campaign.deployments.index(deployment)
             raise CampaignFileError(
-                f"deployments[{index}].gpus ({deployment.name}): GPU {missing[0]} is not present; this machine shows "
-                f"{present} GPU(s) (indices 0..{present - 1})" if present else
-                f"deployments[{index}].gpus ({deployment.name}): GPU {missing[0]} is not present; this machine shows "
-                "no NVIDIA GPU. Remove `gpus` to run on the CPU, or run on the GPU node.")
+                f"deployments[{index}].gpus ({deployment.name}): GPU {missing[0]} is not present; this "
+                "machine shows "
+                f"{present} GPU(s) (indices 0..{present - 1})"
+                if present
+                else f"deployments[{index}].gpus ({deployment.name}): GPU {missing[0]} is not present; "
+                "this machine shows no NVIDIA GPU. Remove `gpus` to run on the CPU, or run on the GPU node."
+            )
 
 
 def dry_run(campaign: Campaign, names: list[str]) -> list[str]:
     """The plan, line by line: each deployment's exact commands and checks; nothing is started or written."""
-    lines = [f"campaign {campaign.campaign.name}: price ${campaign.campaign.price_per_gpu_hour:.2f}/GPU-hour, "
-             f"results in {campaign.campaign.results}"]
+    lines = [
+        f"campaign {campaign.campaign.name}: price ${campaign.campaign.price_per_gpu_hour:.2f}/GPU-hour, "
+        f"results in {campaign.campaign.results}"
+    ]
     for deployment in campaign.select(names):
         plan = plan_deployment(deployment, resolve=False)
         checks = campaign.checks_for(deployment)
         ran = [name for name, spec in checks.model_dump().items() if spec is not None]
         model = getattr(deployment, "model", None)
-        missing = (model is not None and model not in BUILTIN_MODELS and not isinstance(deployment, ExternalDeployment)
-                   and not Path(model).expanduser().exists())
-        lines.append(f"\n[{deployment.name}] engine {deployment.engine}, {len(plan.specs) or len(plan.urls)} "
-                     f"replica(s), GPUs {[list(g) for g in plan.replica_gpus]}, model {plan.model}"
-                     + (" (MISSING on this machine)" if missing else ""))
+        missing = (
+            model is not None
+            and model not in BUILTIN_MODELS
+            and not isinstance(deployment, ExternalDeployment)
+            and not Path(model).expanduser().exists()
+        )
+        lines.append(
+            f"\n[{deployment.name}] engine {deployment.engine}, {len(plan.specs) or len(plan.urls)} "
+            f"replica(s), GPUs {[list(g) for g in plan.replica_gpus]}, model {plan.model}"
+            + (" (MISSING on this machine)" if missing else "")
+        )
         for index, command in enumerate(plan.commands()):
             lines.append(f"  replica {index}: {command}")
         lines.append(f"  checks: {', '.join(ran) or 'none'}")
@@ -215,20 +252,33 @@ def run_campaign(
             previous = state.get(state_key(deployment.name, repeat), {})
             label = deployment.name + (f" (repeat {repeat}/{repeats})" if repeats > 1 else "")
             if previous.get("status") == "done" and not force:
-                on_status(f"{label}: finished earlier in run {previous['run_id']}; skipped (--force redoes it)")
+                on_status(
+                    f"{label}: finished earlier in run {previous['run_id']}; skipped (--force redoes it)"
+                )
                 outcomes.append(Outcome(deployment.name, "skipped", previous.get("run_id")))
                 continue
             resume = None
             if previous.get("status") == "started" and previous.get("run_id"):
                 candidate = results / "runs" / previous["run_id"]
                 resume = candidate if (candidate / "manifest.json").exists() else None
-            outcomes.append(_run_deployment(campaign, deployment, results, path, resume, on_status, on_request_done,
-                                            repeat))
+            outcomes.append(
+                _run_deployment(
+                    campaign, deployment, results, path, resume, on_status, on_request_done, repeat
+                )
+            )
     return outcomes
 
 
-def _run_deployment(campaign: Campaign, deployment: Deployment, results: Path, state: Path, resume: Path | None,
-                    on_status: Callable[[str], None], on_request_done: Callable[[], None], repeat: int = 1) -> Outcome:
+def _run_deployment(
+    campaign: Campaign,
+    deployment: Deployment,
+    results: Path,
+    state: Path,
+    resume: Path | None,
+    on_status: Callable[[str], None],
+    on_request_done: Callable[[], None],
+    repeat: int = 1,
+) -> Outcome:
     run_id: str | None = resume.name if resume else None
     try:
         plan = plan_deployment(deployment)
@@ -242,13 +292,27 @@ def _run_deployment(campaign: Campaign, deployment: Deployment, results: Path, s
         if resume is not None:
             on_status(f"{deployment.name}: resuming run {resume.name}")
         run = run_suite(
-            plan, counter_for(deployment, plan.model), suite, results, deployment=deployment.name,
-            campaign=campaign.campaign.name, note=deployment.note, random_weights=deployment.random_weights,
-            extra_manifest={"campaign_file_deployment": {**deployment.model_dump(mode="json"),
-                                                         "env": redact_env(deployment.env)},
-                            "price_per_gpu_hour": campaign.campaign.price_per_gpu_hour,
-                            "repeats": campaign.campaign.repeats},
-            on_status=on_status, on_request_done=on_request_done, resume=resume, on_run=started, repeat=repeat,
+            plan,
+            counter_for(deployment, plan.model),
+            suite,
+            results,
+            deployment=deployment.name,
+            campaign=campaign.campaign.name,
+            note=deployment.note,
+            random_weights=deployment.random_weights,
+            extra_manifest={
+                "campaign_file_deployment": {
+                    **deployment.model_dump(mode="json"),
+                    "env": redact_env(deployment.env),
+                },
+                "price_per_gpu_hour": campaign.campaign.price_per_gpu_hour,
+                "repeats": campaign.campaign.repeats,
+            },
+            on_status=on_status,
+            on_request_done=on_request_done,
+            resume=resume,
+            on_run=started,
+            repeat=repeat,
             telemetry_interval_s=campaign.campaign.gpu_telemetry_interval_s,
         )
     except CtxbenchError as exc:

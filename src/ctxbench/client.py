@@ -8,7 +8,6 @@ A failed request comes back as a `RequestRecord` with a typed `error`, never as 
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +19,7 @@ import httpx
 from pydantic import TypeAdapter
 
 from .answers import http_error, usage_of
+from .gc_pause import NO_FULL_COLLECTIONS
 from .records import Chunk, RequestError, RequestRecord, Usage
 from .sse import SseDecoder
 from .transport import HEAD_NS, STAMPED, LeanTransport, StampedBody
@@ -46,32 +46,6 @@ class Timeouts:
         return httpx.Timeout(connect=self.connect_s, read=self.read_s, write=self.write_s, pool=None)
 
 
-class _NoFullCollections:
-    """While any request is in flight, Python's full (oldest-generation) garbage collections wait.
-
-    Measured (docs/performance.md): a full collection over the chunks of 64 streams stopped the event loop
-    for 20-70 ms two seconds into a run, and every event that arrived meanwhile was stamped that late.
-    Young collections still run, so short-lived cycles are still freed; the old threshold comes back when
-    the last request ends."""
-
-    def __init__(self) -> None:
-        self._in_flight = 0
-        self._saved: tuple[int, int, int] | None = None
-
-    def __enter__(self) -> None:
-        if self._in_flight == 0:
-            self._saved = gc.get_threshold()
-            gc.set_threshold(self._saved[0], self._saved[1], 1 << 30)
-        self._in_flight += 1
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._in_flight -= 1
-        if self._in_flight == 0 and self._saved is not None:
-            gc.set_threshold(*self._saved)
-            self._saved = None
-
-
-_NO_FULL_COLLECTIONS = _NoFullCollections()
 _CHUNKS = TypeAdapter(tuple[Chunk, ...])
 
 
@@ -109,7 +83,12 @@ class Client:
     def settings(self) -> dict[str, Any]:
         """What another process needs to make the same client (its default transport): base URL, model,
         timeouts, API key. Contains the key: hand it over a pipe, never on a command line or in a file."""
-        return {"base_url": self.base_url, "model": self.model, "timeouts": self.timeouts, "api_key": self._api_key}
+        return {
+            "base_url": self.base_url,
+            "model": self.model,
+            "timeouts": self.timeouts,
+            "api_key": self._api_key,
+        }
 
     def _new_http(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
@@ -186,7 +165,7 @@ class Client:
             max_tokens=max_tokens,
             enqueued_ns=enqueued,
         )
-        with _NO_FULL_COLLECTIONS:
+        with NO_FULL_COLLECTIONS:
             outcome = await self._run(attempt, self._http)
             if outcome.retryable:
                 # The server closed a pooled keep-alive connection under us before answering anything:
@@ -196,7 +175,9 @@ class Client:
                     retry = await self._run(attempt, fresh)
                 finally:
                     await fresh.aclose()
-                return retry.record(retried=True, retry_reason=outcome.error.message if outcome.error else None)
+                return retry.record(
+                    retried=True, retry_reason=outcome.error.message if outcome.error else None
+                )
             return outcome.record()
 
     async def _run(self, attempt: _Attempt, http: httpx.AsyncClient) -> _Outcome:
@@ -380,8 +361,11 @@ class _Outcome:
             first_byte_ns=self.first_byte_ns,
             end_ns=self.end_ns,
             http_status=self.status,
-            # One validation call for all chunks: 40% less time than a model per chunk, paid when a stream ends.
-            chunks=_CHUNKS.validate_python([{"arrived_ns": t, "text": text, "reasoning": r} for t, text, r in self.chunks]),
+            # One validation call for all chunks: 40% less time than a model per chunk, paid when a stream
+            # ends.
+            chunks=_CHUNKS.validate_python(
+                [{"arrived_ns": t, "text": text, "reasoning": r} for t, text, r in self.chunks]
+            ),
             usage=self.usage,
             finish_reason=self.finish_reason,
             server_timings=self.timings,

@@ -39,7 +39,8 @@ DEFAULT_PRICE_PER_GPU_HOUR = 3.50
 def _check_name(value: str) -> str:
     if not _NAME.match(value) or ".." in value:
         raise ValueError(
-            f"{value!r} is not a usable name: use letters, digits, '.', '_' and '-' (no '/', no '..', at most "
+            f"{value!r} is not a usable name: use letters, digits, '.', '_' and '-' (no '/', no '..', at "
+            "most "
             "80 characters, starting with a letter or digit); it becomes a directory name"
         )
     return value
@@ -85,11 +86,12 @@ class _Deployment(_Strict):
         return self.served_name or self.name
 
     def replica_gpus(self) -> list[list[int]]:
-        """The GPUs of each replica: `gpus` split evenly in order (`[0,1,2,3]`, 2 replicas -> `[0,1]`, `[2,3]`)."""
+        """The GPUs of each replica: `gpus` split evenly in order (`[0,1,2,3]`, 2 replicas -> `[0,1]`,
+        `[2,3]`)."""
         if not self.gpus:
             return [[] for _ in range(self.replicas)]
         size = len(self.gpus) // self.replicas
-        return [self.gpus[i * size:(i + 1) * size] for i in range(self.replicas)]
+        return [self.gpus[i * size : (i + 1) * size] for i in range(self.replicas)]
 
 
 class TinyModelShape(_Strict):
@@ -119,8 +121,10 @@ class _Launched(_Deployment):
     @model_validator(mode="after")
     def _shape_only_for_tiny(self) -> _Launched:
         if self.tiny_model is not None and self.model != "ctxbench:tiny":
-            raise ValueError(f"tiny_model shapes the model ctxbench writes; it needs model = \"ctxbench:tiny\", "
-                             f"not {self.model!r}")
+            raise ValueError(
+                f'tiny_model shapes the model ctxbench writes; it needs model = "ctxbench:tiny", '
+                f"not {self.model!r}"
+            )
         return self
 
 
@@ -153,8 +157,10 @@ class ExternalDeployment(_Deployment):
     @model_validator(mode="after")
     def _one_replica_per_url(self) -> ExternalDeployment:
         if self.replicas not in (1, len(self.urls)):
-            raise ValueError(f"replicas = {self.replicas} but {len(self.urls)} urls; an external deployment has "
-                             "one replica per url (leave replicas out)")
+            raise ValueError(
+                f"replicas = {self.replicas} but {len(self.urls)} urls; an external deployment has "
+                "one replica per url (leave replicas out)"
+            )
         return self
 
 
@@ -194,7 +200,9 @@ class Campaign(_Strict):
         for pair in self.compare:
             for side in (pair.a, pair.b):
                 if side not in names:
-                    raise ValueError(f"compare names {side!r}, which is not a deployment ({', '.join(names)})")
+                    raise ValueError(
+                        f"compare names {side!r}, which is not a deployment ({', '.join(names)})"
+                    )
         return self
 
     def checks_for(self, deployment: _Deployment) -> Checks:
@@ -217,7 +225,9 @@ class Campaign(_Strict):
             if name not in known:
                 close = [k for k in known if name.lower() in k.lower() or k.lower() in name.lower()]
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise CampaignFileError(f"--deployment {name!r} is not in the campaign ({', '.join(known)}){hint}")
+                raise CampaignFileError(
+                    f"--deployment {name!r} is not in the campaign ({', '.join(known)}){hint}"
+                )
         return [d for d in self.deployments if not names or d.name in names]
 
 
@@ -248,9 +258,12 @@ def load_campaign(path: Path, *, check_paths: bool = True) -> Campaign:
     quality = campaign.checks.quality
     if check_paths and quality is not None and not quality.data.expanduser().exists():
         raise CampaignFileError(
-            f"{_where(path, text, ('checks', 'quality', 'data'))}: {str(quality.data)!r} does not exist. Get GSM8K's "
-            "test.jsonl from https://github.com/openai/grade-school-math or the Hugging Face dataset openai/gsm8k "
-            "and give its local path (ctxbench never downloads data).")
+            f"{_where(path, text, ('checks', 'quality', 'data'))}: {str(quality.data)!r} does not exist. Get "
+            "GSM8K's "
+            "test.jsonl from https://github.com/openai/grade-school-math or the Hugging Face dataset "
+            "openai/gsm8k "
+            "and give its local path (ctxbench never downloads data)."
+        )
     return campaign
 
 
@@ -267,8 +280,10 @@ def _check_local_paths(path: Path, text: str, index: int, deployment: _Deploymen
     binary = getattr(deployment, "binary", None)
     if binary is not None and not Path(binary).expanduser().exists():
         loc = ("deployments", index, "binary")
-        raise CampaignFileError(f"{_where(path, text, loc)}: binary {str(binary)!r} does not exist; leave `binary` "
-                                "out to use the llama-server ctxbench builds (`ctxbench engine build llamacpp`).")
+        raise CampaignFileError(
+            f"{_where(path, text, loc)}: binary {str(binary)!r} does not exist; leave `binary` "
+            "out to use the llama-server ctxbench builds (`ctxbench engine build llamacpp`)."
+        )
 
 
 def _describe(path: Path, text: str, error: dict[str, Any], count: int) -> str:
@@ -277,7 +292,9 @@ def _describe(path: Path, text: str, error: dict[str, Any], count: int) -> str:
     loc = tuple(part for part in loc if part not in ("llamacpp", "vllm", "sglang", "external"))
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "union_tag_invalid":
-        message = f"unknown engine {error['input'].get('engine')!r}; use one of llamacpp, vllm, sglang, external"
+        message = (
+            f"unknown engine {error['input'].get('engine')!r}; use one of llamacpp, vllm, sglang, external"
+        )
         loc = (*loc, "engine")
     elif error["type"] == "union_tag_not_found":
         message = "every deployment needs `engine = ...` (llamacpp, vllm, sglang or external)"

@@ -66,7 +66,9 @@ def _overlap_ns(a: int, b: int, windows: Sequence[tuple[int, int]]) -> int:
 MIN_OVERLAP_STEPS = 5
 
 
-def stall(record: RequestRecord, others: Sequence[RequestRecord], min_overlap_s: float | None = None) -> Stall | None:
+def stall(
+    record: RequestRecord, others: Sequence[RequestRecord], min_overlap_s: float | None = None
+) -> Stall | None:
     """Decode rate of `record` inside the prefill windows of `others` (other users' requests) against
     outside them. Windows are send -> first token of each other request, merged, and clipped to the
     decode interval (first -> last token of `record`); a window whose overlap is shorter than
@@ -80,11 +82,15 @@ def stall(record: RequestRecord, others: Sequence[RequestRecord], min_overlap_s:
         return None
     start, end = record.chunks[0].arrived_ns, record.chunks[-1].arrived_ns
     gaps = sorted(b.arrived_ns - a.arrived_ns for a, b in pairwise(record.chunks))
-    shortest_ns = (min_overlap_s * NS) if min_overlap_s is not None else MIN_OVERLAP_STEPS * gaps[len(gaps) // 2]
+    shortest_ns = (
+        (min_overlap_s * NS) if min_overlap_s is not None else MIN_OVERLAP_STEPS * gaps[len(gaps) // 2]
+    )
     clipped = [(max(a, start), min(b, end)) for a, b in _merge([prefill_window(o) for o in others])]
     windows = [(a, b) for a, b in clipped if b - a > 0 and b - a >= shortest_ns]
     tokens = output_tokens(record)
-    per_chunk = (tokens.tokens - 1) / (len(record.chunks) - 1) if tokens is not None and tokens.tokens > 1 else 1.0
+    per_chunk = (
+        (tokens.tokens - 1) / (len(record.chunks) - 1) if tokens is not None and tokens.tokens > 1 else 1.0
+    )
     tokens_inside = 0.0
     for before, after in pairwise(record.chunks):
         gap = after.arrived_ns - before.arrived_ns

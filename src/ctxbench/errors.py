@@ -100,15 +100,17 @@ def check_url(url: str, where: str) -> str:
     """`url` as a server base URL (http or https, a host, no query), or a UsageError naming `where`."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"{url!r} is not a server URL ({where}): write it as http://HOST:PORT, "
-                         "e.g. http://127.0.0.1:8080")
+        raise UsageError(
+            f"{url!r} is not a server URL ({where}): write it as http://HOST:PORT, e.g. http://127.0.0.1:8080"
+        )
     try:
         bad_port = parts.port == 0
     except ValueError:
         bad_port = True
     if bad_port:
-        raise UsageError(f"{url!r} has a bad port ({where}): write it as http://HOST:PORT with a port "
-                         "from 1 to 65535")
+        raise UsageError(
+            f"{url!r} has a bad port ({where}): write it as http://HOST:PORT with a port from 1 to 65535"
+        )
     if parts.query or parts.fragment:
         raise UsageError(f"{url!r} has a query or fragment ({where}): give the server's base URL only")
     return url.strip().rstrip("/")

@@ -30,8 +30,17 @@ def pip_download(requirement: str, filename: str, *, source_only: bool = False) 
     if target.exists():
         return target
     downloads.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-               "-d", str(downloads), requirement]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "-d",
+        str(downloads),
+        requirement,
+    ]
     if source_only:
         command[5:5] = ["--no-binary", ":all:"]
     result = subprocess.run(command, capture_output=True, text=True)

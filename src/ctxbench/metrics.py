@@ -103,7 +103,11 @@ def own_stamps(record: RequestRecord) -> list[int]:
     ones arrived before it, at times the client cannot know. Runs of equal stamps in a record are these
     groups, so a record says by itself which events share a stamp."""
     chunks = record.chunks
-    return [i for i in range(len(chunks)) if i + 1 == len(chunks) or chunks[i + 1].arrived_ns != chunks[i].arrived_ns]
+    return [
+        i
+        for i in range(len(chunks))
+        if i + 1 == len(chunks) or chunks[i + 1].arrived_ns != chunks[i].arrived_ns
+    ]
 
 
 def shared_stamp_events(record: RequestRecord) -> int:
@@ -156,12 +160,16 @@ def itl(record: RequestRecord) -> list[Gap]:
     """
     chunks = record.chunks
     tokens = output_tokens(record)
-    per_chunk = 1 if tokens is not None and tokens.source == "usage" and tokens.tokens == len(chunks) else None
+    per_chunk = (
+        1 if tokens is not None and tokens.source == "usage" and tokens.tokens == len(chunks) else None
+    )
     own = own_stamps(record)
     # A gap between chunks that arrived in one read is no measurement: from one chunk whose stamp is its
     # own to the next such chunk is one gap spanning every chunk in between.
-    return [Gap((chunks[b].arrived_ns - chunks[a].arrived_ns) / NS, None if per_chunk is None else b - a, b - a)
-            for a, b in pairwise(own)]
+    return [
+        Gap((chunks[b].arrived_ns - chunks[a].arrived_ns) / NS, None if per_chunk is None else b - a, b - a)
+        for a, b in pairwise(own)
+    ]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -266,8 +274,9 @@ class Throughput:
     tokens_per_chunk: Distribution
 
 
-def throughput(records: Sequence[RequestRecord], ttft_slo_s: float | None = None,
-               tpot_slo_s: float | None = None) -> Throughput:
+def throughput(
+    records: Sequence[RequestRecord], ttft_slo_s: float | None = None, tpot_slo_s: float | None = None
+) -> Throughput:
     """Aggregate output tokens/s = sum of output tokens of successful requests / window, the window running
     from the first send to the last end (vLLM `bench serve` "output token throughput" divides by the
     benchmark duration the same way). Requests/s counts successful requests; goodput counts those within
@@ -276,13 +285,20 @@ def throughput(records: Sequence[RequestRecord], ttft_slo_s: float | None = None
     window = (max(r.end_ns for r in records) - min(r.sent_ns for r in records)) / NS if records else 0.0
     tokens = sum((output_tokens(r) or TokenCount(0, "usage")).tokens for r in ok)
     good = sum(1 for r in ok if meets_slo(r, ttft_slo_s, tpot_slo_s))
-    per_s = (lambda n: n / window if window > 0 else None)  # noqa: E731
+    per_s = lambda n: n / window if window > 0 else None  # noqa: E731
     return Throughput(
-        requests=len(records), failed=len(records) - len(ok), window_s=window, output_tokens=tokens,
-        output_tokens_per_s=per_s(tokens), requests_per_s=per_s(len(ok)), goodput_requests=good,
+        requests=len(records),
+        failed=len(records) - len(ok),
+        window_s=window,
+        output_tokens=tokens,
+        output_tokens_per_s=per_s(tokens),
+        requests_per_s=per_s(len(ok)),
+        goodput_requests=good,
         goodput_per_s=per_s(good),
-        ttft_s=Distribution.of(ttft_s(r) for r in ok), tpot_s=Distribution.of(tpot_s(r) for r in ok),
-        decode_rate=Distribution.of(decode_rate(r) for r in ok), queue_s=Distribution.of(queue_s(r) for r in records),
+        ttft_s=Distribution.of(ttft_s(r) for r in ok),
+        tpot_s=Distribution.of(tpot_s(r) for r in ok),
+        decode_rate=Distribution.of(decode_rate(r) for r in ok),
+        queue_s=Distribution.of(queue_s(r) for r in records),
         tokens_per_chunk=Distribution.of(tokens_per_chunk(r) for r in ok),
     )
 
@@ -292,7 +308,9 @@ def spec_acceptance(deltas: Mapping[str, float]) -> tuple[float | None, float | 
     acceptance rate = accepted draft tokens / draft tokens proposed; accepted tokens per step = accepted
     draft tokens / drafting steps (vLLM's "mean acceptance length" is this + 1, counting the token the
     target model adds each step)."""
-    drafted, accepted, steps = (deltas.get(k) for k in ("spec_draft_tokens", "spec_accepted_tokens", "spec_drafts"))
+    drafted, accepted, steps = (
+        deltas.get(k) for k in ("spec_draft_tokens", "spec_accepted_tokens", "spec_drafts")
+    )
     rate = accepted / drafted if drafted and accepted is not None else None
     per_step = accepted / steps if steps and accepted is not None else None
     return rate, per_step

@@ -50,11 +50,14 @@ class CapacityParams(_Strict):
 
 class NeedleParams(_Strict):
     lengths: list[Tokens] = Field(default_factory=list, max_length=64)  # empty: the server's limit
-    depths: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(default=[0.1, 0.5, 0.9], min_length=1,
-                                                                   max_length=64)
+    depths: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+        default=[0.1, 0.5, 0.9], min_length=1, max_length=64
+    )
     max_tokens: int = Field(32, ge=1, le=65536)
     # Depths for some lengths only, e.g. {"1M" = [0.5]}: one 1M prompt costs as much as many short ones.
-    depths_at: dict[str, list[Annotated[float, Field(ge=0.0, le=1.0)]]] = Field(default_factory=dict, max_length=64)
+    depths_at: dict[str, list[Annotated[float, Field(ge=0.0, le=1.0)]]] = Field(
+        default_factory=dict, max_length=64
+    )
 
     @field_validator("depths_at")
     @classmethod
@@ -85,7 +88,9 @@ class RampParams(_Strict):
     users: list[Annotated[int, Field(ge=1, le=1024)]] = Field(default=[1, 2], min_length=1, max_length=16)
     stagger_s: float = Field(5.0, ge=0.0, le=3600.0)
     on_failure: Literal["stop", "continue"] = "stop"
-    ignore_eos: bool = False  # every reply writes max_tokens (random weights stop anywhere): decode rates compare
+    ignore_eos: bool = (
+        False  # every reply writes max_tokens (random weights stop anywhere): decode rates compare
+    )
 
     @model_validator(mode="after")
     def _end_after_start(self) -> RampParams:
@@ -95,7 +100,9 @@ class RampParams(_Strict):
 
 
 class ThroughputParams(_Strict):
-    levels: list[Annotated[int, Field(ge=1, le=4096)]] = Field(default=[1, 4, 16, 64], min_length=1, max_length=32)
+    levels: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
+        default=[1, 4, 16, 64], min_length=1, max_length=32
+    )
     prompt_tokens: Tokens = 1024
     output_tokens: int = Field(256, ge=1, le=65536)
     requests_per_user: int | None = Field(None, ge=1, le=100_000)  # None: run each level for duration_s
@@ -106,13 +113,17 @@ class ThroughputParams(_Strict):
     ttft_slo_s: float | None = Field(None, gt=0)
     tpot_slo_s: float | None = Field(None, gt=0)
     ignore_eos: bool = True
-    client_processes: int = Field(1, ge=1, le=256)  # the users of a level spread over this many client processes
+    client_processes: int = Field(
+        1, ge=1, le=256
+    )  # the users of a level spread over this many client processes
 
     @model_validator(mode="after")
     def _prefix_inside_prompt(self) -> ThroughputParams:
         if self.shared_prefix_tokens >= self.prompt_tokens:
-            raise ValueError(f"shared_prefix_tokens ({self.shared_prefix_tokens}) must be below prompt_tokens "
-                             f"({self.prompt_tokens}), which counts the whole prompt")
+            raise ValueError(
+                f"shared_prefix_tokens ({self.shared_prefix_tokens}) must be below prompt_tokens "
+                f"({self.prompt_tokens}), which counts the whole prompt"
+            )
         return self
 
     @field_validator("source")

@@ -23,9 +23,12 @@ class DenseShape:
         """From a Hugging Face `config.json` of a llama-style model."""
         n_head = config["num_attention_heads"]
         return cls(
-            n_layer=config["num_hidden_layers"], n_embd=config["hidden_size"], n_head=n_head,
+            n_layer=config["num_hidden_layers"],
+            n_embd=config["hidden_size"],
+            n_head=n_head,
             n_head_kv=config.get("num_key_value_heads", n_head),
-            head_dim=config.get("head_dim", config["hidden_size"] // n_head), n_ff=config["intermediate_size"],
+            head_dim=config.get("head_dim", config["hidden_size"] // n_head),
+            n_ff=config["intermediate_size"],
         )
 
     @property
@@ -45,7 +48,9 @@ def prefill_flops(shape: DenseShape, new_tokens: int, cached_tokens: int = 0) ->
     the i-th new token (1-based) attends to cached + i keys, so pairs = new x cached + new x (new + 1) / 2.
     The output layer is left out: servers compute logits for the last token only."""
     pairs = new_tokens * cached_tokens + new_tokens * (new_tokens + 1) / 2
-    return 2.0 * shape.linear_params * new_tokens + 4.0 * shape.n_layer * shape.n_head * shape.head_dim * pairs
+    return (
+        2.0 * shape.linear_params * new_tokens + 4.0 * shape.n_layer * shape.n_head * shape.head_dim * pairs
+    )
 
 
 def predicted_prefill_s(shape: DenseShape, new_tokens: int, cached_tokens: int, tflops: float) -> float:
@@ -85,8 +90,10 @@ def kv_layout(config: dict[str, object], kv_dtype: str = "bf16") -> KvLayout:
     else:
         heads = c["num_attention_heads"]
         head_dim = c.get("head_dim", c["hidden_size"] // heads)
-        kind, per = "GQA" if c.get("num_key_value_heads", heads) < heads else "MHA", 2 * c.get(
-            "num_key_value_heads", heads) * head_dim * value
+        kind, per = (
+            "GQA" if c.get("num_key_value_heads", heads) < heads else "MHA",
+            2 * c.get("num_key_value_heads", heads) * head_dim * value,
+        )
     types = config.get("layer_types")
     window = c.get("sliding_window")
     if isinstance(types, list) and types:
@@ -104,8 +111,13 @@ def kv_layout(config: dict[str, object], kv_dtype: str = "bf16") -> KvLayout:
     return KvLayout(kind, per, full, sliding, window if sliding else None)
 
 
-def users_that_fit(gpus: int, gpu_memory_bytes: float, weight_bytes: float, kv_per_user_bytes: float,
-                   reserve_fraction: float = 0.1) -> int:
+def users_that_fit(
+    gpus: int,
+    gpu_memory_bytes: float,
+    weight_bytes: float,
+    kv_per_user_bytes: float,
+    reserve_fraction: float = 0.1,
+) -> int:
     """Users whose KV fits beside the weights: (GPUs x memory x (1 - reserve) - weights) / KV per user."""
     free = gpus * gpu_memory_bytes * (1 - reserve_fraction) - weight_bytes
     return max(0, int(free // kv_per_user_bytes)) if kv_per_user_bytes > 0 else 0

@@ -38,22 +38,42 @@ class Router:
         """The replica for a request of `conversation` (None: a one-off request)."""
         if conversation is not None and conversation in self._sticky:
             return self._sticky[conversation]
-        replica = min(range(len(self.clients)), key=lambda i: (self.in_flight[i], self.conversations_taken[i], i))
+        replica = min(
+            range(len(self.clients)), key=lambda i: (self.in_flight[i], self.conversations_taken[i], i)
+        )
         if conversation is not None:
             self._sticky[conversation] = replica
         self.conversations_taken[replica] += 1
         return replica
 
-    async def chat(self, messages: Sequence[Message], *, conversation: str | None = None,
-                   labels: Mapping[str, str] | None = None, **kwargs: Any) -> RequestRecord:
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        conversation: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> RequestRecord:
         return await self._send("chat", messages, conversation, labels, kwargs)
 
-    async def complete(self, prompt: str, *, conversation: str | None = None,
-                       labels: Mapping[str, str] | None = None, **kwargs: Any) -> RequestRecord:
+    async def complete(
+        self,
+        prompt: str,
+        *,
+        conversation: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> RequestRecord:
         return await self._send("complete", prompt, conversation, labels, kwargs)
 
-    async def _send(self, method: str, content: Any, conversation: str | None, labels: Mapping[str, str] | None,
-                    kwargs: dict[str, Any]) -> RequestRecord:
+    async def _send(
+        self,
+        method: str,
+        content: Any,
+        conversation: str | None,
+        labels: Mapping[str, str] | None,
+        kwargs: dict[str, Any],
+    ) -> RequestRecord:
         replica = self.pick(conversation)
         self.in_flight[replica] += 1
         try:

@@ -60,8 +60,9 @@ def median(values: Sequence[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def median_interval(values: Sequence[float], confidence: float = 0.95, resamples: int = 2000,
-                    seed: str = "ctxbench") -> Interval | None:
+def median_interval(
+    values: Sequence[float], confidence: float = 0.95, resamples: int = 2000, seed: str = "ctxbench"
+) -> Interval | None:
     """The median with a percentile-bootstrap interval (seeded, so a report rebuilds the same numbers).
     Fewer than 3 values give no interval: one or two numbers have no spread worth the name."""
     present = [v for v in values if v is not None]
@@ -79,4 +80,6 @@ def verdict(a: Interval | None, b: Interval | None) -> str:
     """`established` when both intervals exist and do not overlap; else why it is not."""
     if a is None or b is None:
         return "not established (too few values for an interval)"
-    return "not established (intervals overlap)" if a.overlaps(b) else "established (intervals do not overlap)"
+    return (
+        "not established (intervals overlap)" if a.overlaps(b) else "established (intervals do not overlap)"
+    )

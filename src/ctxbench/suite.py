@@ -33,7 +33,7 @@ from .engines.limits import ContextLimit, read_context_limit
 from .engines.llamacpp import LlamaServerConfig
 from .engines.models import gguf_shape
 from .errors import CtxbenchError
-from .report.render import run_report
+from .report.run_report import run_report
 from .results.ramp_table import RAMP_TABLE
 from .results.store import RunDir, git_revision, new_run_id
 from .router import Router
@@ -101,7 +101,7 @@ def run_suite(
     repeat: int = 1,
     telemetry_interval_s: float = 0.5,
 ) -> RunDir:
-    """Launch `target` (every replica), run `suite` against it, stop it, and write `report.md`; returns the run.
+    """Launch `target` (every replica), run `suite` against it, stop it, write `report.md`; returns the run.
 
     `counter` counts prompt tokens; a callable is given the first replica's URL once it is ready. `repeat`
     (the campaign's repeat number) goes into the run id (`-r2`...) and the manifest. GPU telemetry is sampled
@@ -136,8 +136,10 @@ def run_suite(
         "check_parameters": {k: v for k, v in dataclasses.asdict(suite).items() if v is not None},
         "seed_scope": list(scope),
         "started_at": previous.get("started_at", utc_now()),
-        "attempts": [*previous.get("attempts", []), {"attempt": run.attempt, "started_at": utc_now(),
-                                                     "clock": clock_anchor(), "force": force}],
+        "attempts": [
+            *previous.get("attempts", []),
+            {"attempt": run.attempt, "started_at": utc_now(), "clock": clock_anchor(), "force": force},
+        ],
         "note": note,
         "gpus": plan.gpu_count if gpus is None else gpus,
         "random_weights": random_weights,
@@ -146,7 +148,10 @@ def run_suite(
         "model_shape": gguf_shape(Path(plan.model)) if plan.model.endswith(".gguf") else None,
         **(extra_manifest or {}),
     }
-    on_status(f"starting {ENGINE_NAMES[plan.engine]} ({len(plan.specs) or len(plan.urls)} replica(s)) for {deployment}")
+    on_status(
+        f"starting {ENGINE_NAMES[plan.engine]} ({len(plan.specs) or len(plan.urls)} replica(s)) for "
+        f"{deployment}"
+    )
     try:
         with Running(plan, run.path) as running:
             limit = read_context_limit(running.base_urls[0], api_key=running.api_key)
@@ -155,16 +160,35 @@ def run_suite(
                 manifest["tokenizer"] = counter.source
             manifest["engine"] = {**running.describe(), "context_limit_per_slot": limit.tokens}
             if plan.engine == "llamacpp":
-                manifest["engine"]["source"] = f"llama-cpp-python=={LLAMACPP_SDIST_VERSION} sdist, vendor/llama.cpp"
+                manifest["engine"]["source"] = (
+                    f"llama-cpp-python=={LLAMACPP_SDIST_VERSION} sdist, vendor/llama.cpp"
+                )
             run.write_manifest(manifest)
             cold = manifest["engine"]["cold_start_s"]
-            on_status(f"ready{f' in {cold:.1f} s' if cold else ''} at {', '.join(running.base_urls)}; "
-                      f"limit {limit.tokens} tokens a request")
+            on_status(
+                f"ready{f' in {cold:.1f} s' if cold else ''} at {', '.join(running.base_urls)}; "
+                f"limit {limit.tokens} tokens a request"
+            )
             sampled = [g for gpus in plan.replica_gpus for g in gpus]
-            with GpuSampler(run.path / TELEMETRY_FILE, interval_s=telemetry_interval_s, gpus=sampled,
-                            attempt=run.attempt) as sampler:
-                _run_checks(running, plan, limit, counter, suite, run, results, scope, skip, deployment, force,
-                            on_status, on_request_done, sampler)
+            with GpuSampler(
+                run.path / TELEMETRY_FILE, interval_s=telemetry_interval_s, gpus=sampled, attempt=run.attempt
+            ) as sampler:
+                _run_checks(
+                    running,
+                    plan,
+                    limit,
+                    counter,
+                    suite,
+                    run,
+                    results,
+                    scope,
+                    skip,
+                    deployment,
+                    force,
+                    on_status,
+                    on_request_done,
+                    sampler,
+                )
     except CtxbenchError as exc:  # the engine did not start, or died mid-check: the run says so
         manifest["failed"] = {"error": str(exc), "at": utc_now()}
         raise
@@ -176,9 +200,22 @@ def run_suite(
     return run
 
 
-def _run_checks(running: Running, plan: DeploymentPlan, limit: ContextLimit, counter: TokenCounter, suite: Suite,
-                run: RunDir, results: Path, scope: tuple[str, ...], skip: set[str], deployment: str, force: bool,
-                on_status: Callable[[str], None], on_request_done: Callable[[], None], sampler: GpuSampler) -> None:
+def _run_checks(
+    running: Running,
+    plan: DeploymentPlan,
+    limit: ContextLimit,
+    counter: TokenCounter,
+    suite: Suite,
+    run: RunDir,
+    results: Path,
+    scope: tuple[str, ...],
+    skip: set[str],
+    deployment: str,
+    force: bool,
+    on_status: Callable[[str], None],
+    on_request_done: Callable[[], None],
+    sampler: GpuSampler,
+) -> None:
     def snapshot(check: str, phase: str) -> None:
         per_replica = running.metrics()
         run.append_metrics(check, phase, per_replica)
@@ -220,33 +257,68 @@ def _run_checks(running: Running, plan: DeploymentPlan, limit: ContextLimit, cou
             if needle and "needle" not in skip:
                 on_status(f"claim 2: planted facts in fresh documents of {list(needle.lengths)} tokens")
                 with watched("needle"):
-                    await run_needle(client, pool, needle, run, scope, limit.tokens,  # type: ignore[arg-type]
-                                     on_trial=lambda _: on_request_done())
+                    await run_needle(
+                        client,
+                        pool,
+                        needle,
+                        run,
+                        scope,
+                        limit.tokens,  # type: ignore[arg-type]
+                        on_trial=lambda _: on_request_done(),
+                    )
                 run.mark_completed("needle")
             if suite.ramp:
                 ramp = suite.ramp
-                on_status(f"claim 3: conversations growing {ramp.start_tokens} -> {ramp.end_tokens} "
-                          f"tokens in {ramp.turns} turns, with {list(ramp.users)} users")
+                on_status(
+                    f"claim 3: conversations growing {ramp.start_tokens} -> {ramp.end_tokens} "
+                    f"tokens in {ramp.turns} turns, with {list(ramp.users)} users"
+                )
                 with watched("ramp"):
-                    await run_ramp(client, pool, ramp, run, scope, deployment=deployment,  # type: ignore[arg-type]
-                                   table=results / RAMP_TABLE, on_turn=lambda _: on_request_done(),
-                                   skip_completed=not force)
+                    await run_ramp(
+                        client,
+                        pool,
+                        ramp,
+                        run,
+                        scope,
+                        deployment=deployment,  # type: ignore[arg-type]
+                        table=results / RAMP_TABLE,
+                        on_turn=lambda _: on_request_done(),
+                        skip_completed=not force,
+                    )
             if suite.quality and "quality" not in skip:
                 quality = suite.quality
-                on_status(f"quality: {quality.samples} GSM8K problems from {quality.data}, {quality.fewshot}-shot, "
-                          f"{quality.endpoint} endpoint")
+                on_status(
+                    f"quality: {quality.samples} GSM8K problems from {quality.data}, {quality.fewshot}-shot, "
+                    f"{quality.endpoint} endpoint"
+                )
                 with watched("quality"):
-                    await run_quality(client, quality, run, results, deployment=deployment,  # type: ignore[arg-type]
-                                      on_sample=lambda _: on_request_done())
+                    await run_quality(
+                        client,
+                        quality,
+                        run,
+                        results,
+                        deployment=deployment,  # type: ignore[arg-type]
+                        on_sample=lambda _: on_request_done(),
+                    )
                 run.mark_completed("quality")
             if suite.throughput:
                 spec = suite.throughput
-                on_status(f"many users, short prompts: {list(spec.levels)} users, {spec.prompt_tokens} tokens in, "
-                          f"{spec.output_tokens} out ({spec.source})")
+                on_status(
+                    f"many users, short prompts: {list(spec.levels)} users, {spec.prompt_tokens} tokens in, "
+                    f"{spec.output_tokens} out ({spec.source})"
+                )
                 prompts = PromptMaker(spec, pool, counter, scope)
                 with watched("throughput"):
-                    await run_throughput(client, prompts, spec, run, scope, snapshot=snapshot,  # type: ignore[arg-type]
-                                         on_request=lambda _: on_request_done(), skip_completed=not force)
+                    await run_throughput(
+                        client,
+                        prompts,
+                        spec,
+                        run,
+                        scope,
+                        snapshot=snapshot,  # type: ignore[arg-type]
+                        on_request=lambda _: on_request_done(),
+                        skip_completed=not force,
+                    )
 
     asyncio.run(checks())
     snapshot("run", "after")

@@ -30,7 +30,6 @@ TELEMETRY_VERSION = 1
 BETWEEN_CHECKS = "-"
 
 
-
 @dataclass(frozen=True)
 class GpuSample:
     """One GPU at one instant. `energy_j` is the board's cumulative counter (since the driver loaded)."""
@@ -65,8 +64,15 @@ class GpuSampler:
     `gpus` are NVML indices (all GPUs when empty). Set `check` as each check starts. `nvml` stands in
     for the `pynvml` module (tests); by default it is imported and initialised here."""
 
-    def __init__(self, path: Path, *, interval_s: float = 0.5, gpus: Sequence[int] = (), attempt: int = 1,
-                 nvml: ModuleType | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        interval_s: float = 0.5,
+        gpus: Sequence[int] = (),
+        attempt: int = 1,
+        nvml: ModuleType | None = None,
+    ) -> None:
         self.path = path
         self.interval_s = interval_s
         self.check = BETWEEN_CHECKS
@@ -87,8 +93,14 @@ class GpuSampler:
 
     def start(self) -> None:
         nvml, reason = (self._nvml, None) if self._nvml is not None else _load_nvml()
-        header: dict[str, Any] = {"format": TELEMETRY_FORMAT, "version": TELEMETRY_VERSION, "attempt": self._attempt,
-                                  "interval_s": self.interval_s, "clock": "perf_counter_ns", "gpus": []}
+        header: dict[str, Any] = {
+            "format": TELEMETRY_FORMAT,
+            "version": TELEMETRY_VERSION,
+            "attempt": self._attempt,
+            "interval_s": self.interval_s,
+            "clock": "perf_counter_ns",
+            "gpus": [],
+        }
         if nvml is not None and self.interval_s > 0:
             try:
                 count = int(nvml.nvmlDeviceGetCount())
@@ -146,7 +158,9 @@ class GpuSampler:
             power_mw = _call(nvml.nvmlDeviceGetPowerUsage, handle)
             energy_mj = _call(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
             sample = GpuSample(
-                t_ns=t_ns, check=check, gpu=index,
+                t_ns=t_ns,
+                check=check,
+                gpu=index,
                 memory_used_bytes=None if memory is None else int(memory.used),
                 sm_util_pct=None if rates is None else int(rates.gpu),
                 memory_util_pct=None if rates is None else int(rates.memory),
@@ -176,10 +190,13 @@ def _text(value: Any) -> str | None:
 def _describe(nvml: ModuleType, index: int, handle: Any) -> dict[str, Any]:
     memory = _call(nvml.nvmlDeviceGetMemoryInfo, handle)
     limit_mw = _call(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-    return {"index": index, "name": _text(_call(nvml.nvmlDeviceGetName, handle)),
-            "uuid": _text(_call(nvml.nvmlDeviceGetUUID, handle)),
-            "memory_total_bytes": None if memory is None else int(memory.total),
-            "power_limit_w": None if limit_mw is None else limit_mw / 1000.0}
+    return {
+        "index": index,
+        "name": _text(_call(nvml.nvmlDeviceGetName, handle)),
+        "uuid": _text(_call(nvml.nvmlDeviceGetUUID, handle)),
+        "memory_total_bytes": None if memory is None else int(memory.total),
+        "power_limit_w": None if limit_mw is None else limit_mw / 1000.0,
+    }
 
 
 @dataclass(frozen=True)
@@ -213,8 +230,10 @@ def read_telemetry(path: Path) -> Telemetry | None:
             continue
         if data.get("format") == TELEMETRY_FORMAT:
             if data.get("version") != TELEMETRY_VERSION:
-                raise TelemetryFormatError(f"{path}: telemetry version {data.get('version')} is not {TELEMETRY_VERSION}; "
-                                 "rebuild the report with the ctxbench that wrote it")
+                raise TelemetryFormatError(
+                    f"{path}: telemetry version {data.get('version')} is not {TELEMETRY_VERSION}; "
+                    "rebuild the report with the ctxbench that wrote it"
+                )
             headers.append(data)
         else:
             samples.append(GpuSample(**data))
@@ -241,7 +260,11 @@ def by_instant(samples: Iterable[GpuSample]) -> list[list[GpuSample]]:
     """Samples grouped into instants (one sample per GPU, taken in the same pass), in time order."""
     instants: list[list[GpuSample]] = []
     for sample in samples:
-        if instants and all(s.gpu != sample.gpu for s in instants[-1]) and instants[-1][0].check == sample.check:
+        if (
+            instants
+            and all(s.gpu != sample.gpu for s in instants[-1])
+            and instants[-1][0].check == sample.check
+        ):
             instants[-1].append(sample)
         else:
             instants.append([sample])
@@ -256,8 +279,14 @@ def summarize(samples: Sequence[GpuSample], check: str) -> CheckTelemetry | None
         return None
     gpus = sorted({s.gpu for s in mine})
     instants = by_instant(mine)
-    memory = [sum(s.memory_used_bytes for s in i) for i in instants if all(s.memory_used_bytes is not None for s in i)]
-    power = [(i[0].t_ns, sum(s.power_w for s in i)) for i in instants if all(s.power_w is not None for s in i)]
+    memory = [
+        sum(s.memory_used_bytes for s in i)
+        for i in instants
+        if all(s.memory_used_bytes is not None for s in i)
+    ]
+    power = [
+        (i[0].t_ns, sum(s.power_w for s in i)) for i in instants if all(s.power_w is not None for s in i)
+    ]
     util = [s.sm_util_pct for s in mine if s.sm_util_pct is not None]
     clocks = [s.sm_clock_mhz for s in mine if s.sm_clock_mhz is not None]
     duration = (mine[-1].t_ns - mine[0].t_ns) / 1e9
@@ -266,12 +295,19 @@ def summarize(samples: Sequence[GpuSample], check: str) -> CheckTelemetry | None
     if all(len(c) >= 2 for c in counters.values()):
         energy = sum(c[-1] - c[0] for c in counters.values())
     elif len(power) >= 2:
-        energy, source = sum((b[0] - a[0]) / 1e9 * (a[1] + b[1]) / 2 for a, b in itertools.pairwise(power)), "power x time"
+        energy, source = (
+            sum((b[0] - a[0]) / 1e9 * (a[1] + b[1]) / 2 for a, b in itertools.pairwise(power)),
+            "power x time",
+        )
     return CheckTelemetry(
-        check=check, gpus=len(gpus), samples=len(instants), duration_s=duration,
+        check=check,
+        gpus=len(gpus),
+        samples=len(instants),
+        duration_s=duration,
         peak_memory_bytes=max(memory) if memory else None,
         mean_power_w=sum(p for _, p in power) / len(power) if power else None,
-        energy_j=energy, energy_source=source,
+        energy_j=energy,
+        energy_source=source,
         mean_sm_util_pct=sum(util) / len(util) if util else None,
         max_sm_clock_mhz=max(clocks) if clocks else None,
     )
@@ -298,7 +334,8 @@ class TokenEnergy:
 
 
 def token_energy(figure: CheckTelemetry, records: Iterable[RequestRecord]) -> TokenEnergy:
-    """energy_j / sum(output tokens) and energy_j / sum(prompt tokens - cached tokens), over the check's records."""
+    """energy_j / sum(output tokens) and energy_j / sum(prompt tokens - cached tokens), over the check's
+    records."""
     output = prefilled = 0
     for record in records:
         out = metrics.output_tokens(record)
@@ -306,5 +343,9 @@ def token_energy(figure: CheckTelemetry, records: Iterable[RequestRecord]) -> To
         prompt = metrics.prompt_tokens(record)
         prefilled += max(0, (prompt or 0) - (metrics.cached_tokens(record) or 0))
     energy = figure.energy_j
-    return TokenEnergy(output, prefilled, energy / output if energy is not None and output else None,
-                       energy / prefilled if energy is not None and prefilled else None)
+    return TokenEnergy(
+        output,
+        prefilled,
+        energy / output if energy is not None and output else None,
+        energy / prefilled if energy is not None and prefilled else None,
+    )

@@ -4,9 +4,9 @@ Measured first (docs/performance.md): with httpx's default transport, most of ct
 event went to httpcore and anyio on every socket read (a cancel scope and the h11 state machine per read),
 not to ctxbench; asyncio streams with a timeout per read still cost ~140 Python calls an event. This
 transport keeps httpx's API (requests, responses, timeouts, the `trace` extension the client's retry rule
-reads) and does the wire work on non-blocking sockets in the event loop (`wire.py`: every arrival stamped in the
-read callback, before any parsing, with the kernel's receive time where the platform gives it, and queued);
-the reader takes everything queued in one wake-up. The read timeout is
+reads) and does the wire work on non-blocking sockets in the event loop (`wire.py`: every arrival stamped in
+the read callback, before any parsing, with the kernel's receive time where the platform gives it, and
+queued); the reader takes everything queued in one wake-up. The read timeout is
 one watchdog per connection that looks at the last arrival when it fires, not a timer per read. Chunked
 framing is decoded in place, keep-alive connections are pooled per host. Plain HTTP only (ctxbench measures
 servers on the machine or the node); `https://` URLs use httpx's own transport.
@@ -39,8 +39,16 @@ _MAX_HEAD = 1 << 16
 class StampedBody(httpx.AsyncByteStream):
     """The response body as it arrives, with arrival stamps; returns the connection to the pool at its end."""
 
-    def __init__(self, transport: LeanTransport, key: tuple[str, int], wire: Wire, framing: str,
-                 length: int | None, read_timeout: float | None, keep_alive: bool) -> None:
+    def __init__(
+        self,
+        transport: LeanTransport,
+        key: tuple[str, int],
+        wire: Wire,
+        framing: str,
+        length: int | None,
+        read_timeout: float | None,
+        keep_alive: bool,
+    ) -> None:
         self._transport = transport
         self._key = key
         self._wire: Wire | None = wire
@@ -52,7 +60,8 @@ class StampedBody(httpx.AsyncByteStream):
         self._finished = framing == "length" and not length
 
     async def next_batch(self) -> list[Piece] | None:
-        """The body bytes that arrived since the last call, each with its arrival time; None at the body's end."""
+        """The body bytes that arrived since the last call, each with its arrival time; None at the body's
+        end."""
         while not self._finished:
             assert self._wire is not None
             pieces = await self._wire.take(self._timeout)
@@ -62,7 +71,9 @@ class StampedBody(httpx.AsyncByteStream):
                     self._finished = True
                     break
                 if self._framing != "close":
-                    raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+                    raise httpx.RemoteProtocolError(
+                        "peer closed connection without sending complete message body"
+                    )
                 self._keep_alive = False
                 self._finished = True
                 break
@@ -143,7 +154,8 @@ class _Dechunker:
                         self._size = int(buffer[start:line_end].split(b";")[0], 16)
                     except ValueError:
                         raise httpx.RemoteProtocolError(
-                            f"bad chunk size line {buffer[start:line_end][:40]!r}") from None
+                            f"bad chunk size line {buffer[start:line_end][:40]!r}"
+                        ) from None
                     start = line_end + 2
                     if self._size == 0:
                         self.last_chunk_read = True
@@ -205,11 +217,23 @@ class LeanTransport(httpx.AsyncBaseTransport):
             wire.close()
             raise
 
-    async def _exchange(self, request: httpx.Request, body: bytes, wire: Wire, reused: bool,
-                        key: tuple[str, int], timeouts: dict[str, Any], trace: Any) -> httpx.Response:
+    async def _exchange(
+        self,
+        request: httpx.Request,
+        body: bytes,
+        wire: Wire,
+        reused: bool,
+        key: tuple[str, int],
+        timeouts: dict[str, Any],
+        trace: Any,
+    ) -> httpx.Response:
         target = request.url.raw_path.decode("ascii")
         lines = [f"{request.method} {target} HTTP/1.1"]
-        headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() not in ("content-length", "transfer-encoding")]
+        headers = [
+            (k, v)
+            for k, v in request.headers.multi_items()
+            if k.lower() not in ("content-length", "transfer-encoding")
+        ]
         lines += [f"{k}: {v}" for k, v in headers] + [f"Content-Length: {len(body)}"]
         if trace is not None:
             await trace("http11.send_request_headers.started", {"request": request})
@@ -234,9 +258,17 @@ class LeanTransport(httpx.AsyncBaseTransport):
         else:
             framing, length = "close", None
         stream = StampedBody(self, key, wire, framing, length, timeouts.get("read"), keep_alive)
-        return httpx.Response(status, headers=response_headers, stream=stream,
-                              extensions={"http_version": b"HTTP/1.1", "connection_reused": reused,
-                                          STAMPED: stream, HEAD_NS: head_ns})
+        return httpx.Response(
+            status,
+            headers=response_headers,
+            stream=stream,
+            extensions={
+                "http_version": b"HTTP/1.1",
+                "connection_reused": reused,
+                STAMPED: stream,
+                HEAD_NS: head_ns,
+            },
+        )
 
     async def aclose(self) -> None:
         for wires in self._idle.values():

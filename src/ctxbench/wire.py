@@ -35,7 +35,8 @@ class Wire:
     (`SO_TIMESTAMPNS`, Linux): an arrival is stamped with that time, moved onto `perf_counter_ns`, so a busy
     event loop does not delay the stamp. The kernel time is used only when it falls between this connection's
     last write and the read itself (a clock step would put it outside); otherwise the read's own time is.
-    Where bytes that arrived in several packets are read at once, the kernel reports the last packet's time."""
+    Where bytes that arrived in several packets are read at once, the kernel reports the last packet's
+    time."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
         self._loop = loop
@@ -106,7 +107,9 @@ class Wire:
             if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16:
                 seconds, nanoseconds = struct.unpack_from("qq", data)
                 # The kernel's clock is CLOCK_REALTIME: move it onto perf_counter_ns by the offset right now.
-                arrived = seconds * 1_000_000_000 + nanoseconds - (time.clock_gettime_ns(time.CLOCK_REALTIME) - now)
+                arrived = (
+                    seconds * 1_000_000_000 + nanoseconds - (time.clock_gettime_ns(time.CLOCK_REALTIME) - now)
+                )
                 if self._written_ns <= arrived <= now:
                     return arrived
         return now
@@ -220,7 +223,8 @@ class Wire:
 
 
 def arrival_clock() -> str:
-    """What stamps arrivals on this machine: "kernel" (the receive time of the bytes) or "read" (when read)."""
+    """What stamps arrivals on this machine: "kernel" (the receive time of the bytes) or "read" (when
+    read)."""
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         return "kernel" if _enable_kernel_stamps(probe) else "read"

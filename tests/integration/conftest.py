@@ -21,7 +21,10 @@ TINY_SLOTS = 2
 def llama_build() -> LlamaCppBuild:
     build = LlamaCppBuild()
     if not build.is_built():
-        pytest.fail(f"llama-server is not built at {build.server}: run `make test` (or `ctxbench engine build llamacpp`).")
+        pytest.fail(
+            f"llama-server is not built at {build.server}: run `make test` (or `ctxbench engine build "
+            "llamacpp`)."
+        )
     return build
 
 
@@ -31,9 +34,14 @@ def tiny() -> TinyModel:
 
 
 @pytest.fixture(scope="session")
-def tiny_server(llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+def tiny_server(
+    llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LlamaServer]:
     config = LlamaServerConfig(
-        binary=llama_build.server, model=tiny.gguf, ctx_size=TINY_SLOT_CONTEXT * TINY_SLOTS, parallel=TINY_SLOTS,
+        binary=llama_build.server,
+        model=tiny.gguf,
+        ctx_size=TINY_SLOT_CONTEXT * TINY_SLOTS,
+        parallel=TINY_SLOTS,
         alias="tiny",
     )
     with LlamaServer(config, tmp_path_factory.mktemp("tiny-server") / "server.log") as server:
@@ -41,11 +49,14 @@ def tiny_server(llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path_factory: p
 
 
 @pytest.fixture(scope="session")
-def demo_server(llama_build: LlamaCppBuild, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+def demo_server(
+    llama_build: LlamaCppBuild, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LlamaServer]:
     model = demo_model_path()
     if not model.exists():
-        pytest.fail(f"the demo model is missing at {model}: run `make test` (or `ctxbench model prepare demo`).")
+        pytest.fail(
+            f"the demo model is missing at {model}: run `make test` (or `ctxbench model prepare demo`)."
+        )
     config = LlamaServerConfig(binary=llama_build.server, model=model, ctx_size=8192, alias="smollm2")
     with LlamaServer(config, tmp_path_factory.mktemp("demo-server") / "server.log") as server:
         yield server
-

@@ -42,7 +42,9 @@ def the_run(results: Path, run_id: str | None) -> RunDir:
 
 
 def test_replicas_keep_each_conversation_on_one_replica(tmp_path: Path, tiny: TinyModel) -> None:
-    path = campaign_file(tmp_path, f"""
+    path = campaign_file(
+        tmp_path,
+        f"""
 [checks.capacity]
 [checks.ramp]
 start = 256
@@ -60,13 +62,18 @@ tokenizer = "{tiny.tokenizer_dir}"
 ctx_size = 2048
 replicas = 2
 random_weights = true
-""")
+""",
+    )
     campaign = load_campaign(path)
     (outcome,) = run_campaign(campaign)
     assert outcome.status == "done"
     run = the_run(campaign.campaign.results, outcome.run_id)
     engine = json.loads((run.path / "manifest.json").read_text())["engine"]
-    assert engine["replicas"] == 2 and len(engine["commands"]) == 2 and len(engine["cold_start_s_by_replica"]) == 2
+    assert (
+        engine["replicas"] == 2
+        and len(engine["commands"]) == 2
+        and len(engine["cold_start_s_by_replica"]) == 2
+    )
     assert engine["version"] != "unknown"
     assert (run.path / "server-0.log").exists() and (run.path / "server-1.log").exists()
     ramp = [r for r in run.records() if r.labels.get("check") == "ramp"]
@@ -79,16 +86,22 @@ random_weights = true
     assert {(line["check"], line["phase"]) for line in lines} >= {("ramp", "before"), ("ramp", "after")}
     after = next(line for line in lines if line["check"] == "ramp" and line["phase"] == "after")
     before = next(line for line in lines if line["check"] == "ramp" and line["phase"] == "before")
-    grew = [a["common"]["prompt_tokens"] - b["common"]["prompt_tokens"]
-            for a, b in zip(after["replicas"], before["replicas"], strict=True)]
+    grew = [
+        a["common"]["prompt_tokens"] - b["common"]["prompt_tokens"]
+        for a, b in zip(after["replicas"], before["replicas"], strict=True)
+    ]
     assert len(grew) == 2 and all(g > 0 for g in grew)  # both replicas prefilled their user's turns
     assert "Engine counters per check" in (run.path / "report.md").read_text()
 
 
-def test_an_engine_that_fails_to_start_fails_its_deployment_and_the_next_runs(tmp_path: Path, tiny: TinyModel) -> None:
+def test_an_engine_that_fails_to_start_fails_its_deployment_and_the_next_runs(
+    tmp_path: Path, tiny: TinyModel
+) -> None:
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"not a gguf")
-    path = campaign_file(tmp_path, f"""
+    path = campaign_file(
+        tmp_path,
+        f"""
 [checks.probe]
 document_chars = 0
 max_tokens = 4
@@ -105,7 +118,8 @@ name = "fine"
 engine = "llamacpp"
 model = "{tiny.gguf}"
 random_weights = true
-""")
+""",
+    )
     campaign = load_campaign(path)
     outcomes = run_campaign(campaign)
     assert [(o.deployment, o.status) for o in outcomes] == [("broken", "failed"), ("fine", "done")]
@@ -134,9 +148,13 @@ def _kill_processes_with(marker: str) -> int:
     return killed
 
 
-def test_engine_killed_mid_check_marks_the_deployment_failed_and_the_next_runs(tmp_path: Path, tiny: TinyModel) -> None:
+def test_engine_killed_mid_check_marks_the_deployment_failed_and_the_next_runs(
+    tmp_path: Path, tiny: TinyModel
+) -> None:
     marker = f"doomed-{os.getpid()}"
-    path = campaign_file(tmp_path, f"""
+    path = campaign_file(
+        tmp_path,
+        f"""
 [checks.ramp]
 start = 256
 end = 1024
@@ -159,7 +177,8 @@ engine = "llamacpp"
 model = "{tiny.gguf}"
 tokenizer = "{tiny.tokenizer_dir}"
 random_weights = true
-""")
+""",
+    )
     campaign = load_campaign(path)
     done = []
 
@@ -208,9 +227,12 @@ def _final_counts(results: Path) -> dict[str, object]:
     run = RunDir(manifest.parent)
     needle = json.loads((run.path / "needle.json").read_text())
     rows = read_rows(results / RAMP_TABLE, run.run_id)
-    return {"units": sorted(run.completed_units()), "needle_trials": len(needle["trials"]),
-            "capacity": (run.path / "capacity.json").exists(),
-            "ramp_rows": sorted((r["users"], r["user"], r["turn"]) for r in rows)}
+    return {
+        "units": sorted(run.completed_units()),
+        "needle_trials": len(needle["trials"]),
+        "capacity": (run.path / "capacity.json").exists(),
+        "ramp_rows": sorted((r["users"], r["user"], r["turn"]) for r in rows),
+    }
 
 
 def test_a_campaign_killed_mid_run_resumes_and_ends_with_the_counts_of_an_uninterrupted_one(
@@ -225,8 +247,11 @@ def test_a_campaign_killed_mid_run_resumes_and_ends_with_the_counts_of_an_uninte
     (tmp_path / "cut").mkdir()
     cut = campaign_file(tmp_path / "cut", body)
     results = tmp_path / "cut" / "results"
-    child = subprocess.Popen([sys.executable, "-m", "ctxbench", "run", str(cut)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ctxbench", "run", str(cut)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         lines = sum(len(p.read_text().splitlines()) for p in results.glob("runs/*/requests.jsonl"))
@@ -236,8 +261,9 @@ def test_a_campaign_killed_mid_run_resumes_and_ends_with_the_counts_of_an_uninte
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=30)
     assert read_state(state_path(load_campaign(cut), results))["tiny"]["status"] == "started"
-    rerun = subprocess.run([sys.executable, "-m", "ctxbench", "run", str(cut)], capture_output=True, text=True,
-                           timeout=600)
+    rerun = subprocess.run(
+        [sys.executable, "-m", "ctxbench", "run", str(cut)], capture_output=True, text=True, timeout=600
+    )
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert "resuming run" in rerun.stdout
     assert _final_counts(results) == expected
@@ -245,7 +271,9 @@ def test_a_campaign_killed_mid_run_resumes_and_ends_with_the_counts_of_an_uninte
 
 
 def test_run_command_dry_run_and_deployment_subset(tmp_path: Path, tiny: TinyModel) -> None:
-    path = campaign_file(tmp_path, f"""
+    path = campaign_file(
+        tmp_path,
+        f"""
 [checks.probe]
 document_chars = 0
 max_tokens = 4
@@ -261,15 +289,26 @@ name = "two"
 engine = "llamacpp"
 model = "{tiny.gguf}"
 random_weights = true
-""")
-    dry = subprocess.run([sys.executable, "-m", "ctxbench", "run", str(path), "--dry-run"], capture_output=True,
-                         text=True, timeout=120)
+""",
+    )
+    dry = subprocess.run(
+        [sys.executable, "-m", "ctxbench", "run", str(path), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert dry.returncode == 0 and "--port '{port}'" in dry.stdout and "[two]" in dry.stdout
     assert not (tmp_path / "results").exists()  # nothing started, nothing written
-    real = subprocess.run([sys.executable, "-m", "ctxbench", "run", str(path), "--deployment", "two"],
-                          capture_output=True, text=True, timeout=300)
+    real = subprocess.run(
+        [sys.executable, "-m", "ctxbench", "run", str(path), "--deployment", "two"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert real.returncode == 0, real.stdout + real.stderr
-    runs = [json.loads(p.read_text())["deployment"] for p in (tmp_path / "results").glob("runs/*/manifest.json")]
+    runs = [
+        json.loads(p.read_text())["deployment"] for p in (tmp_path / "results").glob("runs/*/manifest.json")
+    ]
     assert runs == ["two"]
     assert (tmp_path / "results" / "report.html").exists()
 
@@ -279,7 +318,9 @@ def test_an_api_key_from_the_environment_is_used_and_never_written(
 ) -> None:
     secret = "sk-ctxbench-secret-4242"
     monkeypatch.setenv("CTXBENCH_TEST_KEY", secret)
-    path = campaign_file(tmp_path, f"""
+    path = campaign_file(
+        tmp_path,
+        f"""
 [checks.probe]
 document_chars = 0
 max_tokens = 4
@@ -293,7 +334,8 @@ tokenizer = "{tiny.tokenizer_dir}"
 api_key_env = "CTXBENCH_TEST_KEY"
 env = {{ HF_TOKEN = "hf-another-secret-99" }}
 random_weights = true
-""")
+""",
+    )
     campaign = load_campaign(path)
     (outcome,) = run_campaign(campaign)
     assert outcome.status == "done", outcome.error
@@ -311,9 +353,12 @@ random_weights = true
             assert secret.encode() not in data and b"hf-another-secret-99" not in data, file
 
 
-def test_an_external_deployment_is_measured_where_it_already_runs(tmp_path: Path, tiny_server: LlamaServer,
-                                                                   tiny: TinyModel) -> None:
-    path = campaign_file(tmp_path, f"""
+def test_an_external_deployment_is_measured_where_it_already_runs(
+    tmp_path: Path, tiny_server: LlamaServer, tiny: TinyModel
+) -> None:
+    path = campaign_file(
+        tmp_path,
+        f"""
 [checks.probe]
 document_chars = 0
 max_tokens = 4
@@ -326,25 +371,34 @@ urls = ["{tiny_server.base_url}"]
 served_name = "tiny"
 tokenizer = "{tiny.tokenizer_dir}"
 random_weights = true
-""")
+""",
+    )
     campaign = load_campaign(path)
     (outcome,) = run_campaign(campaign)
     assert outcome.status == "done", outcome.error
     run = the_run(campaign.campaign.results, outcome.run_id)
     engine = json.loads((run.path / "manifest.json").read_text())["engine"]
-    assert engine["kind"] == "external" and engine["urls"] == [tiny_server.base_url] and engine["command"] is None
+    assert (
+        engine["kind"] == "external"
+        and engine["urls"] == [tiny_server.base_url]
+        and engine["command"] is None
+    )
     assert engine["version"] != "unknown" and engine["cold_start_s"] is None  # llama.cpp's /props build_info
     assert json.loads((run.path / "capacity.json").read_text())["holds"]
     assert tiny_server.alive  # ctxbench did not start it, so it does not stop it
 
 
-def test_a_shaped_tiny_model_with_depths_for_one_length_and_fixed_replies_runs_with_telemetry(tmp_path: Path) -> None:
-    """The 1M campaign's keys at a small scale (docs/gpu-validation/h200-1m/campaign.toml): a tiny model shaped in
-    the file, written on first use; one depth for the longest needle; replies of max_tokens exactly; and a
-    telemetry file that says why nothing was sampled on a machine without a GPU."""
+def test_a_shaped_tiny_model_with_depths_for_one_length_and_fixed_replies_runs_with_telemetry(
+    tmp_path: Path,
+) -> None:
+    """The 1M campaign's keys at a small scale (docs/gpu-validation/h200-1m/campaign.toml): a tiny model
+    shaped in the file, written on first use; one depth for the longest needle; replies of max_tokens
+    exactly; and a telemetry file that says why nothing was sampled on a machine without a GPU."""
     from ctxbench.telemetry import TELEMETRY_FILE, read_telemetry
 
-    path = campaign_file(tmp_path, """
+    path = campaign_file(
+        tmp_path,
+        """
 gpu_telemetry_interval_s = 0.1
 
 [checks.needle]
@@ -366,7 +420,9 @@ model = "ctxbench:tiny"
 tiny_model = { n_layer = 1, n_embd = 128, n_head = 2, n_head_kv = 1, n_ff = 256, context_length = "8K" }
 ctx_size = 4096
 random_weights = true
-""", name="shaped")
+""",
+        name="shaped",
+    )
     (outcome,) = run_campaign(load_campaign(path))
     assert outcome.status == "done", outcome.error
     run = the_run(tmp_path / "results", outcome.run_id)
@@ -380,4 +436,7 @@ random_weights = true
     assert telemetry is not None and telemetry.headers[0]["interval_s"] == 0.1
     if not os.path.exists("/dev/nvidiactl"):
         assert not telemetry.available and telemetry.reason and telemetry.samples == []
-        assert "## GPU telemetry" in (run.path / "report.md").read_text() and "Not sampled" in (run.path / "report.md").read_text()
+        assert (
+            "## GPU telemetry" in (run.path / "report.md").read_text()
+            and "Not sampled" in (run.path / "report.md").read_text()
+        )

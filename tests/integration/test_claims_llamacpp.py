@@ -59,8 +59,14 @@ async def test_capacity_holds_with_exact_count_and_a_clean_rejection(
 ) -> None:
     run = RunDir.create(tmp_path, "capacity")
     async with Client(tiny_server.base_url, "tiny") as client:
-        result = await run_capacity(client, pool, read_context_limit(tiny_server.base_url), CapacitySpec(), run,
-                                    ("test", "tiny", "capacity"))
+        result = await run_capacity(
+            client,
+            pool,
+            read_context_limit(tiny_server.base_url),
+            CapacitySpec(),
+            run,
+            ("test", "tiny", "capacity"),
+        )
     assert result.holds, result
     assert result.accepted and result.count_error_tokens == 0
     assert result.prompt_tokens == TINY_SLOT_CONTEXT - 32
@@ -86,7 +92,9 @@ async def test_needle_grid_sends_fresh_prompts_and_logs_each(
     assert sum(n for _, n in recall_by_length(trials).values()) == 6  # random weights: k is noise, n is not
 
 
-async def test_a_reused_seed_is_detected_as_a_cache_hit(tiny_server: LlamaServer, pool: UnitPool, tmp_path: Path) -> None:
+async def test_a_reused_seed_is_detected_as_a_cache_hit(
+    tiny_server: LlamaServer, pool: UnitPool, tmp_path: Path
+) -> None:
     run = RunDir.create(tmp_path, "reused")
     spec = NeedleSpec(lengths=(1500,), depths=(0.5, 0.5), max_tokens=4, reuse_seed=True)
     async with Client(tiny_server.base_url, "tiny") as client:
@@ -102,7 +110,11 @@ async def test_length_over_the_limit_is_skipped_with_a_reason(
     spec = NeedleSpec(lengths=(4000,), depths=(0.5,))
     async with Client(tiny_server.base_url, "tiny") as client:
         (trial,) = await run_needle(client, pool, spec, run, ("test", "tiny", "skip"), TINY_SLOT_CONTEXT)
-    assert trial.skipped is not None and "over the server's limit" in trial.skipped and "--force" in trial.skipped
+    assert (
+        trial.skipped is not None
+        and "over the server's limit" in trial.skipped
+        and "--force" in trial.skipped
+    )
     assert list(run.records()) == []
 
 
@@ -122,11 +134,23 @@ async def test_cache_audit_catches_a_reused_seed_reported_or_not(
 
     run = RunDir.create(tmp_path, "audit")
     async with Client(tiny_server.base_url, "tiny") as client:
-        await run_needle(client, pool, NeedleSpec(lengths=(1900,), depths=(0.9, 0.5, 0.1, 0.7), max_tokens=2), run,
-                         ("test", "audit"), TINY_SLOT_CONTEXT)
+        await run_needle(
+            client,
+            pool,
+            NeedleSpec(lengths=(1900,), depths=(0.9, 0.5, 0.1, 0.7), max_tokens=2),
+            run,
+            ("test", "audit"),
+            TINY_SLOT_CONTEXT,
+        )
         # The seed's mistake: the same seed again, so the same document as the first prompt above.
-        await run_needle(client, pool, NeedleSpec(lengths=(1900,), depths=(0.9,), max_tokens=2, reuse_seed=True), run,
-                         ("test", "audit"), TINY_SLOT_CONTEXT)
+        await run_needle(
+            client,
+            pool,
+            NeedleSpec(lengths=(1900,), depths=(0.9,), max_tokens=2, reuse_seed=True),
+            run,
+            ("test", "audit"),
+            TINY_SLOT_CONTEXT,
+        )
     (finding,) = audit_run(run).findings
     assert finding.kind == "fresh_cache_hit"
     # An engine that does not report cached tokens: the audit still sees a prefill far too fast to be real.

@@ -10,7 +10,8 @@ from ctxbench.engines.llamacpp import LlamaServer
 async def test_smollm2_answers_a_plain_question(demo_server: LlamaServer) -> None:
     async with Client(demo_server.base_url, "smollm2") as client:
         record = await client.chat(
-            [{"role": "user", "content": "What is the capital of France?"}], max_tokens=32,
+            [{"role": "user", "content": "What is the capital of France?"}],
+            max_tokens=32,
             extra_body={"temperature": 0.0},
         )
     assert record.ok, record.error

@@ -28,10 +28,13 @@ name = "sgl"
 engine = "sglang"
 model = "{model}"
 python = "{sys.executable}"
-compile_cache = "{tmp_path / 'inductor'}"
+compile_cache = "{tmp_path / "inductor"}"
 args = ["--mem-fraction-static", "0.8"]
 ready_timeout_s = 30
-env = {{ PYTHONPATH = "{FAKE}", FAKE_SGLANG_ARGV = "{tmp_path / 'argv.json'}", FAKE_SGLANG_WORKER = "{tmp_path / 'worker'}" }}
+[deployments.env]
+PYTHONPATH = "{FAKE}"
+FAKE_SGLANG_ARGV = "{tmp_path / "argv.json"}"
+FAKE_SGLANG_WORKER = "{tmp_path / "worker"}"
 """)
     (deployment,) = load_campaign(path).deployments
     plan = plan_deployment(deployment)

@@ -15,8 +15,12 @@ ASK = [{"role": "user", "content": "Tell me about the harbour."}]
 EXACT = {"temperature": 0.0, "ignore_eos": True}
 
 
-async def through(server: LlamaServer, fault: str, timeouts: Timeouts | None = None,  # type: ignore[no-untyped-def]
-                  delay_s: float = 1.5):
+async def through(
+    server: LlamaServer,
+    fault: str,
+    timeouts: Timeouts | None = None,  # type: ignore[no-untyped-def]
+    delay_s: float = 1.5,
+):
     proxy = FaultProxy(server.port, fault, delay_s=delay_s)
     url = await proxy.start()
     try:
@@ -26,9 +30,14 @@ async def through(server: LlamaServer, fault: str, timeouts: Timeouts | None = N
         await proxy.close()
 
 
-@pytest.mark.parametrize(("fault", "kind"), [
-    ("reset", "disconnected"), ("http500", "http_status"), ("http429", "http_status"),
-])
+@pytest.mark.parametrize(
+    ("fault", "kind"),
+    [
+        ("reset", "disconnected"),
+        ("http500", "http_status"),
+        ("http429", "http_status"),
+    ],
+)
 async def test_failures_are_recorded_with_their_kind(tiny_server: LlamaServer, fault: str, kind: str) -> None:
     record = await through(tiny_server, fault)
     assert record.error is not None and record.error.kind == kind, record.error
@@ -42,17 +51,27 @@ async def test_reset_mid_stream_keeps_the_partial_answer(tiny_server: LlamaServe
 
 async def test_429_keeps_the_servers_retry_after(tiny_server: LlamaServer) -> None:
     record = await through(tiny_server, "http429")
-    assert record.error is not None and "HTTP 429" in record.error.message and "Retry-After: 7" in record.error.message
+    assert (
+        record.error is not None
+        and "HTTP 429" in record.error.message
+        and "Retry-After: 7" in record.error.message
+    )
 
 
 @pytest.mark.parametrize("fault", ["malformed", "truncated"])
-async def test_bad_sse_lines_are_recorded_and_the_answer_completes(tiny_server: LlamaServer, fault: str) -> None:
+async def test_bad_sse_lines_are_recorded_and_the_answer_completes(
+    tiny_server: LlamaServer, fault: str
+) -> None:
     record = await through(tiny_server, fault)
     assert record.ok, record.error
-    assert len(record.malformed_lines) == 1 and record.usage is not None and record.usage.completion_tokens == 16
+    assert (
+        len(record.malformed_lines) == 1 and record.usage is not None and record.usage.completion_tokens == 16
+    )
 
 
-async def test_first_byte_past_the_read_timeout_and_a_stalled_stream_are_timeouts(tiny_server: LlamaServer) -> None:
+async def test_first_byte_past_the_read_timeout_and_a_stalled_stream_are_timeouts(
+    tiny_server: LlamaServer,
+) -> None:
     late = await through(tiny_server, "late", Timeouts(read_s=0.5))
     # The proxy holds the server's whole answer before its first byte, so the stalled request's first byte
     # comes as late as a healthy answer through the same proxy ends: on a busy host, past 0.5 s (the flake).
@@ -69,7 +88,10 @@ async def test_a_run_that_meets_every_fault_goes_on_and_counts_them(tiny_server:
     faults = ["none", "reset", "http500", "malformed", "late", "http429", "none"]
     # Only the late answer gets the short read timeout (its first byte comes 1.5 s late): on a busy host a
     # healthy answer from the real server can be silent for more than 0.5 s, and that was a fifth "failure".
-    records = [await through(tiny_server, fault, Timeouts(read_s=0.5) if fault == "late" else None) for fault in faults]
+    records = [
+        await through(tiny_server, fault, Timeouts(read_s=0.5) if fault == "late" else None)
+        for fault in faults
+    ]
     summary = metrics.summarize(records)
     assert summary.requests == 7 and summary.failed == 4  # reset, 500, late, 429; malformed still completes
     assert records[-1].ok

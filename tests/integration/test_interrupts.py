@@ -1,4 +1,5 @@
-"""ctxbench interrupted (SIGINT, SIGKILL) mid-run: every record written still parses, and no server is left."""
+"""ctxbench interrupted (SIGINT, SIGKILL) mid-run: every record written still parses, and no server is
+left."""
 
 from __future__ import annotations
 
@@ -50,9 +51,12 @@ def test_interrupted_run_keeps_every_record_and_leaves_no_server(
     script.write_text(RUNNER)
     # SIGINT as a terminal's Ctrl-C delivers it: a shell that started this suite in the background (nohup,
     # `cmd &` in a script, some CI runners) leaves SIGINT ignored, children inherit that, and the runner then
-    # never hears it (seen under `make test-stress`: it kept sending for 30 s). The child starts with the default.
-    child = subprocess.Popen([sys.executable, str(script), str(llama_build.server), str(tiny.gguf), str(tmp_path)],
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # never hears it (seen under `make test-stress`: it kept sending for 30 s). The child starts with the
+    # default.
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(llama_build.server), str(tiny.gguf), str(tmp_path)],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         run = RunDir(tmp_path / "runs" / "interrupted")
         deadline = time.monotonic() + 60
@@ -64,15 +68,19 @@ def test_interrupted_run_keeps_every_record_and_leaves_no_server(
         try:
             child.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"the runner was still running 30 s after {sig.name}, "
-                        f"{len(list(run.records()))} records written")
+            pytest.fail(
+                f"the runner was still running 30 s after {sig.name}, "
+                f"{len(list(run.records()))} records written"
+            )
     finally:
         if child.poll() is None:  # a failed test leaves no runner sending requests into the next tests
             child.kill()
             child.wait()
     lines = run.requests_path.read_text().splitlines()
     complete = [line for line in lines if line.endswith("}")]
-    assert all(json.loads(line)["request_id"] for line in complete)  # nothing written is torn, but a last line
+    assert all(
+        json.loads(line)["request_id"] for line in complete
+    )  # nothing written is torn, but a last line
     assert len(list(run.records())) >= len(lines) - 1
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and alive(server_pid):

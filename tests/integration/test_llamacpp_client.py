@@ -39,7 +39,8 @@ async def test_streamed_chat_returns_usage_and_every_token(tiny_server: LlamaSer
     assert metrics.output_tokens(record) == metrics.TokenCount(24, "usage")
     assert all(c.arrived_ns >= record.sent_ns for c in record.chunks)
     # llama.cpp streams one token per chunk, so ITL knows each gap's token count: the chunks it spans (more
-    # than one where a descheduled client read several together; on a busy host the whole answer can be one read).
+    # than one where a descheduled client read several together; on a busy host the whole answer can be one
+    # read).
     assert len(record.chunks) == 24
     assert all(gap.tokens == gap.chunks for gap in metrics.itl(record))
 
@@ -83,9 +84,12 @@ async def test_an_event_loop_held_up_mid_stream_still_measures_the_decode_rate(
         original(self, event, data, arrived_ns)
         if len(self.chunks) == 2 and seen["text"] == 0:
             seen["text"] = 1
-            # The event loop itself stops: nothing reads the socket meanwhile. 50 ms, not more: at ~3,000 tokens/s
-            # of ~350-byte events that is ~50 KB, inside the loopback receive buffer; a longer hold (150 ms) filled
-            # it, the server's writes then waited, and the arrivals were truly late (1,676 against 3,274 tokens/s).
+            # The event loop itself stops: nothing reads the socket meanwhile. 50 ms, not more: at ~3,000
+            # tokens/s
+            # of ~350-byte events that is ~50 KB, inside the loopback receive buffer; a longer hold (150 ms)
+            # filled
+            # it, the server's writes then waited, and the arrivals were truly late (1,676 against 3,274
+            # tokens/s).
             time.sleep(0.050)
 
     monkeypatch.setattr(client_module._Outcome, "_json_event", held_up)
@@ -131,10 +135,14 @@ async def test_repeated_prompt_reports_cached_tokens(tiny_server: LlamaServer) -
     assert first.usage.cached_tokens is not None and first.usage.cached_tokens < 8
     assert second.usage.prompt_tokens == first.usage.prompt_tokens
     assert second.usage.cached_tokens is not None
-    assert second.usage.cached_tokens >= first.usage.prompt_tokens - 2  # llama.cpp re-evaluates the last token
+    assert (
+        second.usage.cached_tokens >= first.usage.prompt_tokens - 2
+    )  # llama.cpp re-evaluates the last token
 
 
-async def test_two_concurrent_streams_are_in_flight_together_and_both_complete(tiny_server: LlamaServer) -> None:
+async def test_two_concurrent_streams_are_in_flight_together_and_both_complete(
+    tiny_server: LlamaServer,
+) -> None:
     async with Client(tiny_server.base_url, "tiny") as client:
         a, b = await asyncio.gather(
             client.chat(ask(prose(600, "user-a")), max_tokens=48, extra_body=EXACT),
@@ -142,7 +150,8 @@ async def test_two_concurrent_streams_are_in_flight_together_and_both_complete(t
         )
     assert a.ok and b.ok, (a.error, b.error)
     assert len(a.chunks) == len(b.chunks) == 48
-    # Both were in flight at once on their own connections. (Whether the server's two slots decoded them in the
+    # Both were in flight at once on their own connections. (Whether the server's two slots decoded them in
+    # the
     # same steps is the engine's doing and depends on how fast each prefill went on a busy host: a finished
     # 48 tokens before b's first on a loaded 2-core machine; test_throughput_llamacpp checks slots decoding
     # together on streams long enough to overlap.)

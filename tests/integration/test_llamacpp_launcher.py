@@ -27,7 +27,9 @@ def test_server_reports_per_slot_context_version_and_metrics(tiny_server: LlamaS
     assert tiny_server.command[0].endswith("llama-server") and "--metrics" in tiny_server.command
 
 
-def test_stop_ends_the_whole_process_group(llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path: Path) -> None:
+def test_stop_ends_the_whole_process_group(
+    llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path: Path
+) -> None:
     config = LlamaServerConfig(binary=llama_build.server, model=tiny.gguf, ctx_size=512)
     server = LlamaServer(config, tmp_path / "server.log").start()
     process = server._process
@@ -41,7 +43,9 @@ def test_stop_ends_the_whole_process_group(llama_build: LlamaCppBuild, tiny: Tin
     server.stop()  # a second stop is harmless
 
 
-def test_engine_that_exits_during_startup_reports_its_log_tail(llama_build: LlamaCppBuild, tmp_path: Path) -> None:
+def test_engine_that_exits_during_startup_reports_its_log_tail(
+    llama_build: LlamaCppBuild, tmp_path: Path
+) -> None:
     not_a_model = tmp_path / "broken.gguf"
     not_a_model.write_bytes(b"this is not a gguf file")
     config = LlamaServerConfig(binary=llama_build.server, model=not_a_model, ready_timeout_s=60)
@@ -51,9 +55,12 @@ def test_engine_that_exits_during_startup_reports_its_log_tail(llama_build: Llam
     assert "exited with code" in message and "broken.gguf" in message
 
 
-def test_port_in_use_is_a_clear_error(llama_build: LlamaCppBuild, tiny: TinyModel, tiny_server: LlamaServer,
-                                      tmp_path: Path) -> None:
-    config = LlamaServerConfig(binary=llama_build.server, model=tiny.gguf, ctx_size=512, port=tiny_server.port)
+def test_port_in_use_is_a_clear_error(
+    llama_build: LlamaCppBuild, tiny: TinyModel, tiny_server: LlamaServer, tmp_path: Path
+) -> None:
+    config = LlamaServerConfig(
+        binary=llama_build.server, model=tiny.gguf, ctx_size=512, port=tiny_server.port
+    )
     with pytest.raises(EngineNotReady) as raised:
         LlamaServer(config, tmp_path / "server.log").start()
     assert "already in use" in str(raised.value)
@@ -63,7 +70,9 @@ def test_tiny_model_is_deterministic(tmp_path: Path) -> None:
     a = tiny_model(tmp_path / "a")
     b = tiny_model(tmp_path / "b")
     assert a.gguf.read_bytes() == b.gguf.read_bytes()
-    assert (a.tokenizer_dir / "tokenizer.json").read_text() == (b.tokenizer_dir / "tokenizer.json").read_text()
+    assert (a.tokenizer_dir / "tokenizer.json").read_text() == (
+        b.tokenizer_dir / "tokenizer.json"
+    ).read_text()
 
 
 def test_tiny_tokenizer_counts_like_the_server(tiny_server: LlamaServer, tiny: TinyModel) -> None:

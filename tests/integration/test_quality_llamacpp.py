@@ -27,28 +27,64 @@ def lines_of(results: Path) -> list[dict]:  # type: ignore[type-arg]
     return [json.loads(line) for line in (results / "quality" / "quality.jsonl").read_text().splitlines()]
 
 
-def test_quality_command_scores_every_sample_with_bounded_concurrency(tiny_server: LlamaServer, tmp_path: Path) -> None:
+def test_quality_command_scores_every_sample_with_bounded_concurrency(
+    tiny_server: LlamaServer, tmp_path: Path
+) -> None:
     data = write_problems(tmp_path / "test.jsonl", 20)
     results = tmp_path / "results"
     done = subprocess.run(
-        [sys.executable, "-m", "ctxbench", "quality", "--url", tiny_server.base_url, "--model", "tiny", "--data",
-         str(data), "--samples", "6", "--fewshot", "2", "--endpoint", "completions", "--max-tokens", "16",
-         "--concurrency", "2", "--results", str(results)], capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "ctxbench",
+            "quality",
+            "--url",
+            tiny_server.base_url,
+            "--model",
+            "tiny",
+            "--data",
+            str(data),
+            "--samples",
+            "6",
+            "--fewshot",
+            "2",
+            "--endpoint",
+            "completions",
+            "--max-tokens",
+            "16",
+            "--concurrency",
+            "2",
+            "--results",
+            str(results),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "flexible:" in done.stdout and "Wilson 95%" in done.stdout
     lines = lines_of(results)
     samples = [line for line in lines if line["kind"] == "sample"]
     (summary,) = [line for line in lines if line["kind"] == "summary"]
-    assert len(samples) == 6 and summary["n"] + summary["failed"] == 6 and summary["endpoint"] == "completions"
+    assert (
+        len(samples) == 6 and summary["n"] + summary["failed"] == 6 and summary["endpoint"] == "completions"
+    )
     for sample in samples:
         assert len(sample["prompt_sha256"]) == 64 and sample["fewshot"] == 2
-        assert sample["strict"] == strict_answer(sample["answer"]) and sample["flexible"] == flexible_answer(sample["answer"])
+        assert sample["strict"] == strict_answer(sample["answer"]) and sample["flexible"] == flexible_answer(
+            sample["answer"]
+        )
         assert sample["correct_flexible"] == (sample["flexible"] == sample["target"])
     k = sum(1 for s in samples if s["correct_flexible"])
-    assert summary["flexible"]["correct"] == k and summary["flexible"]["low"] <= summary["flexible"]["accuracy"] <= 1
+    assert (
+        summary["flexible"]["correct"] == k
+        and summary["flexible"]["low"] <= summary["flexible"]["accuracy"] <= 1
+    )
     (manifest,) = (results / "runs").glob("*/manifest.json")
     records = list(RunDir(manifest.parent).records())
-    events = sorted([(r.sent_ns, 1) for r in records] + [(r.end_ns, -1) for r in records], key=lambda e: (e[0], e[1]))
+    events = sorted(
+        [(r.sent_ns, 1) for r in records] + [(r.end_ns, -1) for r in records], key=lambda e: (e[0], e[1])
+    )
     in_flight = peak = 0
     for _, step in events:
         in_flight += step
@@ -62,7 +98,7 @@ def test_quality_in_a_campaign_reaches_the_evidence_table(tmp_path: Path, tiny: 
     path.write_text(f"""
 [campaign]
 name = "q"
-results = "{tmp_path / 'results'}"
+results = "{tmp_path / "results"}"
 [checks.quality]
 data = "{data}"
 samples = 4

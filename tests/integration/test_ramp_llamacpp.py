@@ -14,7 +14,7 @@ from ctxbench.client import Client
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
 from ctxbench.engines.models import TinyModel
-from ctxbench.report.render import run_report
+from ctxbench.report.run_report import run_report
 from ctxbench.results.ramp_table import read_rows
 from ctxbench.results.store import RunDir
 from ctxbench.text.haystack import UnitPool, build_haystack
@@ -25,8 +25,12 @@ SLOT = 16384
 
 
 @pytest.fixture(scope="module")
-def wide_server(llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
-    config = LlamaServerConfig(binary=llama_build.server, model=tiny.gguf, ctx_size=2 * SLOT, parallel=2, alias="tiny")
+def wide_server(
+    llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LlamaServer]:
+    config = LlamaServerConfig(
+        binary=llama_build.server, model=tiny.gguf, ctx_size=2 * SLOT, parallel=2, alias="tiny"
+    )
     with LlamaServer(config, tmp_path_factory.mktemp("wide") / "server.log") as server:
         yield server
 
@@ -36,7 +40,9 @@ def pool(tiny: TinyModel) -> UnitPool:
     return UnitPool.generated(HfTokenCounter.from_path(tiny.tokenizer_dir), units=1024)
 
 
-async def test_second_user_prefill_slows_the_first_users_decode(wide_server: LlamaServer, pool: UnitPool) -> None:
+async def test_second_user_prefill_slows_the_first_users_decode(
+    wide_server: LlamaServer, pool: UnitPool
+) -> None:
     short = build_haystack(pool, 200, 1)
     long = build_haystack(pool, SLOT - 64, 2)
     sampling = {"temperature": 0.0, "ignore_eos": True}
@@ -44,11 +50,14 @@ async def test_second_user_prefill_slows_the_first_users_decode(wide_server: Lla
 
         async def newcomer():  # type: ignore[no-untyped-def]
             await asyncio.sleep(0.3)
-            return await client.chat(long.messages, max_tokens=4, extra_body=sampling, labels={"user": "1"},
-                                     request_id="b")
+            return await client.chat(
+                long.messages, max_tokens=4, extra_body=sampling, labels={"user": "1"}, request_id="b"
+            )
 
         decoding, arriving = await asyncio.gather(
-            client.chat(short.messages, max_tokens=4000, extra_body=sampling, labels={"user": "0"}, request_id="a"),
+            client.chat(
+                short.messages, max_tokens=4000, extra_body=sampling, labels={"user": "0"}, request_id="a"
+            ),
             newcomer(),
         )
     assert decoding.ok and arriving.ok, (decoding.error, arriving.error)
@@ -66,23 +75,47 @@ async def test_ramp_grows_each_conversation_exactly_and_reuses_its_history(
     wide_server: LlamaServer, pool: UnitPool, tmp_path: Path
 ) -> None:
     run = RunDir.create(tmp_path, "ramp")
-    spec = RampSpec(start_tokens=1000, end_tokens=4000, turns=3, max_tokens=48, users=(1, 2), stagger_s=0.2,
-                    sampling={"temperature": 0.0, "ignore_eos": True})
+    spec = RampSpec(
+        start_tokens=1000,
+        end_tokens=4000,
+        turns=3,
+        max_tokens=48,
+        users=(1, 2),
+        stagger_s=0.2,
+        sampling={"temperature": 0.0, "ignore_eos": True},
+    )
     async with Client(wide_server.base_url, "tiny") as client:
-        turns = await run_ramp(client, pool, spec, run, ("test", "tiny", "ramp"), deployment="tiny-cpu",
-                               table=tmp_path / "ramp1m.csv")
+        turns = await run_ramp(
+            client,
+            pool,
+            spec,
+            run,
+            ("test", "tiny", "ramp"),
+            deployment="tiny-cpu",
+            table=tmp_path / "ramp1m.csv",
+        )
     assert len(turns) == 3 + 6 and all(t.error is None for t in turns)
     rows = read_rows(tmp_path / "ramp1m.csv")
     assert [(r["users"], r["user"], r["turn"]) for r in rows] == [
-        ("1", "0", "1"), ("1", "0", "2"), ("1", "0", "3"),
-        ("2", "0", "1"), ("2", "0", "2"), ("2", "0", "3"), ("2", "1", "1"), ("2", "1", "2"), ("2", "1", "3")]
+        ("1", "0", "1"),
+        ("1", "0", "2"),
+        ("1", "0", "3"),
+        ("2", "0", "1"),
+        ("2", "0", "2"),
+        ("2", "0", "3"),
+        ("2", "1", "1"),
+        ("2", "1", "2"),
+        ("2", "1", "3"),
+    ]
     for row in rows:
         assert row["context_tokens"] == row["target_tokens"], row
         assert row["recall"] in ("0", "1")
         # A decode rate wherever one was measured: missing only for a reply the client read in one go (all its
         # chunks share a stamp), as a busy 2-core host does to a fast tiny model.
         record = next(r for r in run.records() if r.request_id == row["request_id"])
-        assert float(row["decode_tokens_per_s"] or 0) > 0 or metrics.own_stamps(record) == [len(record.chunks) - 1]
+        assert float(row["decode_tokens_per_s"] or 0) > 0 or metrics.own_stamps(record) == [
+            len(record.chunks) - 1
+        ]
         if row["turn"] != "1":
             # The conversation's own history comes back from the slot's cache, as intended.
             assert int(row["cached_tokens"]) >= int(row["intended_cached_tokens"]) - 64, row
@@ -100,12 +133,30 @@ async def test_turn_over_the_limit_is_a_recorded_capacity_failure(
 ) -> None:
     # tiny_server has 2 slots of 2048 tokens: turns at 1000, 1732, 3000 and 5196 tokens, the last two over.
     run = RunDir.create(tmp_path, "over")
-    spec = RampSpec(start_tokens=1000, end_tokens=5196, turns=4, max_tokens=16, users=(1,),
-                    on_failure=on_failure, sampling={"temperature": 0.0, "ignore_eos": True})  # type: ignore[arg-type]
+    spec = RampSpec(
+        start_tokens=1000,
+        end_tokens=5196,
+        turns=4,
+        max_tokens=16,
+        users=(1,),
+        on_failure=on_failure,
+        sampling={"temperature": 0.0, "ignore_eos": True},
+    )  # type: ignore[arg-type]
     async with Client(tiny_server.base_url, "tiny") as client:
-        turns = await run_ramp(client, pool, spec, run, ("test", "over", on_failure), deployment="tiny",
-                               table=tmp_path / "ramp1m.csv")
-    assert [t.error is None for t in turns] == ([True, True, False] if on_failure == "stop" else [True, True, False, False])
+        turns = await run_ramp(
+            client,
+            pool,
+            spec,
+            run,
+            ("test", "over", on_failure),
+            deployment="tiny",
+            table=tmp_path / "ramp1m.csv",
+        )
+    assert [t.error is None for t in turns] == (
+        [True, True, False] if on_failure == "stop" else [True, True, False, False]
+    )
     assert turns[2].error is not None and turns[2].error.startswith("context_limit")
     rows = read_rows(tmp_path / "ramp1m.csv")
-    assert rows[2]["error"].startswith("context_limit") and rows[2]["recall"] == "" and rows[2]["ttft_s"] == ""
+    assert (
+        rows[2]["error"].startswith("context_limit") and rows[2]["recall"] == "" and rows[2]["ttft_s"] == ""
+    )

@@ -12,8 +12,16 @@ from ctxbench.report.campaign import write_campaign_report
 
 H200_RUN = Path(__file__).parents[2] / "docs" / "gpu-validation" / "h200-run1"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it where apt-get can)"
@@ -25,13 +33,27 @@ def test_html_report_shows_table_and_figures_in_a_real_browser(tmp_path: Path) -
     shutil.copytree(H200_RUN, results)
     _, html = write_campaign_report(results)
     profile = tmp_path / "profile"
-    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--dump-dom", html.as_uri()],  # type: ignore[list-item]
-                         capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--dump-dom", html.as_uri()],  # type: ignore[list-item]
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert 'id="evidence"' in dom.stdout and "random-740m-llamacpp-cuda-h200" in dom.stdout
     assert dom.stdout.count("<img") >= 2
     shot = tmp_path / "shot.png"
-    subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--screenshot={shot}", "--window-size=1200,900",
-                    html.as_uri()], capture_output=True, timeout=120)  # type: ignore[list-item]
+    subprocess.run(
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            f"--screenshot={shot}",
+            "--window-size=1200,900",
+            html.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+    )  # type: ignore[list-item]
     from matplotlib import image
 
     pixels = image.imread(str(shot))

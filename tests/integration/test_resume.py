@@ -21,17 +21,25 @@ from ctxbench.text.tokens import HfTokenCounter
 
 pytestmark = pytest.mark.engine
 EXACT = {"temperature": 0.0, "ignore_eos": True}
-SUITE = Suite(capacity=CapacitySpec(), needle=NeedleSpec(lengths=(500, 1200), max_tokens=4),
-              ramp=RampSpec(start_tokens=500, end_tokens=1200, turns=2, max_tokens=8, users=(1, 2), stagger_s=0.1,
-                            sampling=EXACT))
+SUITE = Suite(
+    capacity=CapacitySpec(),
+    needle=NeedleSpec(lengths=(500, 1200), max_tokens=4),
+    ramp=RampSpec(
+        start_tokens=500, end_tokens=1200, turns=2, max_tokens=8, users=(1, 2), stagger_s=0.1, sampling=EXACT
+    ),
+)
 
 
 class Interrupt(Exception):
     pass
 
 
-def test_interrupted_suite_resumes_where_it_stopped(llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path: Path) -> None:
-    config = LlamaServerConfig(binary=llama_build.server, model=tiny.gguf, ctx_size=2 * 2048, parallel=2, alias="tiny")
+def test_interrupted_suite_resumes_where_it_stopped(
+    llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path: Path
+) -> None:
+    config = LlamaServerConfig(
+        binary=llama_build.server, model=tiny.gguf, ctx_size=2 * 2048, parallel=2, alias="tiny"
+    )
     counter = HfTokenCounter.from_path(tiny.tokenizer_dir)
     results = tmp_path / "results"
     sent = 0
@@ -43,7 +51,15 @@ def test_interrupted_suite_resumes_where_it_stopped(llama_build: LlamaCppBuild, 
             raise Interrupt()
 
     with pytest.raises(Interrupt):
-        run_suite(config, counter, SUITE, results, deployment="tiny", campaign="resume", on_request_done=stop_after_four)
+        run_suite(
+            config,
+            counter,
+            SUITE,
+            results,
+            deployment="tiny",
+            campaign="resume",
+            on_request_done=stop_after_four,
+        )
     (path,) = (results / "runs").iterdir()
     first = RunDir(path)
     assert first.completed_units() == {"capacity"}
@@ -55,7 +71,9 @@ def test_interrupted_suite_resumes_where_it_stopped(llama_build: LlamaCppBuild, 
     ids = [r.request_id for r in run.records()]
     assert ids.count("capacity-near") == 1  # finished units are not sent again
     trials = json.loads((path / "needle.json").read_text())["trials"]
-    assert [t["request_id"] for t in trials] == [f"needle-{n}-{d:.2f}-a2" for n in (500, 1200) for d in (0.1, 0.5, 0.9)]
+    assert [t["request_id"] for t in trials] == [
+        f"needle-{n}-{d:.2f}-a2" for n in (500, 1200) for d in (0.1, 0.5, 0.9)
+    ]
     assert not any(t["cache_hit_suspected"] for t in trials)  # the new attempt drew new documents
     assert run.completed_units() == {"capacity", "needle", "ramp-u1", "ramp-u2"}
     assert len(read_rows(results / "ramp1m.csv", run.run_id)) == 2 + 4
@@ -65,7 +83,9 @@ def test_interrupted_suite_resumes_where_it_stopped(llama_build: LlamaCppBuild, 
     expected = "kernel" if sys.platform == "linux" else "read"
     assert [a["clock"]["arrivals"] for a in manifest["attempts"]] == [expected, expected]
 
-    forced = run_suite(config, counter, SUITE, results, deployment="tiny", campaign="resume", resume=path, force=True)
+    forced = run_suite(
+        config, counter, SUITE, results, deployment="tiny", campaign="resume", resume=path, force=True
+    )
     assert forced.attempt == 3 and [r.request_id for r in forced.records()].count("capacity-near-a3") == 1
     rows = read_rows(results / "ramp1m.csv", run.run_id)
     assert len(rows) == 6 and all(r["request_id"].endswith("-a3") for r in rows)  # a forced rerun replaces

@@ -13,7 +13,8 @@ from ctxbench.campaign import run_campaign
 from ctxbench.config import load_campaign
 from ctxbench.engines.models import TinyModel, TinyModelSpec, tiny_model
 from ctxbench.records import RequestRecord
-from ctxbench.report.render import counter_deltas, run_report
+from ctxbench.report.counters import counter_deltas
+from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import collect
 from ctxbench.results.store import RunDir
 
@@ -50,7 +51,9 @@ WIDE = TinyModelSpec(n_embd=768, n_head=12, n_head_kv=4, n_layer=4, n_ff=2048)
 def most_decoding_at_once(records: list[RequestRecord]) -> int:
     """The most requests that were between their first and last token at one instant: requests the server
     decoded together. A server with fewer slots queues the rest before their first token."""
-    edges = sorted([(r.chunks[0].arrived_ns, 1) for r in records] + [(r.chunks[-1].arrived_ns, -1) for r in records])
+    edges = sorted(
+        [(r.chunks[0].arrived_ns, 1) for r in records] + [(r.chunks[-1].arrived_ns, -1) for r in records]
+    )
     most = now = 0
     for _, step in edges:
         now += step
@@ -60,7 +63,9 @@ def most_decoding_at_once(records: list[RequestRecord]) -> int:
 
 def test_four_users_are_decoded_together_in_four_slots(tmp_path: Path) -> None:
     tiny = tiny_model(spec=WIDE)
-    run = run_one(tmp_path, """
+    run = run_one(
+        tmp_path,
+        """
 [checks.throughput]
 levels = [1, 4]
 prompt_tokens = 256
@@ -69,7 +74,8 @@ requests_per_user = 3
 source = "code"
 shared_prefix_tokens = 64
 ttft_slo_s = 30.0
-""", f"""
+""",
+        f"""
 [[deployments]]
 name = "tiny-4-slots"
 engine = "llamacpp"
@@ -78,7 +84,8 @@ tokenizer = "{tiny.tokenizer_dir}"
 ctx_size = 4096
 parallel = 4
 random_weights = true
-""")
+""",
+    )
     levels = json.loads((run.path / "throughput.json").read_text())["levels"]
     one, four = levels["1"], levels["4"]
     assert one["requests"] == 3 and four["requests"] == 12 and one["failed"] == four["failed"] == 0
@@ -99,16 +106,21 @@ random_weights = true
     assert row.throughput.value == pytest.approx(max(one["output_tokens_per_s"], four["output_tokens_per_s"]))
 
 
-def test_speculative_decoding_acceptance_is_read_from_the_engines_counters(tmp_path: Path, tiny: TinyModel) -> None:
+def test_speculative_decoding_acceptance_is_read_from_the_engines_counters(
+    tmp_path: Path, tiny: TinyModel
+) -> None:
     # The tiny model drafts for itself: under greedy sampling every drafted token should be accepted.
-    run = run_one(tmp_path, """
+    run = run_one(
+        tmp_path,
+        """
 [checks.throughput]
 levels = [2]
 prompt_tokens = 256
 output_tokens = 64
 requests_per_user = 2
 warmup_requests = 0
-""", f"""
+""",
+        f"""
 [[deployments]]
 name = "tiny-self-draft"
 engine = "llamacpp"
@@ -118,7 +130,8 @@ ctx_size = 4096
 parallel = 2
 args = ["--model-draft", "{tiny.gguf}", "--spec-type", "draft-simple"]
 random_weights = true
-""")
+""",
+    )
     deltas = counter_deltas(run)["throughput-u2"]
     assert deltas["spec_draft_tokens"] > 0 and deltas["spec_drafts"] > 0
     rate, per_step = metrics.spec_acceptance(deltas)
@@ -128,23 +141,31 @@ random_weights = true
 
 def test_variants_are_compared_side_by_side_with_intervals(tmp_path: Path, tiny: TinyModel) -> None:
     path = tmp_path / "c.toml"
-    path.write_text(f"""
+    path.write_text(
+        f"""
 [campaign]
 name = "variants"
-results = "{tmp_path / 'results'}"
+results = "{tmp_path / "results"}"
 [checks.throughput]
 levels = [2]
 prompt_tokens = 256
 output_tokens = 32
 requests_per_user = 3
-""" + DEPLOYMENT.format(name="plain", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]")
-        + DEPLOYMENT.format(name="self-draft", gguf=tiny.gguf, tok=tiny.tokenizer_dir,
-                            args=f'["--model-draft", "{tiny.gguf}", "--spec-type", "draft-simple"]') + """
+"""
+        + DEPLOYMENT.format(name="plain", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]")
+        + DEPLOYMENT.format(
+            name="self-draft",
+            gguf=tiny.gguf,
+            tok=tiny.tokenizer_dir,
+            args=f'["--model-draft", "{tiny.gguf}", "--spec-type", "draft-simple"]',
+        )
+        + """
 [[compare]]
 a = "plain"
 b = "self-draft"
 question = "does drafting help?"
-""")
+"""
+    )
     campaign = load_campaign(path)
     assert [o.status for o in run_campaign(campaign)] == ["done", "done"]
     from ctxbench.report.campaign import write_campaign_report
@@ -159,18 +180,22 @@ question = "does drafting help?"
 
 def test_repeats_give_medians_with_intervals_and_a_verdict(tmp_path: Path, tiny: TinyModel) -> None:
     path = tmp_path / "c.toml"
-    path.write_text(f"""
+    path.write_text(
+        f"""
 [campaign]
 name = "repeats"
-results = "{tmp_path / 'results'}"
+results = "{tmp_path / "results"}"
 repeats = 3
 [checks.throughput]
 levels = [1]
 prompt_tokens = 128
 output_tokens = 16
 requests_per_user = 2
-""" + DEPLOYMENT.format(name="a", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]")
-        + DEPLOYMENT.format(name="b", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]") + '[[compare]]\na = "a"\nb = "b"\n')
+"""
+        + DEPLOYMENT.format(name="a", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]")
+        + DEPLOYMENT.format(name="b", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]")
+        + '[[compare]]\na = "a"\nb = "b"\n'
+    )
     campaign = load_campaign(path)
     outcomes = run_campaign(campaign)
     assert [(o.deployment, o.status) for o in outcomes] == [("a", "done")] * 3 + [("b", "done")] * 3
@@ -180,7 +205,9 @@ requests_per_user = 2
     text = write_campaign_report(campaign.campaign.results)[0].read_text()
     repeats = text.split("## Repeats")[1].split("##")[0]
     assert "| a | 3 |" in repeats and "| b | 3 |" in repeats
-    line = next(line for line in text.splitlines() if line.startswith("| over repeats: many users, best output tok/s"))
+    line = next(
+        line for line in text.splitlines() if line.startswith("| over repeats: many users, best output tok/s")
+    )
     assert line.count("[") == 3 and "established" in line
     assert [o.status for o in run_campaign(campaign)] == ["skipped"] * 6  # all six runs are done
 
@@ -188,24 +215,34 @@ requests_per_user = 2
 def test_users_spread_over_client_processes_come_back_as_one_run(tmp_path: Path, tiny: TinyModel) -> None:
     # Three users over two client processes: users 0 and 2 in the first, 1 in the second; the parent writes
     # every record, labelled with its process, and the level is summarised as with one process.
-    run = run_one(tmp_path, """
+    run = run_one(
+        tmp_path,
+        """
 [checks.throughput]
 levels = [3]
 prompt_tokens = 128
 output_tokens = 8
 requests_per_user = 2
 client_processes = 2
-""", DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]"))
+""",
+        DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]"),
+    )
     level = json.loads((run.path / "throughput.json").read_text())["levels"]["3"]
     assert level["requests"] == 6 and level["failed"] == 0
     records = list(run.records())
     assert len(records) == 3 * (2 + 1) and len({r.request_id for r in records}) == len(records)
-    processes = {r.labels["user"]: {x.labels["client_process"] for x in records if x.labels["user"] == r.labels["user"]}
-                 for r in records}
+    processes = {
+        r.labels["user"]: {
+            x.labels["client_process"] for x in records if x.labels["user"] == r.labels["user"]
+        }
+        for r in records
+    }
     assert processes == {"0": {"0"}, "1": {"1"}, "2": {"0"}}
     assert all(r.ok and r.chunks for r in records)
-    # One clock for all: every worker's stamps fall between the parent's own /metrics snapshots taken just before
-    # and just after the check (a worker on another clock base would land far outside). Whether the two processes'
+    # One clock for all: every worker's stamps fall between the parent's own /metrics snapshots taken just
+    # before
+    # and just after the check (a worker on another clock base would land far outside). Whether the two
+    # processes'
     # requests interleaved is scheduling: on a busy host one process finished its 3 short requests before the
     # other had sent its first.
     snapshots = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
@@ -214,7 +251,8 @@ client_processes = 2
 
 
 async def test_a_client_process_that_cannot_start_fails_the_level_with_a_message(
-        tmp_path: Path, tiny: TinyModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, tiny: TinyModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The worker gets settings it cannot make a client from: it exits before saying ready, and the parent
     # says so instead of waiting for it.
     from ctxbench.checks import throughput
@@ -224,10 +262,13 @@ async def test_a_client_process_that_cannot_start_fails_the_level_with_a_message
     from ctxbench.text.tokens import HfTokenCounter
 
     counter = HfTokenCounter.from_path(tiny.tokenizer_dir)
-    spec = throughput.ThroughputSpec(levels=(2,), prompt_tokens=128, output_tokens=4, requests_per_user=1,
-                                     client_processes=2)
+    spec = throughput.ThroughputSpec(
+        levels=(2,), prompt_tokens=128, output_tokens=4, requests_per_user=1, client_processes=2
+    )
     prompts = throughput.PromptMaker(spec, UnitPool.generated(counter, units=64), counter, ("t",))
-    monkeypatch.setattr(throughput, "client_settings", lambda client: {"router": False, "clients": [{"bogus": 1}]})
+    monkeypatch.setattr(
+        throughput, "client_settings", lambda client: {"router": False, "clients": [{"bogus": 1}]}
+    )
     run = RunDir.create(tmp_path, "run")
     async with Client("http://127.0.0.1:9", "m") as client:
         with pytest.raises(CtxbenchError, match="did not start"):

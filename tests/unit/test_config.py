@@ -75,7 +75,11 @@ def test_a_campaign_loads_with_token_sizes_overrides_and_replica_gpus(tmp_path: 
     assert replicas.replica_gpus() == [[4], [5], [6], [7]]
     merged = campaign.checks_for(replicas)
     assert merged.capacity is None and merged.ramp is not None
-    assert merged.ramp.end == 256 * 1024 and merged.ramp.users == [1, 2, 4]  # the rest comes from the campaign
+    assert merged.ramp.end == 256 * 1024 and merged.ramp.users == [
+        1,
+        2,
+        4,
+    ]  # the rest comes from the campaign
     assert campaign.checks_for(tp4).capacity is not None
     assert external.served == "already-up"
     assert [d.name for d in campaign.select(["qwen-replicas"])] == ["qwen-replicas"]
@@ -96,7 +100,9 @@ def test_unknown_engine_names_the_deployment_line_and_the_choices(tmp_path: Path
 
 
 def test_missing_model_path_says_ctxbench_never_downloads(tmp_path: Path) -> None:
-    text = GOOD.replace('model = "{model}"\ngpus = [0, 1, 2, 3]', 'model = "/nowhere/Qwen3"\ngpus = [0, 1, 2, 3]')
+    text = GOOD.replace(
+        'model = "{model}"\ngpus = [0, 1, 2, 3]', 'model = "/nowhere/Qwen3"\ngpus = [0, 1, 2, 3]'
+    )
     message = error_of(tmp_path, text)
     assert "deployments[0].model" in message and "/nowhere/Qwen3" in message and "never downloads" in message
 
@@ -109,7 +115,9 @@ def test_wrong_types_and_absurd_sizes_are_refused_with_their_key(tmp_path: Path)
     assert "checks.ramp.users" in message
     message = error_of(tmp_path, GOOD.replace('end = "1M"', 'end = "4K"'))
     assert "shorter than start" in message
-    message = error_of(tmp_path, GOOD.replace("[checks.ramp]", "[checks.throughput]\nclient_processes = 0\n\n[checks.ramp]"))
+    message = error_of(
+        tmp_path, GOOD.replace("[checks.ramp]", "[checks.throughput]\nclient_processes = 0\n\n[checks.ramp]")
+    )
     assert "checks.throughput.client_processes" in message and "1" in message
 
 
@@ -124,8 +132,10 @@ def test_unknown_keys_and_checks_are_named(tmp_path: Path) -> None:
     assert "compile_cahce" in message and "unknown key" in message
     message = error_of(tmp_path, GOOD.replace("[deployments.checks.ramp]", "[deployments.checks.rampp]"))
     assert "unknown check 'rampp'" in message
-    message = error_of(tmp_path, GOOD.replace('[deployments.checks.ramp]\nend = "256K"',
-                                               '[deployments.checks.ramp]\nturns = "many"'))
+    message = error_of(
+        tmp_path,
+        GOOD.replace('[deployments.checks.ramp]\nend = "256K"', '[deployments.checks.ramp]\nturns = "many"'),
+    )
     assert "deployments[1].checks.ramp.turns" in message
 
 
@@ -185,7 +195,11 @@ def test_a_tiny_model_shape_and_depths_for_one_length_load_and_reach_the_specs(t
     campaign = load_campaign(write(tmp_path, SHAPED))
     (deployment,) = campaign.deployments
     needle = suite_for(campaign.checks_for(deployment)).needle
-    assert needle is not None and needle.depths_for(1 << 20) == (0.5,) and needle.depths_for(1 << 18) == (0.1, 0.5, 0.9)
+    assert (
+        needle is not None
+        and needle.depths_for(1 << 20) == (0.5,)
+        and needle.depths_for(1 << 18) == (0.1, 0.5, 0.9)
+    )
     assert needle.trial_count() == 4
     spec = TinyModelSpec(n_layer=4, n_embd=1024, n_head=16, n_head_kv=4, context_length=1 << 21)
     assert plan_deployment(deployment, resolve=False).model == str(tiny_model_dir(spec) / "tiny-llama.gguf")
@@ -197,13 +211,18 @@ def test_the_shipped_gpu_campaigns_load() -> None:
         assert load_campaign(path, check_paths=False).deployments, path
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ('depths_at = { "1M" = [0.5] }', "depths_at names '1M', which is not one of lengths"),
-    ('depths_at = { "2K" = [] }', "depths_at['2K'] is empty"),
-    ('depths_at = { "lots" = [0.5] }', "'lots' is not a token count"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ('depths_at = { "1M" = [0.5] }', "depths_at names '1M', which is not one of lengths"),
+        ('depths_at = { "2K" = [] }', "depths_at['2K'] is empty"),
+        ('depths_at = { "lots" = [0.5] }', "'lots' is not a token count"),
+    ],
+)
 def test_depths_for_a_length_must_name_a_listed_length(tmp_path: Path, change: str, message: str) -> None:
-    text = SHAPED.replace('lengths = ["256K", "1M"]\ndepths_at = { "1M" = [0.5] }', f'lengths = ["2K"]\n{change}')
+    text = SHAPED.replace(
+        'lengths = ["256K", "1M"]\ndepths_at = { "1M" = [0.5] }', f'lengths = ["2K"]\n{change}'
+    )
     error = error_of(tmp_path, text)
     assert "checks.needle" in error and message in error, error
 

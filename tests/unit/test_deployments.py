@@ -73,7 +73,9 @@ def test_sglang_replicas_each_get_their_own_gpus(tmp_path: Path) -> None:
     assert [s.env["CUDA_VISIBLE_DEVICES"] for s in sglang.specs] == ["0,1", "2,3"]
     argv = sglang.specs[0].argv(30000)
     assert argv[1:3] == ["-m", "sglang.launch_server"] and "--enable-metrics" in argv
-    assert argv[argv.index("--tp-size") + 1] == "2" and argv[argv.index("--model-path") + 1] == "/models/Qwen3"
+    assert (
+        argv[argv.index("--tp-size") + 1] == "2" and argv[argv.index("--model-path") + 1] == "/models/Qwen3"
+    )
 
 
 def test_llamacpp_command_takes_context_slots_and_extra_args(tmp_path: Path) -> None:
@@ -125,10 +127,22 @@ sglang:num_retracted_requests_total{model_name="m"} 4.0
 
 def test_engine_metrics_map_to_common_names_summed_over_labels() -> None:
     vllm = common_metrics(parse_metrics(VLLM_METRICS))
-    assert vllm == {"prompt_tokens": 150.0, "generation_tokens": 7.0, "prefix_cache_queries": 150.0,
-                    "prefix_cache_hits": 32.0, "kv_cache_usage": 0.25, "requests_waiting": 3.0, "preemptions": 1.0}
+    assert vllm == {
+        "prompt_tokens": 150.0,
+        "generation_tokens": 7.0,
+        "prefix_cache_queries": 150.0,
+        "prefix_cache_hits": 32.0,
+        "kv_cache_usage": 0.25,
+        "requests_waiting": 3.0,
+        "preemptions": 1.0,
+    }
     sglang = common_metrics(parse_metrics(SGLANG_METRICS))
-    assert sglang == {"prompt_tokens": 8.0, "kv_cache_usage": 0.28, "requests_waiting": 2.0, "preemptions": 4.0}
+    assert sglang == {
+        "prompt_tokens": 8.0,
+        "kv_cache_usage": 0.28,
+        "requests_waiting": 2.0,
+        "preemptions": 4.0,
+    }
 
 
 def _replica(name: str, seen: list[str], gate: asyncio.Event | None = None) -> Client:

@@ -18,7 +18,10 @@ ALL = {"checks": {"capacity", "needle", "ramp"}, "recall_shared": (2, 2)}
 
 
 def test_complete_evidence_is_validated() -> None:
-    assert status_of({**ALL, "capacity_holds": True, "retrieval": (3, 3)}, random_weights=False) == ("validated", ())
+    assert status_of({**ALL, "capacity_holds": True, "retrieval": (3, 3)}, random_weights=False) == (
+        "validated",
+        (),
+    )
 
 
 def test_a_failed_capacity_fails_the_row_whatever_else_holds() -> None:
@@ -26,15 +29,20 @@ def test_a_failed_capacity_fails_the_row_whatever_else_holds() -> None:
     assert status == "failed" and reasons == ("the capacity claim does not hold",)
 
 
-@pytest.mark.parametrize(("facts", "reason"), [
-    ({"retrieval": (2, 3)}, "one-shot retrieval 2/3 is below n/n"),
-    ({"cache_findings": 1}, "the cache audit has 1 finding(s) (`ctxbench audit-cache`)"),
-    ({"token_fallback": True}, "some token counts came from a fallback, not the server's usage"),
-    ({"count_error": 3}, "a planned prompt length differs from the server's count"),
-    ({"checks": {"capacity", "ramp"}}, "the needle check did not run"),
-])
+@pytest.mark.parametrize(
+    ("facts", "reason"),
+    [
+        ({"retrieval": (2, 3)}, "one-shot retrieval 2/3 is below n/n"),
+        ({"cache_findings": 1}, "the cache audit has 1 finding(s) (`ctxbench audit-cache`)"),
+        ({"token_fallback": True}, "some token counts came from a fallback, not the server's usage"),
+        ({"count_error": 3}, "a planned prompt length differs from the server's count"),
+        ({"checks": {"capacity", "ramp"}}, "the needle check did not run"),
+    ],
+)
 def test_each_rule_makes_the_row_provisional_and_says_why(facts: dict[str, object], reason: str) -> None:
-    status, reasons = status_of({**ALL, "capacity_holds": True, "retrieval": (3, 3), **facts}, random_weights=False)
+    status, reasons = status_of(
+        {**ALL, "capacity_holds": True, "retrieval": (3, 3), **facts}, random_weights=False
+    )
     assert status == "provisional" and reason in reasons
 
 
@@ -77,16 +85,29 @@ def test_report_is_rebuilt_from_files_and_escapes_model_output(results: Path) ->
     html = html_path.read_text()
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert 'id="evidence"' in html and html.count("data:image/png;base64,") >= 2
-    assert "http://" not in html.split("</style>")[0] and "https://" not in html  # nothing to fetch: opens offline
+    assert (
+        "http://" not in html.split("</style>")[0] and "https://" not in html
+    )  # nothing to fetch: opens offline
     assert "| random-740m-llamacpp-cuda-h200" in markdown_path.read_text()
 
 
 def test_a_run_of_a_cpu_deployment_has_no_gpu_cost(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path, "cpu-run")
     run.write_manifest({"deployment": "cpu", "checks": ["probe"]})
-    run.append(RequestRecord(request_id="r", endpoint="chat", url="http://127.0.0.1:1/x", model="m", request_bytes=1,
-                             enqueued_ns=0, sent_ns=0, end_ns=10, chunks=(Chunk(arrived_ns=5, text="x"),),
-                             usage=Usage(prompt_tokens=1, completion_tokens=1)))
+    run.append(
+        RequestRecord(
+            request_id="r",
+            endpoint="chat",
+            url="http://127.0.0.1:1/x",
+            model="m",
+            request_bytes=1,
+            enqueued_ns=0,
+            sent_ns=0,
+            end_ns=10,
+            chunks=(Chunk(arrived_ns=5, text="x"),),
+            usage=Usage(prompt_tokens=1, completion_tokens=1),
+        )
+    )
     (row,) = collect(tmp_path)
     assert row.cost.text == "not run" and row.status == "provisional"
     assert "the capacity check did not run" in row.reasons

@@ -60,7 +60,9 @@ def test_text_is_varied_not_one_sentence_repeated(pool: UnitPool) -> None:
 
 
 def test_request_seeds_differ_by_every_part() -> None:
-    seeds = {request_seed(c, d, k, i) for c in "ab" for d in "xy" for k in ("needle", "capacity") for i in range(5)}
+    seeds = {
+        request_seed(c, d, k, i) for c in "ab" for d in "xy" for k in ("needle", "capacity") for i in range(5)
+    }
     assert len(seeds) == 2 * 2 * 2 * 5
 
 
@@ -83,7 +85,9 @@ def test_target_shorter_than_the_template_is_refused(pool: UnitPool) -> None:
 
 
 def test_user_corpus_is_shuffled_by_paragraph_per_request(counter: HfTokenCounter, tmp_path: Path) -> None:
-    (tmp_path / "a.txt").write_text("\n\n".join(f"Paragraph number {i} of the user's own text." for i in range(200)))
+    (tmp_path / "a.txt").write_text(
+        "\n\n".join(f"Paragraph number {i} of the user's own text." for i in range(200))
+    )
     pool = pool_for(counter, 2000, tmp_path)
     first = build_haystack(pool, 1500, 1).messages[0]["content"]
     second = build_haystack(pool, 1500, 2).messages[0]["content"]

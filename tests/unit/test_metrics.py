@@ -12,19 +12,34 @@ MS = 1_000_000
 
 
 def record(
-    chunk_ms: list[float], *, completion: int | None = None, sent_ms: float = 0, end_ms: float | None = None,
-    enqueued_ms: float = 0, error: RequestError | None = None, reasoning_first: bool = False,
+    chunk_ms: list[float],
+    *,
+    completion: int | None = None,
+    sent_ms: float = 0,
+    end_ms: float | None = None,
+    enqueued_ms: float = 0,
+    error: RequestError | None = None,
+    reasoning_first: bool = False,
 ) -> RequestRecord:
     chunks = tuple(
-        Chunk(arrived_ns=int(t * MS), text="" if (reasoning_first and i == 0) else "x",
-              reasoning="think" if (reasoning_first and i == 0) else "")
+        Chunk(
+            arrived_ns=int(t * MS),
+            text="" if (reasoning_first and i == 0) else "x",
+            reasoning="think" if (reasoning_first and i == 0) else "",
+        )
         for i, t in enumerate(chunk_ms)
     )
     return RequestRecord(
-        request_id="r", endpoint="chat", url="http://127.0.0.1:1/v1/chat/completions", model="m",
-        request_bytes=10, enqueued_ns=int(enqueued_ms * MS), sent_ns=int(sent_ms * MS),
+        request_id="r",
+        endpoint="chat",
+        url="http://127.0.0.1:1/v1/chat/completions",
+        model="m",
+        request_bytes=10,
+        enqueued_ns=int(enqueued_ms * MS),
+        sent_ns=int(sent_ms * MS),
         end_ns=int((end_ms if end_ms is not None else (chunk_ms[-1] if chunk_ms else sent_ms)) * MS),
-        chunks=chunks, usage=None if completion is None else Usage(prompt_tokens=100, completion_tokens=completion),
+        chunks=chunks,
+        usage=None if completion is None else Usage(prompt_tokens=100, completion_tokens=completion),
         error=error,
     )
 
@@ -91,14 +106,18 @@ def test_goodput_counts_only_successful_requests_within_every_slo() -> None:
     assert figures.requests == 4 and figures.failed == 1 and figures.goodput_requests == 1
     assert figures.window_s == pytest.approx(0.92)  # first send (0) -> last end (920 ms)
     assert figures.output_tokens == 9 and figures.output_tokens_per_s == pytest.approx(9 / 0.92)
-    assert figures.goodput_per_s == pytest.approx(1 / 0.92) and figures.requests_per_s == pytest.approx(3 / 0.92)
+    assert figures.goodput_per_s == pytest.approx(1 / 0.92) and figures.requests_per_s == pytest.approx(
+        3 / 0.92
+    )
     assert metrics.throughput(records).goodput_requests == 3  # no SLO: every success counts
 
 
 def test_tokens_per_chunk_shows_bursts_and_acceptance_comes_from_counters() -> None:
     assert metrics.tokens_per_chunk(record([10, 20], completion=8)) == 4.0  # 8 tokens in 2 chunks
     assert metrics.tokens_per_chunk(record([10, 20, 30], completion=3)) == 1.0
-    rate, per_step = metrics.spec_acceptance({"spec_draft_tokens": 40, "spec_accepted_tokens": 30, "spec_drafts": 10})
+    rate, per_step = metrics.spec_acceptance(
+        {"spec_draft_tokens": 40, "spec_accepted_tokens": 30, "spec_drafts": 10}
+    )
     assert rate == pytest.approx(0.75) and per_step == pytest.approx(3.0)
     assert metrics.spec_acceptance({"prompt_tokens": 5}) == (None, None)
 

@@ -6,8 +6,13 @@ import pytest
 
 from ctxbench.plan import DenseShape, predicted_prefill_s, prefill_flops
 
-LLAMA_8B = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
-            "intermediate_size": 14336}
+LLAMA_8B = {
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+}
 
 
 def test_llama_8b_shape_has_its_known_parameter_count_and_kv_size() -> None:
@@ -39,8 +44,24 @@ def test_plan_command_prints_kv_and_prefill(tmp_path) -> None:  # type: ignore[n
 
     config = tmp_path / "config.json"
     config.write_text(json.dumps(LLAMA_8B))
-    result = CliRunner().invoke(app, ["plan", "--config", str(config), "--context", "1M", "--users", "4",
-                                      "--gpus", "4", "--weights-gb", "16", "--decode-tokens-per-s", "3500"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "--config",
+            str(config),
+            "--context",
+            "1M",
+            "--users",
+            "4",
+            "--gpus",
+            "4",
+            "--weights-gb",
+            "16",
+            "--decode-tokens-per-s",
+            "3500",
+        ],
+    )
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())  # rich wraps lines at the terminal's width
     assert "128.0 KiB a token" in text and "128.0 GiB for one user at 1048576 tokens" in text
@@ -51,15 +72,37 @@ def test_plan_command_prints_kv_and_prefill(tmp_path) -> None:  # type: ignore[n
 from ctxbench.plan import kv_layout, users_that_fit  # noqa: E402
 
 # The few fields each family's published config.json has that decide its KV cache.
-DEEPSEEK_V3 = {"num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128, "kv_lora_rank": 512,
-               "qk_rope_head_dim": 64}
-GEMMA2_9B = {"num_hidden_layers": 42, "hidden_size": 3584, "num_attention_heads": 16, "num_key_value_heads": 8,
-             "head_dim": 256, "sliding_window": 4096,
-             "layer_types": ["sliding_attention", "full_attention"] * 21}
-QWEN3_NEXT = {"num_hidden_layers": 48, "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 2,
-              "head_dim": 256, "full_attention_interval": 4}
-MISTRAL_7B_V01 = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
-                  "sliding_window": 4096}
+DEEPSEEK_V3 = {
+    "num_hidden_layers": 61,
+    "hidden_size": 7168,
+    "num_attention_heads": 128,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+}
+GEMMA2_9B = {
+    "num_hidden_layers": 42,
+    "hidden_size": 3584,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 256,
+    "sliding_window": 4096,
+    "layer_types": ["sliding_attention", "full_attention"] * 21,
+}
+QWEN3_NEXT = {
+    "num_hidden_layers": 48,
+    "hidden_size": 2048,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "full_attention_interval": 4,
+}
+MISTRAL_7B_V01 = {
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "sliding_window": 4096,
+}
 
 
 def test_gqa_kv_of_llama_8b_is_128_kib_a_token() -> None:
@@ -104,7 +147,8 @@ def test_plan_reads_weight_bytes_from_a_checkpoint(tmp_path) -> None:  # type: i
     write(tmp_path / "ckpt" / "model.safetensors", {"w.weight": ("BF16", (1000, 1000))})
     config = tmp_path / "config.json"
     config.write_text(json.dumps(DEEPSEEK_V3))
-    result = CliRunner().invoke(app, ["plan", "--config", str(config), "--checkpoint", str(tmp_path / "ckpt"),
-                                      "--context", "128K"])
+    result = CliRunner().invoke(
+        app, ["plan", "--config", str(config), "--checkpoint", str(tmp_path / "ckpt"), "--context", "128K"]
+    )
     assert result.exit_code == 0, result.output
     assert "weights 0.0 GB" in " ".join(result.output.split()) and "MLA" in result.output

@@ -16,8 +16,10 @@ def test_prompts_file_takes_prompt_or_messages_lines(tmp_path: Path) -> None:
     assert read_prompts(path) == [[{"role": "user", "content": "hello"}], [{"role": "user", "content": "hi"}]]
 
 
-@pytest.mark.parametrize("text, words", [("not json\n", ":1: not JSON"), ('{"text": "x"}\n', ':1: needs a "prompt"'),
-                                         ("\n", "no prompts")])
+@pytest.mark.parametrize(
+    "text, words",
+    [("not json\n", ":1: not JSON"), ('{"text": "x"}\n', ':1: needs a "prompt"'), ("\n", "no prompts")],
+)
 def test_bad_prompts_files_name_the_file_and_line(tmp_path: Path, text: str, words: str) -> None:
     path = tmp_path / "p.jsonl"
     path.write_text(text)

@@ -9,8 +9,19 @@ import ctxbench
 from ctxbench.cli import app
 
 PUBLIC = {
-    "Chunk", "Client", "ContextLimitExceeded", "CtxbenchError", "EngineBuildError", "EngineNotReady",
-    "ModelPrepareError", "RequestError", "RequestFailed", "RequestRecord", "Timeouts", "Usage", "__version__",
+    "Chunk",
+    "Client",
+    "ContextLimitExceeded",
+    "CtxbenchError",
+    "EngineBuildError",
+    "EngineNotReady",
+    "ModelPrepareError",
+    "RequestError",
+    "RequestFailed",
+    "RequestRecord",
+    "Timeouts",
+    "Usage",
+    "__version__",
 }
 
 
@@ -21,7 +32,24 @@ def test_public_names_are_exported() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [[], ["engine"], ["engine", "build"], ["model"], ["model", "prepare"], ["probe"], ["demo"], ["report"], ["capacity"], ["needle"], ["ramp"], ["plan"], ["audit-cache"], ["inspect-checkpoint"], ["topology"]]
+    "command",
+    [
+        [],
+        ["engine"],
+        ["engine", "build"],
+        ["model"],
+        ["model", "prepare"],
+        ["probe"],
+        ["demo"],
+        ["report"],
+        ["capacity"],
+        ["needle"],
+        ["ramp"],
+        ["plan"],
+        ["audit-cache"],
+        ["inspect-checkpoint"],
+        ["topology"],
+    ],
 )
 def test_every_command_has_help(command: list[str]) -> None:
     result = CliRunner().invoke(app, [*command, "--help"])
@@ -42,7 +70,11 @@ def test_token_counts_accept_k_and_m_suffixes(text: str, tokens: int) -> None:
 
 
 def test_bad_depth_names_the_flag_and_the_range() -> None:
-    result = CliRunner().invoke(app, ["needle", "--url", "http://127.0.0.1:9", "--model", "m", "--depths", "0.5,1.5"])
+    result = CliRunner().invoke(
+        app, ["needle", "--url", "http://127.0.0.1:9", "--model", "m", "--depths", "0.5,1.5"]
+    )
     assert result.exit_code == 2
     # the campaign file's own rule and message (params.NeedleParams), naming the flag and the bad value
-    assert "--depths" in result.output and "less than or equal to 1" in result.output and "1.5" in result.output
+    assert (
+        "--depths" in result.output and "less than or equal to 1" in result.output and "1.5" in result.output
+    )

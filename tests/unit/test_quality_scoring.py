@@ -20,7 +20,9 @@ from ctxbench.checks.quality import (
 )
 from ctxbench.text.arithmetic import arithmetic_problems, write_problems
 
-ANSWER = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips.\n#### 72"
+ANSWER = (
+    "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips.\n#### 72"
+)
 
 
 def test_targets_and_answers_are_cleaned_like_lm_eval() -> None:
@@ -28,14 +30,21 @@ def test_targets_and_answers_are_cleaned_like_lm_eval() -> None:
     assert clean("#### 1,234") == "1234" and clean("$18.") == "18"
 
 
-@pytest.mark.parametrize("response, strict, flexible", [
-    ("She sold 72 clips.\n#### 72", "72", "72"),
-    ("The answer is $1,250.", None, "1250"),
-    ("First 3 + 4 = 7, so 7 apples. Then 7 * 2 = 14", None, "14"),
-    ("#### 5 and then I kept talking about 12", "5", "12"),  # strict takes `####`, flexible the last number
-    ("I do not know.", None, None),
-    ("The total is -3.", None, "-3"),
-])
+@pytest.mark.parametrize(
+    "response, strict, flexible",
+    [
+        ("She sold 72 clips.\n#### 72", "72", "72"),
+        ("The answer is $1,250.", None, "1250"),
+        ("First 3 + 4 = 7, so 7 apples. Then 7 * 2 = 14", None, "14"),
+        (
+            "#### 5 and then I kept talking about 12",
+            "5",
+            "12",
+        ),  # strict takes `####`, flexible the last number
+        ("I do not know.", None, None),
+        ("The total is -3.", None, "-3"),
+    ],
+)
 def test_strict_and_flexible_extraction(response: str, strict: str | None, flexible: str | None) -> None:
     assert strict_answer(response) == strict
     assert flexible_answer(response) == flexible
@@ -54,7 +63,9 @@ def test_few_shot_examples_are_the_files_last_problems_and_never_sampled(tmp_pat
 
 def test_generated_problems_carry_correct_answers() -> None:
     for problem in arithmetic_problems(50):
-        numbers = [int(w) for w in problem["question"].replace("$", "").replace(".", " ").split() if w.isdigit()]
+        numbers = [
+            int(w) for w in problem["question"].replace("$", "").replace(".", " ").split() if w.isdigit()
+        ]
         start, bought, _price, given = numbers
         assert problem["answer"].endswith(f"#### {start + bought - given}")
 
@@ -92,7 +103,10 @@ def test_a_hugging_face_cache_directory_is_read(tmp_path: Path) -> None:
     pyarrow.parquet.write_table(table, hub / "test-00000-of-00001.parquet")
     datasets = tmp_path / "datasets" / "openai___gsm8k" / "main" / "0.0.0" / "f00"
     datasets.mkdir(parents=True)
-    with (datasets / "gsm8k-test.arrow").open("wb") as sink, pyarrow.ipc.new_stream(sink, table.schema) as writer:
+    with (
+        (datasets / "gsm8k-test.arrow").open("wb") as sink,
+        pyarrow.ipc.new_stream(sink, table.schema) as writer,
+    ):
         writer.write_table(table)
     for directory in (tmp_path / "hub", tmp_path / "datasets"):
         problems = load_problems(directory)

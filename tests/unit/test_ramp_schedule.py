@@ -19,8 +19,14 @@ MS = 1_000_000
 
 def rec(request_id: str, user: str, sent_ms: float, chunk_ms: list[float]) -> RequestRecord:
     return RequestRecord(
-        request_id=request_id, endpoint="chat", url="http://127.0.0.1:1/x", model="m", labels={"user": user},
-        request_bytes=1, enqueued_ns=int(sent_ms * MS), sent_ns=int(sent_ms * MS),
+        request_id=request_id,
+        endpoint="chat",
+        url="http://127.0.0.1:1/x",
+        model="m",
+        labels={"user": user},
+        request_bytes=1,
+        enqueued_ns=int(sent_ms * MS),
+        sent_ns=int(sent_ms * MS),
         end_ns=int((chunk_ms[-1] if chunk_ms else sent_ms) * MS),
         chunks=tuple(Chunk(arrived_ns=int(t * MS), text="x") for t in chunk_ms),
         usage=Usage(prompt_tokens=10, completion_tokens=len(chunk_ms)),
@@ -36,7 +42,12 @@ def test_default_schedule_is_geometric_from_32k_to_1m_in_ten_turns() -> None:
 
 def test_linear_schedule_and_a_single_turn() -> None:
     assert ramp_schedule(RampSpec(start_tokens=1000, end_tokens=5000, turns=5, schedule="linear")) == [
-        1000, 2000, 3000, 4000, 5000]
+        1000,
+        2000,
+        3000,
+        4000,
+        5000,
+    ]
     assert ramp_schedule(RampSpec(start_tokens=1000, end_tokens=7000, turns=1)) == [7000]
 
 
@@ -87,8 +98,11 @@ def test_pooled_stall_weights_by_time() -> None:
 
 
 def test_recall_counts_answered_turns_only() -> None:
-    turns = [Turn(2, 0, 1, 100, 0, None, True, None), Turn(2, 0, 2, 200, 90, None, False, None),
-             Turn(2, 1, 1, 100, 0, None, None, "context_limit: too long")]
+    turns = [
+        Turn(2, 0, 1, 100, 0, None, True, None),
+        Turn(2, 0, 2, 200, 90, None, False, None),
+        Turn(2, 1, 1, 100, 0, None, None, "context_limit: too long"),
+    ]
     assert recall_k_of_n(turns) == (1, 2)
 
 

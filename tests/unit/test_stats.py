@@ -11,7 +11,9 @@ def test_wilson_interval_matches_the_published_example() -> None:
     # Newcombe (1998), Table I: 81/263 -> 0.2553 to 0.3662 (Wilson score, no continuity correction).
     interval = stats.wilson(81, 263)
     assert interval is not None
-    assert interval.low == pytest.approx(0.2553, abs=5e-4) and interval.high == pytest.approx(0.3662, abs=5e-4)
+    assert interval.low == pytest.approx(0.2553, abs=5e-4) and interval.high == pytest.approx(
+        0.3662, abs=5e-4
+    )
     assert stats.wilson(0, 10).low == 0.0 and stats.wilson(10, 10).high == 1.0  # type: ignore[union-attr]
     assert stats.wilson(0, 0) is None
 

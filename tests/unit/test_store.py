@@ -12,8 +12,16 @@ from ctxbench.results.store import RunDir, new_run_id, safe_name
 
 
 def a_record(request_id: str) -> RequestRecord:
-    return RequestRecord(request_id=request_id, endpoint="chat", url="http://127.0.0.1:1/x", model="m",
-                         request_bytes=1, enqueued_ns=0, sent_ns=1, end_ns=2)
+    return RequestRecord(
+        request_id=request_id,
+        endpoint="chat",
+        url="http://127.0.0.1:1/x",
+        model="m",
+        request_bytes=1,
+        enqueued_ns=0,
+        sent_ns=1,
+        end_ns=2,
+    )
 
 
 def test_names_become_safe_file_names() -> None:
@@ -47,13 +55,24 @@ def test_secrets_never_reach_a_manifest() -> None:
     from ctxbench.results.store import redact_command, redact_env
 
     command = ["llama-server", "--api-key", "sk-live-123", "--hf-token=hf_abc", "--port", "8080"]
-    assert redact_command(command) == ["llama-server", "--api-key", "<redacted>", "--hf-token=<redacted>",
-                                       "--port", "8080"]
+    assert redact_command(command) == [
+        "llama-server",
+        "--api-key",
+        "<redacted>",
+        "--hf-token=<redacted>",
+        "--port",
+        "8080",
+    ]
     assert redact_env({"HF_TOKEN": "hf_abc", "OPENAI_API_KEY": "sk", "CUDA_VISIBLE_DEVICES": "0"}) == {
-        "HF_TOKEN": "<redacted>", "OPENAI_API_KEY": "<redacted>", "CUDA_VISIBLE_DEVICES": "0"}
+        "HF_TOKEN": "<redacted>",
+        "OPENAI_API_KEY": "<redacted>",
+        "CUDA_VISIBLE_DEVICES": "0",
+    }
 
 
-def test_appends_are_flushed_at_once_and_fsynced_off_the_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_appends_are_flushed_at_once_and_fsynced_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import os
     import subprocess
     import sys
@@ -63,14 +82,19 @@ def test_appends_are_flushed_at_once_and_fsynced_off_the_loop(tmp_path: Path, mo
 
     synced: list[tuple[int, str]] = []
     real_fsync = os.fsync
-    monkeypatch.setattr(store.os, "fsync", lambda fd: (synced.append((fd, threading.current_thread().name)),
-                                                       real_fsync(fd)))
+    monkeypatch.setattr(
+        store.os, "fsync", lambda fd: (synced.append((fd, threading.current_thread().name)), real_fsync(fd))
+    )
     run = RunDir.create(tmp_path, "run-1")
     run.append(a_record("one"))
     run.append(a_record("two"))
     # Flushed: another process sees both lines at once, whatever the fsync thread has done yet.
-    seen = subprocess.run([sys.executable, "-c", f"print(open({str(run.requests_path)!r}).read().count(chr(10)))"],
-                          capture_output=True, text=True, check=True)
+    seen = subprocess.run(
+        [sys.executable, "-c", f"print(open({str(run.requests_path)!r}).read().count(chr(10)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert seen.stdout.strip() == "2"
     run.sync()
     assert synced and all(name == "ctxbench-fsync" for _, name in synced)

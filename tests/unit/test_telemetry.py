@@ -89,8 +89,13 @@ def test_each_sample_names_the_running_check_and_unreported_fields_stay_null(tmp
     telemetry = read_telemetry(path)
     assert telemetry is not None and telemetry.available and nvml.shut_down
     header = telemetry.headers[0]
-    assert header["gpus"][0] == {"index": 0, "name": "Fake H200", "uuid": "GPU-0",
-                                 "memory_total_bytes": 141 * 2**30, "power_limit_w": 700.0}
+    assert header["gpus"][0] == {
+        "index": 0,
+        "name": "Fake H200",
+        "uuid": "GPU-0",
+        "memory_total_bytes": 141 * 2**30,
+        "power_limit_w": 700.0,
+    }
     assert {s.check for s in telemetry.samples} >= {"capacity"}
     assert {s.gpu for s in telemetry.samples} == {0, 1}
     assert all(s.power_w is None for s in telemetry.samples if s.gpu == 1)
@@ -106,7 +111,9 @@ def test_a_gpu_list_limits_the_sampled_gpus(tmp_path: Path) -> None:
     assert {s.gpu for s in telemetry.samples} == {1}
 
 
-def test_without_nvml_the_file_says_why_and_holds_no_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_nvml_the_file_says_why_and_holds_no_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
     path = tmp_path / TELEMETRY_FILE
     with GpuSampler(path, interval_s=0.01) as sampler:
@@ -116,17 +123,36 @@ def test_without_nvml_the_file_says_why_and_holds_no_sample(tmp_path: Path, monk
     assert telemetry.reason == "nvidia-ml-py is not installed"
 
 
-def sample(t_s: float, check: str, gpu: int = 0, memory_gib: int = 10, power: float | None = 400.0,
-           energy: float | None = None) -> GpuSample:
-    return GpuSample(t_ns=int(t_s * 1e9), check=check, gpu=gpu, memory_used_bytes=memory_gib * 2**30,
-                     sm_util_pct=50, memory_util_pct=10, power_w=power, sm_clock_mhz=1980, memory_clock_mhz=3201,
-                     energy_j=energy)
+def sample(
+    t_s: float,
+    check: str,
+    gpu: int = 0,
+    memory_gib: int = 10,
+    power: float | None = 400.0,
+    energy: float | None = None,
+) -> GpuSample:
+    return GpuSample(
+        t_ns=int(t_s * 1e9),
+        check=check,
+        gpu=gpu,
+        memory_used_bytes=memory_gib * 2**30,
+        sm_util_pct=50,
+        memory_util_pct=10,
+        power_w=power,
+        sm_clock_mhz=1980,
+        memory_clock_mhz=3201,
+        energy_j=energy,
+    )
 
 
 def test_a_checks_energy_comes_from_the_counter_and_its_peak_memory_sums_the_gpus() -> None:
-    samples = [sample(0, "ramp", 0, 10, energy=1000.0), sample(0, "ramp", 1, 20, energy=5000.0),
-               sample(2, "ramp", 0, 12, energy=1800.0), sample(2, "ramp", 1, 25, energy=5900.0),
-               sample(3, "needle", 0, 90, energy=2000.0)]
+    samples = [
+        sample(0, "ramp", 0, 10, energy=1000.0),
+        sample(0, "ramp", 1, 20, energy=5000.0),
+        sample(2, "ramp", 0, 12, energy=1800.0),
+        sample(2, "ramp", 1, 25, energy=5900.0),
+        sample(3, "needle", 0, 90, energy=2000.0),
+    ]
     ramp = summarize(samples, "ramp")
     assert ramp is not None
     assert ramp.peak_memory_bytes == 37 * 2**30
@@ -136,8 +162,11 @@ def test_a_checks_energy_comes_from_the_counter_and_its_peak_memory_sums_the_gpu
 
 
 def test_without_an_energy_counter_power_is_integrated_over_time() -> None:
-    samples = [sample(0, "capacity", power=100.0), sample(1, "capacity", power=300.0),
-               sample(3, "capacity", power=300.0)]
+    samples = [
+        sample(0, "capacity", power=100.0),
+        sample(1, "capacity", power=300.0),
+        sample(3, "capacity", power=300.0),
+    ]
     figure = summarize(samples, "capacity")
     assert figure is not None
     assert figure.energy_j == pytest.approx(200.0 + 600.0) and figure.energy_source == "power x time"
@@ -159,7 +188,9 @@ def test_report_names_an_unreadable_telemetry_file_without_a_traceback(tmp_path:
 
     run = RunDir.create(tmp_path, "telemetry")
     run.write_manifest({"deployment": "d"})
-    (run.path / TELEMETRY_FILE).write_text(json.dumps({"format": "ctxbench.gpu-telemetry", "version": 99}) + "\n")
+    (run.path / TELEMETRY_FILE).write_text(
+        json.dumps({"format": "ctxbench.gpu-telemetry", "version": 99}) + "\n"
+    )
     result = CliRunner().invoke(app, ["report", "--results", str(tmp_path)])
     assert result.exit_code != 0 and not isinstance(result.exception, ValueError)
     assert "telemetry version 99" in result.output

@@ -65,8 +65,18 @@ def test_no_gpu_at_all_is_a_clear_message(tmp_path: Path) -> None:
 
 
 def test_command_prints_islands_and_advice() -> None:
-    result = CliRunner().invoke(app, ["topology", "--from-file", str(FIXTURES / "two-nvlink-quads.txt"),
-                                      "--model-gb", "120", "--gpu-gb", "141"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "topology",
+            "--from-file",
+            str(FIXTURES / "two-nvlink-quads.txt"),
+            "--model-gb",
+            "120",
+            "--gpu-gb",
+            "141",
+        ],
+    )
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "2 NVLink island(s)" in text and "one replica per GPU" in text
@@ -90,10 +100,16 @@ def test_nvml_path_counts_nvlinks_per_peer_and_falls_back_to_pcie_levels() -> No
         return SimpleNamespace(busId=peers[handle][link].encode())
 
     fake = SimpleNamespace(
-        NVMLError=NVMLError, NVML_NVLINK_MAX_LINKS=18, nvmlInit=lambda: None, nvmlShutdown=lambda: None,
-        nvmlDeviceGetCount=lambda: 3, nvmlDeviceGetHandleByIndex=lambda i: i,
+        NVMLError=NVMLError,
+        NVML_NVLINK_MAX_LINKS=18,
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetCount=lambda: 3,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
         nvmlDeviceGetPciInfo=lambda h: SimpleNamespace(busId=buses[h].encode()),
-        nvmlDeviceGetNvLinkState=lambda h, link: 1 if link < len(peers[h]) else (_ for _ in ()).throw(NVMLError()),
+        nvmlDeviceGetNvLinkState=lambda h, link: (
+            1 if link < len(peers[h]) else (_ for _ in ()).throw(NVMLError())
+        ),
         nvmlDeviceGetNvLinkRemotePciInfo_v2=remote,
         nvmlDeviceGetTopologyCommonAncestor=lambda a, b: 50,
     )

@@ -22,12 +22,28 @@ from ..errors import CheckpointError
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 BITS = {
-    "F64": 64, "I64": 64, "U64": 64, "F32": 32, "I32": 32, "U32": 32, "F16": 16, "BF16": 16, "I16": 16, "U16": 16,
-    "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "I8": 8, "U8": 8, "BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+    "F64": 64,
+    "I64": 64,
+    "U64": 64,
+    "F32": 32,
+    "I32": 32,
+    "U32": 32,
+    "F16": 16,
+    "BF16": 16,
+    "I16": 16,
+    "U16": 16,
+    "F8_E4M3": 8,
+    "F8_E5M2": 8,
+    "F8_E8M0": 8,
+    "I8": 8,
+    "U8": 8,
+    "BOOL": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
 }
 SCALE_SUFFIXES = ("_scale_inv", "_scale", "_scale_2", "_global_scale", "_scales")
 LABELS = ("nvfp4", "mxfp4", "mxfp8", "fp8", "fp4", "int4", "int8", "bf16", "fp16")
-
 
 
 @dataclass(frozen=True)
@@ -56,8 +72,10 @@ def read_header(path: Path) -> list[Tensor]:
                 raise CheckpointError(f"{path}: shorter than the 8-byte safetensors header length.")
             (length,) = struct.unpack("<Q", head)
             if length > MAX_HEADER_BYTES or length > size - 8:
-                raise CheckpointError(f"{path}: header length {length} exceeds the file ({size} bytes) or the "
-                                      f"{MAX_HEADER_BYTES}-byte bound; not a safetensors file, or a hostile one.")
+                raise CheckpointError(
+                    f"{path}: header length {length} exceeds the file ({size} bytes) or the "
+                    f"{MAX_HEADER_BYTES}-byte bound; not a safetensors file, or a hostile one."
+                )
             raw = handle.read(length)
     except OSError as exc:
         raise CheckpointError(f"{path}: cannot read ({exc}).") from exc
@@ -73,14 +91,21 @@ def read_header(path: Path) -> list[Tensor]:
         if name == "__metadata__":
             continue
         try:
-            dtype, shape, (start, end) = info["dtype"], tuple(int(d) for d in info["shape"]), info["data_offsets"]
+            dtype, shape, (start, end) = (
+                info["dtype"],
+                tuple(int(d) for d in info["shape"]),
+                info["data_offsets"],
+            )
         except (KeyError, TypeError, ValueError) as exc:
-            raise CheckpointError(f"{path}: tensor {name!r} has no valid dtype, shape and data_offsets.") from exc
+            raise CheckpointError(
+                f"{path}: tensor {name!r} has no valid dtype, shape and data_offsets."
+            ) from exc
         if dtype not in BITS:
             raise CheckpointError(f"{path}: tensor {name!r} has unknown dtype {dtype!r}.")
         if not 0 <= start <= end <= data_bytes:
-            raise CheckpointError(f"{path}: tensor {name!r} byte range [{start}, {end}) is outside the "
-                                  f"{data_bytes} data bytes.")
+            raise CheckpointError(
+                f"{path}: tensor {name!r} byte range [{start}, {end}) is outside the {data_bytes} data bytes."
+            )
         tensors.append(Tensor(name, dtype, shape, path.name))
     return tensors
 
@@ -106,8 +131,10 @@ def load_remote(repo_id: str, fetch_metadata=None) -> Checkpoint:  # type: ignor
         try:
             from huggingface_hub import get_safetensors_metadata as fetch_metadata
         except ImportError as exc:
-            raise CheckpointError("reading a Hub repository needs `pip install huggingface-hub` and network access; "
-                                  "or download the *.safetensors headers and give a local directory.") from exc
+            raise CheckpointError(
+                "reading a Hub repository needs `pip install huggingface-hub` and network access; "
+                "or download the *.safetensors headers and give a local directory."
+            ) from exc
     try:
         metadata = fetch_metadata(repo_id)
     except Exception as exc:  # the Hub client raises many kinds; all mean "could not read it"
@@ -122,7 +149,8 @@ def load_remote(repo_id: str, fetch_metadata=None) -> Checkpoint:  # type: ignor
 
 
 def load_checkpoint(path: Path) -> Checkpoint:
-    """A `.safetensors` file, or a directory of shards (through `model.safetensors.index.json` when present)."""
+    """A `.safetensors` file, or a directory of shards (through `model.safetensors.index.json` when
+    present)."""
     if path.is_file():
         files = [path]
         config_path = path.with_name("config.json")
@@ -199,7 +227,9 @@ def classify(tensors: dict[str, Tensor], weight: Tensor) -> str | None:
                 return "MXFP4 (packed 4-bit, E8M0 scales per 32 elements)"
             if groups[0].dtype == "F8_E4M3" and group == 16:
                 has_global = any(s.elements == 1 for s in scales)
-                return "NVFP4 (packed 4-bit, FP8 scales per 16 elements" + (", global scale)" if has_global else ")")
+                return "NVFP4 (packed 4-bit, FP8 scales per 16 elements" + (
+                    ", global scale)" if has_global else ")"
+                )
             return f"4-bit packed, {groups[0].dtype} scales per {group} elements"
         return f"{weight.dtype} weight, no scale tensor (int8 or packed without scales)"
     return f"{weight.dtype} weight"
@@ -222,22 +252,33 @@ def inspect(checkpoint: Checkpoint) -> Report:
         else:
             schemes[scheme] += 1
     config_q = checkpoint.config.get("quantization_config") if checkpoint.config else None
-    report = Report(str(checkpoint.path), {k: (v[0], v[1]) for k, v in sorted(by_dtype.items())}, dict(schemes),
-                    tuple(unquantized), checkpoint.label, config_q if isinstance(config_q, dict) else None)
+    report = Report(
+        str(checkpoint.path),
+        {k: (v[0], v[1]) for k, v in sorted(by_dtype.items())},
+        dict(schemes),
+        tuple(unquantized),
+        checkpoint.label,
+        config_q if isinstance(config_q, dict) else None,
+    )
     return Report(**{**report.__dict__, "warnings": tuple(_warnings(report))})
 
 
 def _warnings(report: Report) -> list[str]:
     out = []
     scheme = report.scheme.lower()
-    if report.label and report.label not in scheme.replace(" ", "") and not (
-        report.label == "fp8" and scheme.startswith("fp8")
+    if (
+        report.label
+        and report.label not in scheme.replace(" ", "")
+        and not (report.label == "fp8" and scheme.startswith("fp8"))
     ):
         out.append(f"the name says {report.label.upper()} but the weights are stored as {report.scheme}")
     q = report.config_quantization or {}
     block = q.get("weight_block_size")
     if isinstance(block, list) and len(block) == 2 and f"{block[0]}x{block[1]} blocks" not in report.scheme:
-        out.append(f"config.json quantization_config says weight_block_size {block}, the headers show {report.scheme}")
+        out.append(
+            f"config.json quantization_config says weight_block_size {block}, the headers show "
+            f"{report.scheme}"
+        )
     return out
 
 

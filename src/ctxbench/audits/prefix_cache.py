@@ -6,7 +6,8 @@ audit reads a run's files alone and applies three tests:
 1. Reported hits on fresh prompts (capacity, needle): `cached_tokens` beyond the smallest any fresh prompt
    of the run reported (the chat template's opening, shared by all) plus a slack.
 2. Too fast to be a prefill: each fresh prompt's implied prefill rate, (prompt - reported cached) / its
-   prefill time (the engine's own prompt time where it states one, else the TTFT), against the run's median; a prompt more than `too_fast_factor` times faster was served from somewhere
+   prefill time (the engine's own prompt time where it states one, else the TTFT), against the run's median;
+   a prompt more than `too_fast_factor` times faster was served from somewhere
    the server did not report (some engines do not report cached tokens at all).
 3. Conversation reuse beyond its own history: a ramp turn whose cached tokens exceed what the same user's
    previous turn left in the cache (its context plus its reply).
@@ -77,22 +78,37 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
     for record in fresh:
         cached = metrics.cached_tokens(record) or 0
         if cached > template + SHARED_PREFIX_SLACK:
-            findings.append(Finding(record.request_id, "fresh_cache_hit",
-                                    f"{cached} of {metrics.prompt_tokens(record)} prompt tokens came from the cache "
-                                    f"(fresh prompts share {template})"))
-    rates = {r.request_id: _implied_rate(r) for r in fresh if (metrics.prompt_tokens(r) or 0) >= MIN_AUDITED_PROMPT}
+            findings.append(
+                Finding(
+                    record.request_id,
+                    "fresh_cache_hit",
+                    f"{cached} of {metrics.prompt_tokens(record)} prompt tokens came from the cache "
+                    f"(fresh prompts share {template})",
+                )
+            )
+    rates = {
+        r.request_id: _implied_rate(r) for r in fresh if (metrics.prompt_tokens(r) or 0) >= MIN_AUDITED_PROMPT
+    }
     known = [rate for rate in rates.values() if rate is not None]
     median = statistics.median(known) if known else None
     if median is not None and len(known) >= 3:
         for request_id, rate in rates.items():
             if rate is not None and rate > too_fast_factor * median:
-                findings.append(Finding(request_id, "too_fast",
-                                        f"implied prefill {rate:.0f} tokens/s, {rate / median:.1f}x the run's median "
-                                        f"{median:.0f}: served from a cache the server did not report"))
+                findings.append(
+                    Finding(
+                        request_id,
+                        "too_fast",
+                        f"implied prefill {rate:.0f} tokens/s, {rate / median:.1f}x the run's median "
+                        f"{median:.0f}: served from a cache the server did not report",
+                    )
+                )
     findings += _ramp_findings(records)
     before, after = _counter(run, "before"), _counter(run, "after")
     return CacheAudit(
-        run_id=run.run_id, findings=tuple(findings), fresh_requests=len(fresh), median_prefill_tokens_per_s=median,
+        run_id=run.run_id,
+        findings=tuple(findings),
+        fresh_requests=len(fresh),
+        median_prefill_tokens_per_s=median,
         records_cached_tokens=sum(metrics.cached_tokens(r) or 0 for r in records),
         metrics_cached_tokens=None if before is None or after is None else after - before,
         ramp_hit_ratio=_hit_ratios(records),
@@ -114,7 +130,9 @@ def _hit_ratios(records: list[RequestRecord]) -> dict[str, float]:
 def _ramp_findings(records: list[RequestRecord]) -> list[Finding]:
     findings = []
     previous: dict[tuple[str, str, str], RequestRecord] = {}
-    ramp = sorted((r for r in records if r.labels.get("check") == "ramp"), key=lambda r: int(r.labels["turn"]))
+    ramp = sorted(
+        (r for r in records if r.labels.get("check") == "ramp"), key=lambda r: int(r.labels["turn"])
+    )
     for record in ramp:
         key = (record.labels["users"], record.labels["user"], str(attempt_of(record.request_id)))
         earlier = previous.get(key)
@@ -125,6 +143,11 @@ def _ramp_findings(records: list[RequestRecord]) -> list[Finding]:
         own = (metrics.prompt_tokens(earlier) or 0) + (out.tokens if out else 0) + SHARED_PREFIX_SLACK
         cached = metrics.cached_tokens(record) or 0
         if cached > own:
-            findings.append(Finding(record.request_id, "reuse_beyond_history",
-                                    f"{cached} cached tokens, but this user's history held at most {own}"))
+            findings.append(
+                Finding(
+                    record.request_id,
+                    "reuse_beyond_history",
+                    f"{cached} cached tokens, but this user's history held at most {own}",
+                )
+            )
     return findings

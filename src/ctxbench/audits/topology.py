@@ -2,9 +2,10 @@
 mode, and what that means for a layout (the seed: "Check the topology first").
 
 The link matrix comes from NVML (nvidia-ml-py), with `nvidia-smi topo -m` (the text a user already knows)
-as the fallback and for NUMA and CPU affinity; saved `topo -m` text can be parsed too. NVLink islands are the connected groups of GPUs joined by `NV#`
-links. The advice follows the seed's experience: replicas per island beat one model split across
-islands, and cross-socket GPU copies failed until the IOMMU was set to passthrough.
+as the fallback and for NUMA and CPU affinity; saved `topo -m` text can be parsed too. NVLink islands are
+the connected groups of GPUs joined by `NV#` links. The advice follows the seed's experience: replicas per
+island beat one model split across islands, and cross-socket GPU copies failed until the IOMMU was set to
+passthrough.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from ..errors import TopologyError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _GPU = re.compile(r"^GPU\d+$")
-
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,9 @@ class Topology:
                     continue
                 seen.add(current)
                 group.append(current)
-                frontier += [b for (a, b), link in self.links.items() if a == current and link.startswith("NV")]
+                frontier += [
+                    b for (a, b), link in self.links.items() if a == current and link.startswith("NV")
+                ]
             groups.append(sorted(group, key=lambda g: int(g[3:])))
         return groups
 
@@ -60,7 +62,7 @@ def parse_topo_matrix(text: str) -> Topology:
     links: dict[tuple[str, str], str] = {}
     numa: dict[str, str] = {}
     affinity: dict[str, str] = {}
-    for line in lines[header_index + 1:]:
+    for line in lines[header_index + 1 :]:
         if line.startswith("Legend"):
             break
         cells = [c.strip() for c in line.split("\t")]
@@ -140,8 +142,10 @@ def read_topology() -> Topology:
 def _nvidia_smi_topology() -> Topology:
     tool = shutil.which("nvidia-smi")
     if tool is None:
-        raise TopologyError("no NVIDIA GPU here: `nvidia-smi` is not installed. Run `ctxbench topology` on the GPU "
-                            "node, or give --from-file with its `nvidia-smi topo -m` output.")
+        raise TopologyError(
+            "no NVIDIA GPU here: `nvidia-smi` is not installed. Run `ctxbench topology` on the GPU "
+            "node, or give --from-file with its `nvidia-smi topo -m` output."
+        )
     result = subprocess.run([tool, "topo", "-m"], capture_output=True, text=True)
     if result.returncode != 0:
         raise TopologyError(f"`nvidia-smi topo -m` failed: {(result.stderr or result.stdout).strip()[:300]}")
@@ -157,33 +161,51 @@ def iommu_mode(cmdline: str, iommu_entries: list[str]) -> str:
 
 def local_iommu_mode() -> str:
     cmdline = Path("/proc/cmdline").read_text() if Path("/proc/cmdline").exists() else ""
-    entries = [p.name for p in Path("/sys/class/iommu").glob("*")] if Path("/sys/class/iommu").exists() else []
+    entries = (
+        [p.name for p in Path("/sys/class/iommu").glob("*")] if Path("/sys/class/iommu").exists() else []
+    )
     return iommu_mode(cmdline, entries)
 
 
-def advice(topology: Topology, iommu: str, model_gb: float | None = None, gpu_gb: float | None = None) -> list[str]:
+def advice(
+    topology: Topology, iommu: str, model_gb: float | None = None, gpu_gb: float | None = None
+) -> list[str]:
     """Layout advice and warnings in the seed's words of experience."""
     islands = topology.islands()
-    notes = [f"{len(topology.gpus)} GPU(s) in {len(islands)} NVLink island(s): "
-             + "; ".join("+".join(group) for group in islands)]
+    notes = [
+        f"{len(topology.gpus)} GPU(s) in {len(islands)} NVLink island(s): "
+        + "; ".join("+".join(group) for group in islands)
+    ]
     crossing = {link for (a, b), link in topology.links.items() if a != b and not link.startswith("NV")}
     if len(islands) > 1:
-        notes.append(f"GPUs in different islands talk over {'/'.join(sorted(crossing))}: do not split one model "
-                     "across the islands if replicas will do (one copy per island or per GPU).")
+        notes.append(
+            f"GPUs in different islands talk over {'/'.join(sorted(crossing))}: do not split one model "
+            "across the islands if replicas will do (one copy per island or per GPU)."
+        )
     numas = set(topology.numa.values()) - {"N/A", ""}
     if "SYS" in crossing and iommu == "translated":
-        notes.append("warning: GPU pairs cross the CPU sockets (SYS) and the IOMMU translates: cross-socket GPU copies "
-                     "failed until the IOMMU was set to passthrough (iommu=pt on the kernel command line).")
+        notes.append(
+            "warning: GPU pairs cross the CPU sockets (SYS) and the IOMMU translates: cross-socket GPU "
+            "copies "
+            "failed until the IOMMU was set to passthrough (iommu=pt on the kernel command line)."
+        )
     if len(numas) > 1:
-        notes.append(f"GPUs sit on NUMA nodes {', '.join(sorted(numas))}: pin each server's CPU threads to its GPUs' node.")
+        notes.append(
+            f"GPUs sit on NUMA nodes {', '.join(sorted(numas))}: pin each server's CPU threads to its GPUs' "
+            "node."
+        )
     if model_gb is not None and gpu_gb is not None and islands:
         island_gb = gpu_gb * len(islands[0])
         if model_gb <= gpu_gb:
             notes.append(f"a {model_gb:.0f} GB model fits one {gpu_gb:.0f} GB GPU: one replica per GPU.")
         elif model_gb <= island_gb:
-            notes.append(f"a {model_gb:.0f} GB model fits one island ({island_gb:.0f} GB): one replica per island, "
-                         "tensor-parallel inside it.")
+            notes.append(
+                f"a {model_gb:.0f} GB model fits one island ({island_gb:.0f} GB): one replica per island, "
+                "tensor-parallel inside it."
+            )
         else:
-            notes.append(f"a {model_gb:.0f} GB model needs more than one island ({island_gb:.0f} GB): it must span "
-                         "islands; prefer pipeline over tensor parallelism across the slower link.")
+            notes.append(
+                f"a {model_gb:.0f} GB model needs more than one island ({island_gb:.0f} GB): it must span "
+                "islands; prefer pipeline over tensor parallelism across the slower link."
+            )
     return notes

@@ -54,13 +54,20 @@ def prefill_rate(record: RequestRecord) -> float | None:
 
 
 async def run_capacity(
-    client: Client, pool: UnitPool, limit: ContextLimit, spec: CapacitySpec, run: RunDir, seed_scope: tuple[str, ...]
+    client: Client,
+    pool: UnitPool,
+    limit: ContextLimit,
+    spec: CapacitySpec,
+    run: RunDir,
+    seed_scope: tuple[str, ...],
 ) -> CapacityResult:
     """Send one fresh prompt just under the limit and one over it; write `capacity.json`."""
     target = limit.tokens - spec.output_tokens - spec.margin_tokens
     near = build_haystack(pool, target, request_seed(*seed_scope, "capacity", 0))
     near_record = await client.chat(
-        near.messages, max_tokens=spec.output_tokens, request_id=run.request_id("capacity-near"),
+        near.messages,
+        max_tokens=spec.output_tokens,
+        request_id=run.request_id("capacity-near"),
         labels={"check": "capacity", "prompt": "near_limit", "planned_tokens": str(near.planned_tokens)},
         extra_body={"temperature": 0.0},
     )
@@ -68,7 +75,9 @@ async def run_capacity(
     over_tokens = limit.tokens + spec.over_by_tokens
     over = build_haystack(pool, over_tokens, request_seed(*seed_scope, "capacity", 1))
     over_record = await client.chat(
-        over.messages, max_tokens=spec.output_tokens, request_id=run.request_id("capacity-over"),
+        over.messages,
+        max_tokens=spec.output_tokens,
+        request_id=run.request_id("capacity-over"),
         labels={"check": "capacity", "prompt": "over_limit", "planned_tokens": str(over.planned_tokens)},
     )
     run.append(over_record)
@@ -79,7 +88,8 @@ async def run_capacity(
     elif over_error is not None:
         outcome = f"failed without a context-limit rejection ({over_error.kind}): {over_error.message}"
     else:
-        outcome = f"accepted ({metrics.prompt_tokens(over_record)} prompt tokens served): truncated or limit not enforced"
+        served = metrics.prompt_tokens(over_record)
+        outcome = f"accepted ({served} prompt tokens served): truncated or limit not enforced"
     result = CapacityResult(
         limit_tokens=limit.tokens,
         limit_source=limit.source,
@@ -89,7 +99,9 @@ async def run_capacity(
         count_error_tokens=None if served is None else served - near.planned_tokens,
         prefill_s=metrics.ttft_s(near_record),
         prefill_tokens_per_s=prefill_rate(near_record),
-        near_limit_error=None if near_record.error is None else f"{near_record.error.kind}: {near_record.error.message}",
+        near_limit_error=None
+        if near_record.error is None
+        else f"{near_record.error.kind}: {near_record.error.message}",
         over_limit_tokens=over.planned_tokens,
         over_limit_rejected=over_error is not None and over_error.kind == "context_limit",
         over_limit_outcome=outcome,

@@ -29,7 +29,9 @@ class NeedleSpec:
     max_tokens: int = 32
     force: bool = False
     reuse_seed: bool = False  # only for demonstrating the cache audit: every prompt gets the same seed
-    depths_at: tuple[tuple[int, tuple[float, ...]], ...] = ()  # (length, depths) where they differ from `depths`
+    depths_at: tuple[
+        tuple[int, tuple[float, ...]], ...
+    ] = ()  # (length, depths) where they differ from `depths`
 
     def depths_for(self, length: int) -> tuple[float, ...]:
         return dict(self.depths_at).get(length, self.depths)
@@ -111,16 +113,38 @@ async def run_needle(
                 seed = request_seed(*seed_scope, "needle", 0 if spec.reuse_seed else index)
                 index += 1
                 if limit_tokens is not None and length + spec.max_tokens > limit_tokens and not spec.force:
-                    reason = (f"{length} + {spec.max_tokens} output tokens is over the server's limit of "
-                              f"{limit_tokens}; use --force to send it anyway")
-                    trial = NeedleTrial(length, depth, request_id, seed, None, None, None, None, None, None, "",
-                                        reason, None, False)
+                    reason = (
+                        f"{length} + {spec.max_tokens} output tokens is over the server's limit of "
+                        f"{limit_tokens}; use --force to send it anyway"
+                    )
+                    trial = NeedleTrial(
+                        length,
+                        depth,
+                        request_id,
+                        seed,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        "",
+                        reason,
+                        None,
+                        False,
+                    )
                 else:
                     haystack = build_haystack(pool, length, seed, depth=depth)
                     record = await client.chat(
-                        haystack.messages, max_tokens=spec.max_tokens, request_id=request_id,
-                        labels={"check": "needle", "length": str(length), "depth": f"{depth:.2f}",
-                                "planned_tokens": str(haystack.planned_tokens)},
+                        haystack.messages,
+                        max_tokens=spec.max_tokens,
+                        request_id=request_id,
+                        labels={
+                            "check": "needle",
+                            "length": str(length),
+                            "depth": f"{depth:.2f}",
+                            "planned_tokens": str(haystack.planned_tokens),
+                        },
                         extra_body={"temperature": 0.0},
                     )
                     run.append(record)
@@ -131,20 +155,32 @@ async def run_needle(
                 if on_trial is not None:
                     on_trial(trial)
     summary = {str(length): {"found": k, "scored": n} for length, (k, n) in recall_by_length(trials).items()}
-    write_json_atomic(run.path / "needle.json", {"recall_by_length": summary,
-                                                 "trials": [asdict(t) for t in trials]})
+    write_json_atomic(
+        run.path / "needle.json", {"recall_by_length": summary, "trials": [asdict(t) for t in trials]}
+    )
     return trials
 
 
-def _trial(length: int, depth: float, haystack: Haystack, record: RequestRecord, allowance: int) -> NeedleTrial:
+def _trial(
+    length: int, depth: float, haystack: Haystack, record: RequestRecord, allowance: int
+) -> NeedleTrial:
     cached = metrics.cached_tokens(record)
     error = None if record.error is None else f"{record.error.kind}: {record.error.message}"
     needle = haystack.needle
     found = None if error or needle is None else needle.found_in(record.text)
     return NeedleTrial(
-        length=length, depth=depth, request_id=record.request_id, seed=haystack.seed,
-        planned_tokens=haystack.planned_tokens, prompt_tokens=metrics.prompt_tokens(record), cached_tokens=cached,
-        ttft_s=metrics.ttft_s(record), found=found, expected=needle.value if needle else None,
-        answer=record.text.strip(), skipped=None, error=error,
+        length=length,
+        depth=depth,
+        request_id=record.request_id,
+        seed=haystack.seed,
+        planned_tokens=haystack.planned_tokens,
+        prompt_tokens=metrics.prompt_tokens(record),
+        cached_tokens=cached,
+        ttft_s=metrics.ttft_s(record),
+        found=found,
+        expected=needle.value if needle else None,
+        answer=record.text.strip(),
+        skipped=None,
+        error=error,
         cache_hit_suspected=cached is not None and cached > allowance,
     )

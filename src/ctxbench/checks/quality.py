@@ -27,13 +27,14 @@ from ..errors import QualityDataError
 from ..records import RequestRecord
 from ..results.store import RunDir
 
-GSM8K_SOURCES = ("https://github.com/openai/grade-school-math (grade_school_math/data/test.jsonl), or the "
-                 "Hugging Face dataset openai/gsm8k (main/test)")
+GSM8K_SOURCES = (
+    "https://github.com/openai/grade-school-math (grade_school_math/data/test.jsonl), or the "
+    "Hugging Face dataset openai/gsm8k (main/test)"
+)
 QUALITY_FILE = Path("quality") / "quality.jsonl"
 STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")
 FLEXIBLE = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
 _IGNORED = (re.compile(r","), re.compile(r"\$"), re.compile(r"(?s).*#### "), re.compile(r"\.$"))
-
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ class QualitySpec:
 
 
 def clean(text: str) -> str:
-    """lm-eval's gsm8k `regexes_to_ignore` (commas, `$`, everything up to `#### `, a trailing `.`), stripped."""
+    """lm-eval's gsm8k `regexes_to_ignore` (commas, `$`, everything up to `#### `, a trailing `.`),
+    stripped."""
     for pattern in _IGNORED:
         text = pattern.sub("", text)
     return text.strip()
@@ -81,32 +83,45 @@ def flexible_answer(response: str) -> str | None:
 
 def load_problems(path: Path) -> list[Problem]:
     """GSM8K problems from a JSONL file (`question`, `answer` lines), or a directory holding the test split:
-    `test*.jsonl`, or a Hugging Face cache's `*test*.parquet` (hub cache) or `*test*.arrow` (datasets cache)."""
+    `test*.jsonl`, or a Hugging Face cache's `*test*.parquet` (hub cache) or `*test*.arrow` (datasets
+    cache)."""
     if path.is_dir():
-        found = [p for pattern in ("*.jsonl", "*.parquet", "*.arrow") for p in sorted(path.rglob(pattern))
-                 if "test" in p.name]
+        found = [
+            p
+            for pattern in ("*.jsonl", "*.parquet", "*.arrow")
+            for p in sorted(path.rglob(pattern))
+            if "test" in p.name
+        ]
         if not found:
-            raise QualityDataError(f"{path}: no test split under it (test*.jsonl, *test*.parquet or *test*.arrow). "
-                                   f"Get GSM8K's test.jsonl from {GSM8K_SOURCES} and pass the file (ctxbench never "
-                                   "downloads data).")
+            raise QualityDataError(
+                f"{path}: no test split under it (test*.jsonl, *test*.parquet or *test*.arrow). "
+                f"Get GSM8K's test.jsonl from {GSM8K_SOURCES} and pass the file (ctxbench never "
+                "downloads data)."
+            )
         path = found[0]
     if path.suffix in (".parquet", ".arrow"):
         return _arrow_problems(path)
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
-        raise QualityDataError(f"{path}: cannot read it ({exc.strerror}). Get GSM8K's test.jsonl from "
-                               f"{GSM8K_SOURCES}; ctxbench never downloads data.") from None
+        raise QualityDataError(
+            f"{path}: cannot read it ({exc.strerror}). Get GSM8K's test.jsonl from "
+            f"{GSM8K_SOURCES}; ctxbench never downloads data."
+        ) from None
     problems = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             entry = json.loads(line)
-            problems.append(Problem(str(entry.get("id", number)), str(entry["question"]), str(entry["answer"])))
+            problems.append(
+                Problem(str(entry.get("id", number)), str(entry["question"]), str(entry["answer"]))
+            )
         except (ValueError, KeyError, TypeError):
-            raise QualityDataError(f"{path}:{number}: expected a JSON object with `question` and `answer` "
-                                   "(GSM8K's format, the answer ending in `#### <number>`).") from None
+            raise QualityDataError(
+                f"{path}:{number}: expected a JSON object with `question` and `answer` "
+                "(GSM8K's format, the answer ending in `#### <number>`)."
+            ) from None
     if not problems:
         raise QualityDataError(f"{path}: no problems in it.")
     return problems
@@ -117,8 +132,10 @@ def _arrow_problems(path: Path) -> list[Problem]:
         import pyarrow.ipc
         import pyarrow.parquet
     except ImportError:
-        raise QualityDataError(f"{path}: reading a Hugging Face cache needs pyarrow: pip install 'ctxbench[quality]' "
-                               "(or give GSM8K's test.jsonl).") from None
+        raise QualityDataError(
+            f"{path}: reading a Hugging Face cache needs pyarrow: pip install 'ctxbench[quality]' "
+            "(or give GSM8K's test.jsonl)."
+        ) from None
     try:
         if path.suffix == ".parquet":
             table = pyarrow.parquet.read_table(path)
@@ -128,17 +145,24 @@ def _arrow_problems(path: Path) -> list[Problem]:
     except (OSError, pyarrow.ArrowException) as exc:
         raise QualityDataError(f"{path}: not a readable Arrow/Parquet file ({exc}).") from None
     if not {"question", "answer"} <= set(table.column_names):
-        raise QualityDataError(f"{path}: has columns {table.column_names}; GSM8K's are `question` and `answer`.")
-    return [Problem(str(i + 1), str(row["question"]), str(row["answer"])) for i, row in enumerate(table.to_pylist())]
+        raise QualityDataError(
+            f"{path}: has columns {table.column_names}; GSM8K's are `question` and `answer`."
+        )
+    return [
+        Problem(str(i + 1), str(row["question"]), str(row["answer"]))
+        for i, row in enumerate(table.to_pylist())
+    ]
 
 
 def split(problems: Sequence[Problem], spec: QualitySpec) -> tuple[list[Problem], list[Problem]]:
     """(few-shot examples: the file's last `fewshot`, samples: a seeded draw of the rest, file order kept)."""
     if spec.fewshot >= len(problems):
-        raise QualityDataError(f"{spec.data}: {len(problems)} problems cannot give {spec.fewshot} few-shot examples "
-                               "and any samples; lower the few-shot count.")
-    shots = list(problems[len(problems) - spec.fewshot:]) if spec.fewshot else []
-    pool = list(problems[:len(problems) - spec.fewshot])
+        raise QualityDataError(
+            f"{spec.data}: {len(problems)} problems cannot give {spec.fewshot} few-shot examples "
+            "and any samples; lower the few-shot count."
+        )
+    shots = list(problems[len(problems) - spec.fewshot :]) if spec.fewshot else []
+    pool = list(problems[: len(problems) - spec.fewshot])
     if spec.samples >= len(pool):
         return shots, pool
     chosen = sorted(random.Random(spec.seed).sample(range(len(pool)), spec.samples))
@@ -170,15 +194,27 @@ class Scored:
     error: str | None
 
 
-def score(problem: Problem, record: RequestRecord, prompt: str, spec: QualitySpec, deployment: str,
-          run_id: str) -> Scored:
+def score(
+    problem: Problem, record: RequestRecord, prompt: str, spec: QualitySpec, deployment: str, run_id: str
+) -> Scored:
     text = record.text
     strict, flexible = strict_answer(text), flexible_answer(text)
     failed = record.error is not None
     return Scored(
-        "sample", deployment, run_id, problem.id, record.request_id, hashlib.sha256(prompt.encode()).hexdigest(),
-        spec.endpoint, spec.fewshot, problem.target, text, strict, flexible,
-        None if failed else strict == problem.target, None if failed else flexible == problem.target,
+        "sample",
+        deployment,
+        run_id,
+        problem.id,
+        record.request_id,
+        hashlib.sha256(prompt.encode()).hexdigest(),
+        spec.endpoint,
+        spec.fewshot,
+        problem.target,
+        text,
+        strict,
+        flexible,
+        None if failed else strict == problem.target,
+        None if failed else flexible == problem.target,
         None if record.error is None else f"{record.error.kind}: {record.error.message}",
     )
 
@@ -186,14 +222,26 @@ def score(problem: Problem, record: RequestRecord, prompt: str, spec: QualitySpe
 def summary(scored: Sequence[Scored], spec: QualitySpec, deployment: str, run_id: str) -> dict[str, Any]:
     """Accuracy over answered samples with its Wilson 95% interval, per scoring; failures counted apart."""
     answered = [s for s in scored if s.error is None]
-    line: dict[str, Any] = {"kind": "summary", "deployment": deployment, "run_id": run_id, "n": len(answered),
-                            "failed": len(scored) - len(answered), "endpoint": spec.endpoint,
-                            "fewshot": spec.fewshot, "data": str(spec.data), "max_tokens": spec.max_tokens}
+    line: dict[str, Any] = {
+        "kind": "summary",
+        "deployment": deployment,
+        "run_id": run_id,
+        "n": len(answered),
+        "failed": len(scored) - len(answered),
+        "endpoint": spec.endpoint,
+        "fewshot": spec.fewshot,
+        "data": str(spec.data),
+        "max_tokens": spec.max_tokens,
+    }
     for name in ("strict", "flexible"):
         k = sum(1 for s in answered if getattr(s, f"correct_{name}"))
         interval = stats.wilson(k, len(answered))
-        line[name] = {"correct": k, "accuracy": interval.estimate if interval else None,
-                      "low": interval.low if interval else None, "high": interval.high if interval else None}
+        line[name] = {
+            "correct": k,
+            "accuracy": interval.estimate if interval else None,
+            "low": interval.low if interval else None,
+            "high": interval.high if interval else None,
+        }
     return line
 
 
@@ -205,8 +253,15 @@ def _append(path: Path, line: dict[str, Any]) -> None:
         os.fsync(handle.fileno())
 
 
-async def run_quality(client: Client, spec: QualitySpec, run: RunDir, results: Path, *, deployment: str,
-                      on_sample: Callable[[Scored], None] | None = None) -> dict[str, Any]:
+async def run_quality(
+    client: Client,
+    spec: QualitySpec,
+    run: RunDir,
+    results: Path,
+    *,
+    deployment: str,
+    on_sample: Callable[[Scored], None] | None = None,
+) -> dict[str, Any]:
     """Send every sampled problem (at most `concurrency` at once), score, append; returns the summary line."""
     shots, samples = split(load_problems(spec.data), spec)
     out = results / QUALITY_FILE
@@ -216,8 +271,12 @@ async def run_quality(client: Client, spec: QualitySpec, run: RunDir, results: P
     async def one(problem: Problem) -> None:
         prompt = prompt_text(problem, shots)
         async with gate:
-            common = {"max_tokens": spec.max_tokens, "request_id": run.request_id(f"gsm8k-{problem.id}"),
-                      "labels": {"check": "quality", "problem": problem.id}, "extra_body": {"temperature": 0.0}}
+            common = {
+                "max_tokens": spec.max_tokens,
+                "request_id": run.request_id(f"gsm8k-{problem.id}"),
+                "labels": {"check": "quality", "problem": problem.id},
+                "extra_body": {"temperature": 0.0},
+            }
             if spec.endpoint == "chat":
                 record = await client.chat([{"role": "user", "content": prompt}], **common)  # type: ignore[arg-type]
             else:
@@ -261,6 +320,9 @@ def compare(a: dict[str, Any], b: dict[str, Any], scoring: str = "flexible", alp
         caveats.append(f"unequal sample sizes ({na} vs {nb})")
     if p is None:
         return "not established (no samples)"
-    head = (f"established at alpha {alpha} (p = {p:.3g})" if p < alpha
-            else f"not established at alpha {alpha} (p = {p:.3g}); this does not show they are equal")
+    head = (
+        f"established at alpha {alpha} (p = {p:.3g})"
+        if p < alpha
+        else f"not established at alpha {alpha} (p = {p:.3g}); this does not show they are equal"
+    )
     return head + (f"; {'; '.join(caveats)}" if caveats else "")

@@ -85,7 +85,13 @@ def recall_k_of_n(turns: Sequence[Turn]) -> tuple[int, int]:
 
 
 async def _user(
-    client: Client, pool: UnitPool, spec: RampSpec, users: int, user: int, scope: tuple[str, ...], run: RunDir,
+    client: Client,
+    pool: UnitPool,
+    spec: RampSpec,
+    users: int,
+    user: int,
+    scope: tuple[str, ...],
+    run: RunDir,
     on_turn: Callable[[Turn], None] | None,
 ) -> list[Turn]:
     await asyncio.sleep(user * spec.stagger_s)
@@ -100,23 +106,47 @@ async def _user(
             # Counting a long history is CPU work: done in a thread, so the event loop keeps reading the
             # other users' streams and their chunks are stamped when they arrive, not in a late burst.
             haystack = await asyncio.to_thread(
-                build_haystack, pool, target, seed, question=question, history=history, needle=needle,
+                build_haystack,
+                pool,
+                target,
+                seed,
+                question=question,
+                history=history,
+                needle=needle,
                 depth=spec.needle_depth if number == 1 else None,
             )
         except HaystackError as exc:
             turn = Turn(users, user, number, target, history_tokens, None, None, f"not sent: {exc}")
         else:
             record = await client.chat(
-                haystack.messages, max_tokens=spec.max_tokens, request_id=run.request_id(f"ramp-u{users}-user{user}-turn{number}"),
-                labels={"check": "ramp", "users": str(users), "user": str(user), "turn": str(number),
-                        "target_tokens": str(target), "planned_tokens": str(haystack.planned_tokens),
-                        "intended_cached_tokens": str(history_tokens), "needle_value": needle.value},
-                extra_body=spec.sampling, conversation=f"ramp-u{users}-user{user}",
+                haystack.messages,
+                max_tokens=spec.max_tokens,
+                request_id=run.request_id(f"ramp-u{users}-user{user}-turn{number}"),
+                labels={
+                    "check": "ramp",
+                    "users": str(users),
+                    "user": str(user),
+                    "turn": str(number),
+                    "target_tokens": str(target),
+                    "planned_tokens": str(haystack.planned_tokens),
+                    "intended_cached_tokens": str(history_tokens),
+                    "needle_value": needle.value,
+                },
+                extra_body=spec.sampling,
+                conversation=f"ramp-u{users}-user{user}",
             )
             run.append(record)
             error = None if record.error is None else f"{record.error.kind}: {record.error.message}"
-            turn = Turn(users, user, number, target, history_tokens, record,
-                        None if error else needle.found_in(record.text), error)
+            turn = Turn(
+                users,
+                user,
+                number,
+                target,
+                history_tokens,
+                record,
+                None if error else needle.found_in(record.text),
+                error,
+            )
             if record.ok:
                 history = [*haystack.messages, {"role": "assistant", "content": record.text}]
                 history_tokens = metrics.prompt_tokens(record) or haystack.planned_tokens
@@ -129,8 +159,16 @@ async def _user(
 
 
 async def run_ramp(
-    client: Client, pool: UnitPool, spec: RampSpec, run: RunDir, scope: tuple[str, ...], *,
-    deployment: str, table: Path, on_turn: Callable[[Turn], None] | None = None, skip_completed: bool = True,
+    client: Client,
+    pool: UnitPool,
+    spec: RampSpec,
+    run: RunDir,
+    scope: tuple[str, ...],
+    *,
+    deployment: str,
+    table: Path,
+    on_turn: Callable[[Turn], None] | None = None,
+    skip_completed: bool = True,
 ) -> list[Turn]:
     """Run the ramp for each users setting in turn; append its rows to `table` (ramp1m.csv) when it ends.
     A setting that finished on an earlier attempt of `run` is skipped unless `skip_completed` is False."""
@@ -139,9 +177,13 @@ async def run_ramp(
     for users in spec.users:
         if f"ramp-u{users}" in done:
             continue  # finished on an earlier attempt of this run: its rows are in the table already
-        turns = [t for per_user in await asyncio.gather(
-            *(_user(client, pool, spec, users, user, scope, run, on_turn) for user in range(users))
-        ) for t in per_user]
+        turns = [
+            t
+            for per_user in await asyncio.gather(
+                *(_user(client, pool, spec, users, user, scope, run, on_turn) for user in range(users))
+            )
+            for t in per_user
+        ]
         append_rows(table, ramp_rows(turns, deployment=deployment, run=run))
         run.mark_completed(f"ramp-u{users}")
         everything += turns
@@ -152,16 +194,37 @@ def ramp_rows(turns: Sequence[Turn], *, deployment: str, run: RunDir) -> list[di
     """One ramp1m.csv row per turn, stall figures included."""
     stalls: dict[str, decode_stall.Stall | None] = {}
     for users in {t.users for t in turns}:
-        stalls.update(decode_stall.user_stalls([t.record for t in turns if t.users == users and t.record is not None]))
+        stalls.update(
+            decode_stall.user_stalls([t.record for t in turns if t.users == users and t.record is not None])
+        )
     source = str(Path("runs") / run.run_id / run.requests_path.name)
     rows = []
     for turn in turns:
         if turn.record is not None:
-            rows.append(record_row(turn.record, deployment=deployment, run_id=run.run_id, source_file=source,
-                                   stall=stalls.get(turn.record.request_id), recall=turn.recall, error=turn.error))
+            rows.append(
+                record_row(
+                    turn.record,
+                    deployment=deployment,
+                    run_id=run.run_id,
+                    source_file=source,
+                    stall=stalls.get(turn.record.request_id),
+                    recall=turn.recall,
+                    error=turn.error,
+                )
+            )
             continue
-        rows.append({column: "" for column in RAMP_COLUMNS} | {
-            "deployment": deployment, "users": str(turn.users), "user": str(turn.user), "turn": str(turn.turn),
-            "target_tokens": str(turn.target_tokens), "intended_cached_tokens": str(turn.intended_cached_tokens),
-            "error": turn.error or "", "run_id": run.run_id, "source_file": source})
+        rows.append(
+            {column: "" for column in RAMP_COLUMNS}
+            | {
+                "deployment": deployment,
+                "users": str(turn.users),
+                "user": str(turn.user),
+                "turn": str(turn.turn),
+                "target_tokens": str(turn.target_tokens),
+                "intended_cached_tokens": str(turn.intended_cached_tokens),
+                "error": turn.error or "",
+                "run_id": run.run_id,
+                "source_file": source,
+            }
+        )
     return rows

@@ -54,7 +54,8 @@ class ThroughputSpec:
     ignore_eos: bool = True  # every request writes `output_tokens`, so levels compare like with like
     sampling: dict[str, object] = field(default_factory=lambda: {"temperature": 0.0})
     # The users of a level spread over this many client processes; their records come back to this one, which
-    # writes them. One process's loop reaches each socket later the more streams it holds (docs/performance.md).
+    # writes them. One process's loop reaches each socket later the more streams it holds
+    # (docs/performance.md).
     client_processes: int = 1
 
     def request_count(self) -> int:
@@ -62,7 +63,6 @@ class ThroughputSpec:
         if self.requests_per_user is None:
             return 0
         return sum(self.levels) * (self.requests_per_user + self.warmup_requests)
-
 
 
 def read_prompts(path: Path) -> list[list[dict[str, str]]]:
@@ -78,8 +78,10 @@ def read_prompts(path: Path) -> list[list[dict[str, str]]]:
         try:
             entry = json.loads(line)
         except ValueError:
-            raise PromptSourceError(f"{path}:{number}: not JSON; write one object a line, "
-                                    '{"prompt": "..."} or {"messages": [...]}.') from None
+            raise PromptSourceError(
+                f"{path}:{number}: not JSON; write one object a line, "
+                '{"prompt": "..."} or {"messages": [...]}.'
+            ) from None
         if isinstance(entry, dict) and isinstance(entry.get("prompt"), str):
             prompts.append([{"role": "user", "content": entry["prompt"]}])
         elif isinstance(entry, dict) and isinstance(entry.get("messages"), list):
@@ -94,7 +96,9 @@ def read_prompts(path: Path) -> list[list[dict[str, str]]]:
 class PromptMaker:
     """Fresh prompts of the spec's source, one per seed; built in a worker thread by the check."""
 
-    def __init__(self, spec: ThroughputSpec, prose: UnitPool, counter: TokenCounter, scope: tuple[str, ...]) -> None:
+    def __init__(
+        self, spec: ThroughputSpec, prose: UnitPool, counter: TokenCounter, scope: tuple[str, ...]
+    ) -> None:
         self.spec = spec
         self.file_prompts = None if spec.source in QUESTIONS else read_prompts(Path(spec.source))
         self.pool = prose
@@ -106,24 +110,39 @@ class PromptMaker:
             # Whole prose units up to the size: the same system prompt on every request of the campaign.
             rng = random.Random(request_seed(*scope, "shared-prefix"))
             order = rng.sample(range(len(prose.texts)), len(prose.texts))
-            chosen = list(itertools.takewhile(lambda total: total <= spec.shared_prefix_tokens,
-                                              itertools.accumulate(prose.counts[i] for i in order)))
-            text = "\n\n".join(prose.texts[i] for i in order[:max(1, len(chosen))])
+            chosen = list(
+                itertools.takewhile(
+                    lambda total: total <= spec.shared_prefix_tokens,
+                    itertools.accumulate(prose.counts[i] for i in order),
+                )
+            )
+            text = "\n\n".join(prose.texts[i] for i in order[: max(1, len(chosen))])
             self.prefix = [{"role": "system", "content": text}]
 
     def __call__(self, seed: int, index: int) -> tuple[list[dict[str, str]], int | None]:
         """(messages, planned prompt tokens or None when unknown)."""
         if self.file_prompts is not None:
             return [*self.prefix, *self.file_prompts[index % len(self.file_prompts)]], None
-        haystack = build_haystack(self.pool, self.spec.prompt_tokens, seed, history=self.prefix,
-                                  question=QUESTIONS[self.spec.source])
+        haystack = build_haystack(
+            self.pool,
+            self.spec.prompt_tokens,
+            seed,
+            history=self.prefix,
+            question=QUESTIONS[self.spec.source],
+        )
         return list(haystack.messages), haystack.planned_tokens
 
 
 async def run_throughput(
-    client: Client, prompts: PromptMaker, spec: ThroughputSpec, run: RunDir, scope: tuple[str, ...], *,
+    client: Client,
+    prompts: PromptMaker,
+    spec: ThroughputSpec,
+    run: RunDir,
+    scope: tuple[str, ...],
+    *,
     snapshot: Callable[[str, str], None] = lambda unit, phase: None,
-    on_request: Callable[[RequestRecord], None] | None = None, skip_completed: bool = True,
+    on_request: Callable[[RequestRecord], None] | None = None,
+    skip_completed: bool = True,
 ) -> dict[str, Any]:
     """Run every level not finished yet; returns (and writes) `throughput.json`."""
     done = run.completed_units() if skip_completed else set()
@@ -139,8 +158,12 @@ async def run_throughput(
             records = await _users_in_processes(client, prompts, spec, run, scope, users, on_request)
         else:
             started = time.perf_counter()
-            per_user = await asyncio.gather(*(
-                run_user(client, prompts, spec, run, scope, users, user, started, on_request) for user in range(users)))
+            per_user = await asyncio.gather(
+                *(
+                    run_user(client, prompts, spec, run, scope, users, user, started, on_request)
+                    for user in range(users)
+                )
+            )
             records = [r for mine in per_user for r in mine]
         snapshot(unit, "after")
         measured = [r for r in records if r.labels["warmup"] == "0"]
@@ -150,9 +173,17 @@ async def run_throughput(
     return summary
 
 
-async def run_user(client: Client, prompts: PromptMaker, spec: ThroughputSpec, run: RunDir, scope: tuple[str, ...],
-                users: int, user: int, started: float, on_request: Callable[[RequestRecord], None] | None,
-                ) -> list[RequestRecord]:
+async def run_user(
+    client: Client,
+    prompts: PromptMaker,
+    spec: ThroughputSpec,
+    run: RunDir,
+    scope: tuple[str, ...],
+    users: int,
+    user: int,
+    started: float,
+    on_request: Callable[[RequestRecord], None] | None,
+) -> list[RequestRecord]:
     extra = {**spec.sampling, **({"ignore_eos": True} if spec.ignore_eos else {})}
     out = []
     # A little jitter so that U users do not all arrive in the same millisecond of the first step.
@@ -160,19 +191,31 @@ async def run_user(client: Client, prompts: PromptMaker, spec: ThroughputSpec, r
     for index in itertools.count():
         warmup = index < spec.warmup_requests
         measured = index - spec.warmup_requests
-        if not warmup and (measured >= spec.requests_per_user if spec.requests_per_user is not None
-                           else time.perf_counter() - started >= spec.duration_s):
+        if not warmup and (
+            measured >= spec.requests_per_user
+            if spec.requests_per_user is not None
+            else time.perf_counter() - started >= spec.duration_s
+        ):
             break
         enqueued = time.perf_counter_ns()  # before the prompt is built: client-side time is queueing, shown
         seed = request_seed(*scope, "throughput", users, user, index)
         messages, planned = await asyncio.to_thread(prompts, seed, user * 100_000 + index)
         record = await client.chat(
-            messages, max_tokens=spec.output_tokens, request_id=run.request_id(f"tput-u{users}-user{user}-{index}"),
-            labels={"check": "throughput", "users": str(users), "user": str(user), "index": str(index),
-                    "warmup": "1" if warmup else "0", "source": spec.source,
-                    "shared_prefix_tokens": str(spec.shared_prefix_tokens),
-                    "planned_tokens": "" if planned is None else str(planned)},
-            extra_body=extra, enqueued_ns=enqueued,
+            messages,
+            max_tokens=spec.output_tokens,
+            request_id=run.request_id(f"tput-u{users}-user{user}-{index}"),
+            labels={
+                "check": "throughput",
+                "users": str(users),
+                "user": str(user),
+                "index": str(index),
+                "warmup": "1" if warmup else "0",
+                "source": spec.source,
+                "shared_prefix_tokens": str(spec.shared_prefix_tokens),
+                "planned_tokens": "" if planned is None else str(planned),
+            },
+            extra_body=extra,
+            enqueued_ns=enqueued,
         )
         run.append(record)
         out.append(record)
@@ -212,9 +255,15 @@ def make_client(settings: dict[str, Any]) -> Client | Router:
     return Router(clients) if settings["router"] else clients[0]
 
 
-async def _users_in_processes(client: Client | Router, prompts: PromptMaker, spec: ThroughputSpec, run: RunDir,
-                              scope: tuple[str, ...], users: int,
-                              on_request: Callable[[RequestRecord], None] | None) -> list[RequestRecord]:
+async def _users_in_processes(
+    client: Client | Router,
+    prompts: PromptMaker,
+    spec: ThroughputSpec,
+    run: RunDir,
+    scope: tuple[str, ...],
+    users: int,
+    on_request: Callable[[RequestRecord], None] | None,
+) -> list[RequestRecord]:
     """One level's users spread round-robin over `spec.client_processes` worker processes
     (`checks/throughput_worker.py`); their records are written here as they come back."""
     processes = min(spec.client_processes, users)
@@ -235,19 +284,35 @@ async def _users_in_processes(client: Client | Router, prompts: PromptMaker, spe
     try:
         for index in range(processes):
             worker = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "ctxbench.checks.throughput_worker",
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 26)
+                sys.executable,
+                "-m",
+                "ctxbench.checks.throughput_worker",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                limit=1 << 26,
+            )
             workers.append(worker)
             assert worker.stdin is not None
-            job = WorkerJob(settings, prompts, spec, run.path, run.attempt, scope, users, index,
-                            tuple(range(index, users, processes)))
+            job = WorkerJob(
+                settings,
+                prompts,
+                spec,
+                run.path,
+                run.attempt,
+                scope,
+                users,
+                index,
+                tuple(range(index, users, processes)),
+            )
             worker.stdin.write(pickle.dumps(job))
             await worker.stdin.drain()
         for worker in workers:  # every worker has its client: start all users together
             assert worker.stdout is not None
             if await worker.stdout.readline() != READY:
-                raise CtxbenchError(f"many users, {users} users: a client process did not start "
-                                    f"(exit {await worker.wait()}); its messages are above.")
+                raise CtxbenchError(
+                    f"many users, {users} users: a client process did not start "
+                    f"(exit {await worker.wait()}); its messages are above."
+                )
         started = time.perf_counter()  # CLOCK_MONOTONIC, the workers' clock too
         for worker in workers:
             assert worker.stdin is not None
@@ -262,12 +327,13 @@ async def _users_in_processes(client: Client | Router, prompts: PromptMaker, spe
                 await worker.wait()
     failed = [code for code in codes if code != 0]
     if failed:
-        raise CtxbenchError(f"many users, {users} users: {len(failed)} of {processes} client processes failed "
-                            f"(exit {failed}); their messages are above, and the records they sent are kept.")
+        raise CtxbenchError(
+            f"many users, {users} users: {len(failed)} of {processes} client processes failed "
+            f"(exit {failed}); their messages are above, and the records they sent are kept."
+        )
     return records
 
 
 def level_summary(records: Sequence[RequestRecord], spec: ThroughputSpec, attempt: int) -> dict[str, Any]:
     figures = metrics.throughput(records, spec.ttft_slo_s, spec.tpot_slo_s)
-    return {**dataclasses.asdict(figures), "attempt": attempt,
-            "request_ids": [r.request_id for r in records]}
+    return {**dataclasses.asdict(figures), "attempt": attempt, "request_ids": [r.request_id for r in records]}

@@ -41,8 +41,12 @@ async def _work(job: WorkerJob) -> None:
         sys.stdout.buffer.write(READY)
         sys.stdout.flush()
         started = float(await asyncio.to_thread(sys.stdin.buffer.readline))
-        await asyncio.gather(*(run_user(client, job.prompts, job.spec, run, job.scope, job.users, user, started, None)
-                               for user in job.user_ids))
+        await asyncio.gather(
+            *(
+                run_user(client, job.prompts, job.spec, run, job.scope, job.users, user, started, None)
+                for user in job.user_ids
+            )
+        )
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from ..config import (
     DEFAULT_PRICE_PER_GPU_HOUR,
 )
 from ..errors import CtxbenchError, UsageError
-from ..report.render import claims_summary, run_report
+from ..report.run_report import claims_summary, run_report
 from ..results.store import RunDir
 from .common import ResultsOption, _fail, _progress, app, console
 
@@ -36,13 +36,19 @@ def demo(
 @app.command()
 def run(
     campaign_file: Annotated[Path, typer.Argument(help="The campaign file (TOML); examples/ has two.")],
-    deployment: Annotated[list[str] | None, typer.Option("--deployment", "-d", help="Run only this deployment "
-                                                          "(repeat for several).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the exact commands and the plan; start "
-                                                            "nothing.")] = False,
-    force: Annotated[bool, typer.Option(help="Run deployments that finished earlier again, in new runs.")] = False,
-    results: Annotated[Path | None, typer.Option("--results", help="Results directory (default: the file's "
-                                                                   "`results`).")] = None,
+    deployment: Annotated[
+        list[str] | None,
+        typer.Option("--deployment", "-d", help="Run only this deployment (repeat for several)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the exact commands and the plan; start nothing.")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option(help="Run deployments that finished earlier again, in new runs.")
+    ] = False,
+    results: Annotated[
+        Path | None, typer.Option("--results", help="Results directory (default: the file's `results`).")
+    ] = None,
 ) -> None:
     """Run a campaign: per deployment, start it, run the checks, stop it. Rerun to resume."""
     from ..campaign import dry_run as plan_lines
@@ -71,9 +77,14 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool) -> 
     with _progress() as progress:
         task = progress.add_task("requests", total=total)
         try:
-            outcomes = run_campaign(campaign, results=results, names=names, force=force,
-                                    on_status=lambda m: progress.console.print(m, highlight=False, markup=False),
-                                    on_request_done=lambda: progress.advance(task))
+            outcomes = run_campaign(
+                campaign,
+                results=results,
+                names=names,
+                force=force,
+                on_status=lambda m: progress.console.print(m, highlight=False, markup=False),
+                on_request_done=lambda: progress.advance(task),
+            )
         except CtxbenchError as exc:
             raise _fail(exc) from exc
     for outcome in outcomes:
@@ -81,16 +92,22 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool) -> 
             run = RunDir(results / "runs" / outcome.run_id)
             if (run.path / "manifest.json").exists():
                 summary = metrics.summarize(list(run.records()))
-                console.print(f"\n{outcome.deployment}: {outcome.status}; {summary.requests} requests "
-                              f"({summary.failed} failed; the capacity check's over-limit prompt is meant to be "
-                              "rejected)", highlight=False)
+                console.print(
+                    f"\n{outcome.deployment}: {outcome.status}; {summary.requests} requests "
+                    f"({summary.failed} failed; the capacity check's over-limit prompt is meant to be "
+                    "rejected)",
+                    highlight=False,
+                )
                 (run.path / "report.md").write_text(run_report(run))
                 for line in claims_summary(run):
                     console.print(line, highlight=False)
                 console.print(f"run report: {run.path / 'report.md'}", highlight=False)
         else:
-            console.print(f"\n{outcome.deployment}: {outcome.status}" + (f": {outcome.error}" if outcome.error else ""),
-                          highlight=False, markup=False)
+            console.print(
+                f"\n{outcome.deployment}: {outcome.status}" + (f": {outcome.error}" if outcome.error else ""),
+                highlight=False,
+                markup=False,
+            )
     markdown_path, html_path = write_campaign_report(results)  # each run at the price its manifest recorded
     console.print(f"evidence:   {markdown_path}\n            {html_path}")
     if any(o.status == "failed" for o in outcomes):
@@ -100,17 +117,27 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool) -> 
 @app.command()
 def report(
     results: ResultsOption = Path("results"),
-    price: Annotated[float | None, typer.Option(help="Price per GPU-hour for every cost, instead of the one "
-                                                "each run recorded (its campaign's, else "
-                                                f"{DEFAULT_PRICE_PER_GPU_HOUR:.2f}).", min=0.0)] = None,
+    price: Annotated[
+        float | None,
+        typer.Option(
+            help="Price per GPU-hour for every cost, instead of the one "
+            "each run recorded (its campaign's, else "
+            f"{DEFAULT_PRICE_PER_GPU_HOUR:.2f}).",
+            min=0.0,
+        ),
+    ] = None,
 ) -> None:
     """Rebuild every run's report.md and the evidence report (report.md, report.html) from files alone."""
     from ..report.campaign import write_campaign_report
 
     runs = sorted((results / "runs").glob("*/manifest.json"))
     if not runs:
-        raise _fail(UsageError(f"no runs under {results / 'runs'} (--results): run `ctxbench demo` or "
-                               "`ctxbench probe` first, or give the results directory that holds them"))
+        raise _fail(
+            UsageError(
+                f"no runs under {results / 'runs'} (--results): run `ctxbench demo` or "
+                "`ctxbench probe` first, or give the results directory that holds them"
+            )
+        )
     try:
         for manifest in runs:
             run = RunDir(manifest.parent)
@@ -132,8 +159,12 @@ def audit_cache(
 
     runs = sorted((results / "runs").glob("*/manifest.json"))
     if not runs:
-        raise _fail(UsageError(f"no runs under {results / 'runs'} (RESULTS_DIR): nothing to audit; give "
-                               "the results directory of a finished run"))
+        raise _fail(
+            UsageError(
+                f"no runs under {results / 'runs'} (RESULTS_DIR): nothing to audit; give "
+                "the results directory of a finished run"
+            )
+        )
     total = 0
     for manifest in runs:
         audit = audit_run(RunDir(manifest.parent))
@@ -141,12 +172,19 @@ def audit_cache(
         rate = audit.median_prefill_tokens_per_s
         console.print(
             f"{audit.run_id}: {audit.fresh_requests} fresh prompts, median prefill "
-            f"{'n/a' if rate is None else f'{rate:.0f} tokens/s'}; cached tokens reported {audit.records_cached_tokens}, "
-            f"engine counter {'n/a' if audit.metrics_cached_tokens is None else f'{audit.metrics_cached_tokens:.0f}'}; "
-            f"{len(audit.findings)} finding(s)", highlight=False)
+            f"{'n/a' if rate is None else f'{rate:.0f} tokens/s'}; cached tokens reported "
+            f"{audit.records_cached_tokens}, "
+            "engine counter "
+            f"{'n/a' if audit.metrics_cached_tokens is None else f'{audit.metrics_cached_tokens:.0f}'}; "
+            f"{len(audit.findings)} finding(s)",
+            highlight=False,
+        )
         for finding in audit.findings:
             console.print(f"  {finding.kind} {finding.request_id}: {finding.detail}", highlight=False)
         for users, ratio in sorted(audit.ramp_hit_ratio.items()):
-            console.print(f"  ramp, {users} user(s): {ratio:.1%} of the intended history came back from the cache "
-                          "(intended reuse)", highlight=False)
+            console.print(
+                f"  ramp, {users} user(s): {ratio:.1%} of the intended history came back from the cache "
+                "(intended reuse)",
+                highlight=False,
+            )
     raise typer.Exit(code=1 if total else 0)

@@ -26,7 +26,8 @@ from ..errors import (
     check_url,
 )
 from ..records import RequestRecord
-from ..report.render import COLUMNS, claims_summary, request_row, run_report
+from ..report.run_report import claims_summary, run_report
+from ..report.tables import COLUMNS, request_row
 from ..results.store import RunDir, new_run_id, safe_name
 
 app = typer.Typer(
@@ -70,13 +71,15 @@ def _results_flag(value: Path) -> Path:
     if existing is not None and not existing.is_dir():
         raise typer.BadParameter(f"{existing} is a file, not a directory; give a results directory")
     if existing is None or not os.access(existing, os.W_OK | os.X_OK):
-        raise typer.BadParameter(f"cannot write under {existing or value} (permission denied); give a directory "
-                                 "you can write")
+        raise typer.BadParameter(
+            f"cannot write under {existing or value} (permission denied); give a directory you can write"
+        )
     return value
 
 
-ResultsOption = Annotated[Path, typer.Option("--results", help="Results directory (created if absent).",
-                                             callback=_results_flag)]
+ResultsOption = Annotated[
+    Path, typer.Option("--results", help="Results directory (created if absent).", callback=_results_flag)
+]
 
 
 def _url_flag(value: str) -> str:
@@ -86,7 +89,9 @@ def _url_flag(value: str) -> str:
         raise typer.BadParameter(str(exc)) from None
 
 
-UrlOption = Annotated[str, typer.Option(help="Base URL of the server, e.g. http://127.0.0.1:8000.", callback=_url_flag)]
+UrlOption = Annotated[
+    str, typer.Option(help="Base URL of the server, e.g. http://127.0.0.1:8000.", callback=_url_flag)
+]
 
 
 ModelOption = Annotated[str, typer.Option(help="Model name the server serves.")]
@@ -139,21 +144,27 @@ def main(argv: list[str] | None = None) -> int:
         exc.show()
         return exc.exit_code
     except (KeyboardInterrupt, typer.Abort):
-        errors.print("[bold red]error:[/] interrupted; what was measured is written (rerun the same command "
-                     "to resume a campaign)")
+        errors.print(
+            "[bold red]error:[/] interrupted; what was measured is written (rerun the same command "
+            "to resume a campaign)"
+        )
         return EXIT_INTERRUPTED
     except CtxbenchError as exc:
         _report(exc)
         return exc.exit_code
     except OSError as exc:  # the machine, not ctxbench: a full disk, a path that vanished, no permission
-        errors.print(f"[bold red]error:[/] {exc.filename or 'a file'}: {exc.strerror or exc} (a path ctxbench "
-                     "reads or writes: check --results and the paths given)")
+        errors.print(
+            f"[bold red]error:[/] {exc.filename or 'a file'}: {exc.strerror or exc} (a path ctxbench "
+            "reads or writes: check --results and the paths given)"
+        )
         if _debug:
             errors.print("".join(traceback.format_exception(exc)), markup=False)
         return EXIT_FAILED
     except Exception as exc:  # noqa: BLE001 - the boundary: anything else is a ctxbench bug, said as one
-        errors.print(f"[bold red]error:[/] internal error ({type(exc).__name__}: {exc}): a ctxbench bug; "
-                     "rerun with --debug for the traceback and report it")
+        errors.print(
+            f"[bold red]error:[/] internal error ({type(exc).__name__}: {exc}): a ctxbench bug; "
+            "rerun with --debug for the traceback and report it"
+        )
         if _debug:
             errors.print("".join(traceback.format_exception(exc)), markup=False)
         return EXIT_INTERNAL
@@ -167,8 +178,12 @@ def entry() -> None:
 
 def _progress() -> Progress:
     return Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=console,
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
     )
 
 
@@ -188,7 +203,9 @@ def _adhoc_run(results: Path, name: str, check: str, **manifest: object) -> RunD
     """A run of one check against a server ctxbench did not launch (`<stamp>-<name>-<check>`), its manifest
     written first."""
     run = RunDir.create(results, new_run_id(safe_name(name), check))
-    run.write_manifest({**manifest, "check": check, "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+    run.write_manifest(
+        {**manifest, "check": check, "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+    )
     return run
 
 
@@ -207,16 +224,23 @@ def _finish(run: RunDir, results: Path) -> None:
     for line in claims_summary(run):
         console.print(line, highlight=False)
     markdown_path, html_path = write_campaign_report(results)
-    console.print(f"run report: {run.path / 'report.md'}\nevidence:   {markdown_path}\n            {html_path}")
+    console.print(
+        f"run report: {run.path / 'report.md'}\nevidence:   {markdown_path}\n            {html_path}"
+    )
     _reached(list(run.records()), run)
 
 
 def _reached(records: list[RequestRecord], run: RunDir) -> None:
-    """Exit 3 when no request reached the server: a run of nothing but refused connections measured nothing."""
+    """Exit 3 when no request reached the server: a run of nothing but refused connections measured
+    nothing."""
     if records and all(r.error is not None and r.error.kind == "connect" for r in records):
         first = records[0].error.message if records[0].error else ""
-        raise _fail(ServerUnreachable(f"no request reached the server (--url): {first}; start it or fix --url "
-                                      f"(the failed requests are recorded in {run.requests_path})"))
+        raise _fail(
+            ServerUnreachable(
+                f"no request reached the server (--url): {first}; start it or fix --url "
+                f"(the failed requests are recorded in {run.requests_path})"
+            )
+        )
 
 
 TokenizerOption = Annotated[
@@ -243,7 +267,9 @@ def parse_token_count(text: str, flag: str | None = None) -> int:
     try:
         return token_count(text)
     except ValueError:
-        raise typer.BadParameter(f"{text!r} is not a token count; write 8192, 8K or 1M.", param_hint=flag) from None
+        raise typer.BadParameter(
+            f"{text!r} is not a token count; write 8192, 8K or 1M.", param_hint=flag
+        ) from None
 
 
 def _counter_and_limit(url: str, model: str, tokenizer: Path | None, gguf: Path | None, limit: int | None):  # type: ignore[no-untyped-def]

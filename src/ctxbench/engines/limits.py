@@ -25,8 +25,10 @@ def _get(http: httpx.Client, url: str) -> Any:
     try:
         response = http.get(url)
     except (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.ConnectTimeout) as exc:
-        raise ServerUnreachable(f"cannot reach {url} ({type(exc).__name__}: {exc}): start the server, or fix "
-                                "the URL (--url, or the deployment's url in the campaign file)") from None
+        raise ServerUnreachable(
+            f"cannot reach {url} ({type(exc).__name__}: {exc}): start the server, or fix "
+            "the URL (--url, or the deployment's url in the campaign file)"
+        ) from None
     except httpx.TransportError:
         return None
     if response.status_code != 200:
@@ -49,7 +51,9 @@ def read_context_limit(base_url: str, timeout_s: float = 10.0, api_key: str | No
         props = _get(http, f"{base}/props")
         settings = (props or {}).get("default_generation_settings", {}) if isinstance(props, dict) else {}
         if isinstance(settings.get("n_ctx"), int):
-            return ContextLimit(settings["n_ctx"], f"{base}/props default_generation_settings.n_ctx (per slot)")
+            return ContextLimit(
+                settings["n_ctx"], f"{base}/props default_generation_settings.n_ctx (per slot)"
+            )
         info = _get(http, f"{base}/get_model_info")
         for key in ("max_context_length", "context_length", "max_total_num_tokens"):
             if isinstance(info, dict) and isinstance(info.get(key), int):
@@ -58,6 +62,7 @@ def read_context_limit(base_url: str, timeout_s: float = 10.0, api_key: str | No
         if isinstance(meta.get("n_ctx"), int):
             return ContextLimit(meta["n_ctx"], f"{base}/v1/models meta.n_ctx")
     raise CtxbenchError(
-        f"{base} states no context limit on /v1/models, /props or /get_model_info; is it an OpenAI-compatible "
+        f"{base} states no context limit on /v1/models, /props or /get_model_info; is it an "
+        "OpenAI-compatible "
         "server? Pass the limit explicitly (--limit)."
     )

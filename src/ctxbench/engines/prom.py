@@ -20,20 +20,40 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 # Common name -> the engines' own names, first present wins. Token counters count tokens on every engine.
 COMMON_METRICS: dict[str, tuple[str, ...]] = {
-    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"),
-    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
-                          "llamacpp:tokens_predicted_total"),
+    "prompt_tokens": (
+        "vllm:prompt_tokens_total",
+        "sglang:prompt_tokens_total",
+        "llamacpp:prompt_tokens_total",
+    ),
+    "generation_tokens": (
+        "vllm:generation_tokens_total",
+        "sglang:generation_tokens_total",
+        "llamacpp:tokens_predicted_total",
+    ),
     "prefix_cache_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-    "prefix_cache_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total",
-                          "sglang:cached_tokens_total", "llamacpp:prompt_tokens_cached_total"),
+    "prefix_cache_hits": (
+        "vllm:prefix_cache_hits_total",
+        "vllm:gpu_prefix_cache_hits_total",
+        "sglang:cached_tokens_total",
+        "llamacpp:prompt_tokens_cached_total",
+    ),
     "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
-    "requests_running": ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing"),
+    "requests_running": (
+        "vllm:num_requests_running",
+        "sglang:num_running_reqs",
+        "llamacpp:requests_processing",
+    ),
     "requests_waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"),
     "preemptions": ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total"),
     "spec_drafts": ("vllm:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_drafts_total"),
-    "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total", "llamacpp:spec_decode_num_draft_tokens_total"),
-    "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",
-                             "llamacpp:spec_decode_num_accepted_tokens_total"),
+    "spec_draft_tokens": (
+        "vllm:spec_decode_num_draft_tokens_total",
+        "llamacpp:spec_decode_num_draft_tokens_total",
+    ),
+    "spec_accepted_tokens": (
+        "vllm:spec_decode_num_accepted_tokens_total",
+        "llamacpp:spec_decode_num_accepted_tokens_total",
+    ),
 }
 
 

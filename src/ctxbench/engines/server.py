@@ -48,8 +48,10 @@ class LaunchSpec:
             return None
         key = os.environ.get(self.api_key_env)
         if not key:
-            raise EngineNotReady(f"api_key_env names {self.api_key_env}, which is not set in the environment; "
-                                 f"export {self.api_key_env}=... before running.")
+            raise EngineNotReady(
+                f"api_key_env names {self.api_key_env}, which is not set in the environment; "
+                f"export {self.api_key_env}=... before running."
+            )
         return key
 
     def argv(self, port: int) -> list[str]:
@@ -126,8 +128,10 @@ class EngineServer:
         fixed = self.spec.port is not None
         if fixed and port_in_use(self.spec.port):  # type: ignore[arg-type]
             # Checked first: otherwise the other process would answer our health check.
-            raise EngineNotReady(f"port {self.spec.port} on 127.0.0.1 is already in use by another process; "
-                                 "choose another port, or leave the port unset and ctxbench picks a free one.")
+            raise EngineNotReady(
+                f"port {self.spec.port} on 127.0.0.1 is already in use by another process; "
+                "choose another port, or leave the port unset and ctxbench picks a free one."
+            )
         attempts = 1 if fixed else _PORT_ATTEMPTS
         for attempt in range(attempts):
             self.port = self.spec.port if fixed else free_port()  # type: ignore[assignment]
@@ -153,12 +157,19 @@ class EngineServer:
         try:
             with self.log_path.open("wb") as log:
                 self._process = subprocess.Popen(
-                    self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True, env={**os.environ, **self.spec.env}, preexec_fn=_die_with_parent,
+                    self.command,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    env={**os.environ, **self.spec.env},
+                    preexec_fn=_die_with_parent,
                 )
         except OSError as exc:
-            raise EngineNotReady(f"cannot start {self.command[0]!r}: {exc.strerror}. Is the engine installed, and "
-                                 "is the path (`binary` or `python` in the campaign file) right?") from None
+            raise EngineNotReady(
+                f"cannot start {self.command[0]!r}: {exc.strerror}. Is the engine installed, and "
+                "is the path (`binary` or `python` in the campaign file) right?"
+            ) from None
         atexit.register(self.stop)
         deadline = started + self.spec.ready_timeout_s
         with httpx.Client(timeout=2.0, headers=self.headers) as http:
@@ -176,7 +187,8 @@ class EngineServer:
                 time.sleep(0.1)
         self.stop()
         raise EngineNotReady(
-            f"{self.spec.engine} was not ready within {self.spec.ready_timeout_s:.0f} s; raise ready_timeout_s "
+            f"{self.spec.engine} was not ready within {self.spec.ready_timeout_s:.0f} s; raise "
+            "ready_timeout_s "
             f"for large models.\nLog tail ({self.log_path}):\n{self.log_tail()}"
         )
 
@@ -196,8 +208,10 @@ class EngineServer:
     def check_alive(self) -> None:
         """Raise `EngineDied` with the log tail when the server has exited since it was ready."""
         if self._process is not None and self._process.poll() is not None:
-            raise EngineDied(f"{self.spec.engine} at {self.base_url} exited with code {self._process.returncode} "
-                             f"during the run.\nLog tail ({self.log_path}):\n{self.log_tail()}")
+            raise EngineDied(
+                f"{self.spec.engine} at {self.base_url} exited with code {self._process.returncode} "
+                f"during the run.\nLog tail ({self.log_path}):\n{self.log_tail()}"
+            )
 
     def log_tail(self, lines: int = 25) -> str:
         try:

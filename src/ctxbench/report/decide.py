@@ -33,54 +33,97 @@ def _caveat(row: Row) -> str:
 def readings(rows: Sequence[Row]) -> list[Reading]:
     """One reading per decision the evidence can inform; says so when it cannot."""
     out: list[Reading] = []
-    complete = [r for r in rows if r.status != "failed" and _complete(r.recall_alone.text)
-                and (r.recall_shared.text == "not run" or _complete(r.recall_shared.text))]
+    complete = [
+        r
+        for r in rows
+        if r.status != "failed"
+        and _complete(r.recall_alone.text)
+        and (r.recall_shared.text == "not run" or _complete(r.recall_shared.text))
+    ]
     timed = [r for r in complete if r.ttft_alone.value is not None]
     if timed:
         best = min(timed, key=lambda r: r.ttft_alone.value or 0.0)
-        out.append(Reading(
-            "Fastest growing conversation with complete recall",
-            f"{best.deployment}: last turn {best.ttft_alone.text} to the first token, decode {best.decode_alone.text}",
-            f"at the context its ramp reached, on this node; recall {best.recall_alone.text} alone, "
-            f"{best.recall_shared.text} with 2 users; {_caveat(best)}",
-        ))
+        out.append(
+            Reading(
+                "Fastest growing conversation with complete recall",
+                f"{best.deployment}: last turn {best.ttft_alone.text} to the first token, decode "
+                f"{best.decode_alone.text}",
+                f"at the context its ramp reached, on this node; recall {best.recall_alone.text} alone, "
+                f"{best.recall_shared.text} with 2 users; {_caveat(best)}",
+            )
+        )
     else:
-        out.append(Reading("Fastest growing conversation with complete recall",
-                           "no deployment recalled the planted fact on every turn of its ramp",
-                           "complete recall alone and with 2 users is required before speed is compared"))
+        out.append(
+            Reading(
+                "Fastest growing conversation with complete recall",
+                "no deployment recalled the planted fact on every turn of its ramp",
+                "complete recall alone and with 2 users is required before speed is compared",
+            )
+        )
     priced = [r for r in rows if r.cost.value is not None and r.status != "failed"]
     if priced:
         cheapest = min(priced, key=lambda r: r.cost.value or 0.0)
-        out.append(Reading("Cheapest per token in a 2-user conversation", f"{cheapest.deployment}: {cheapest.cost.text}",
-                           f"tokens the server processed (new prompt + output) over the 2-user ramp; {_caveat(cheapest)}"))
+        out.append(
+            Reading(
+                "Cheapest per token in a 2-user conversation",
+                f"{cheapest.deployment}: {cheapest.cost.text}",
+                "tokens the server processed (new prompt + output) over the 2-user ramp; "
+                f"{_caveat(cheapest)}",
+            )
+        )
     else:
-        out.append(Reading("Cheapest per token", "not computed", "no run states its GPU count (CPU runs have no GPU cost)"))
+        out.append(
+            Reading(
+                "Cheapest per token",
+                "not computed",
+                "no run states its GPU count (CPU runs have no GPU cost)",
+            )
+        )
     shared = [r for r in rows if r.stall.value is not None]
     if shared:
         calm = min(shared, key=lambda r: r.stall.value or 0.0)
-        out.append(Reading("Decode that holds up while another user prefills", f"{calm.deployment}: {calm.stall.text}",
-                           f"pooled over its 2-user ramp; smaller is better; {_caveat(calm)}"))
+        out.append(
+            Reading(
+                "Decode that holds up while another user prefills",
+                f"{calm.deployment}: {calm.stall.text}",
+                f"pooled over its 2-user ramp; smaller is better; {_caveat(calm)}",
+            )
+        )
     everywhere = [r for r in complete if _complete(r.retrieval.text)]
-    out.append(Reading(
-        "Complete recall on every sampled check",
-        ", ".join(r.deployment for r in everywhere) or "none",
-        "one-shot retrieval n/n and conversation recall n/n alone and with 2 users, at the sampled lengths and "
-        "depths only; not a broad reasoning evaluation",
-    ))
+    out.append(
+        Reading(
+            "Complete recall on every sampled check",
+            ", ".join(r.deployment for r in everywhere) or "none",
+            "one-shot retrieval n/n and conversation recall n/n alone and with 2 users, at the sampled "
+            "lengths and "
+            "depths only; not a broad reasoning evaluation",
+        )
+    )
     served = [r for r in rows if r.throughput.value is not None and r.status != "failed"]
     costed = [r for r in served if r.throughput_cost.value is not None]
     if costed:
         cheapest = min(costed, key=lambda r: r.throughput_cost.value or 0.0)
-        out.append(Reading("Many users, short prompts: cheapest per output token",
-                           f"{cheapest.deployment}: {cheapest.throughput_cost.text} ({cheapest.throughput.text})",
-                           f"closed-loop users at the level with the most output tokens/s, this prompt and output "
-                           f"length, this campaign's price and GPU count; {_caveat(cheapest)}"))
+        out.append(
+            Reading(
+                "Many users, short prompts: cheapest per output token",
+                f"{cheapest.deployment}: {cheapest.throughput_cost.text} ({cheapest.throughput.text})",
+                f"closed-loop users at the level with the most output tokens/s, this prompt and output "
+                f"length, this campaign's price and GPU count; {_caveat(cheapest)}",
+            )
+        )
     elif served:
         fastest = max(served, key=lambda r: r.throughput.value or 0.0)
-        out.append(Reading("Many users, short prompts: most output tokens/s", f"{fastest.deployment}: "
-                           f"{fastest.throughput.text}", "no GPU count, so no cost (a CPU run); "
-                           f"{_caveat(fastest)}"))
+        out.append(
+            Reading(
+                "Many users, short prompts: most output tokens/s",
+                f"{fastest.deployment}: {fastest.throughput.text}",
+                f"no GPU count, so no cost (a CPU run); {_caveat(fastest)}",
+            )
+        )
     else:
-        out.append(Reading("Many users, short prompts", "not measured",
-                           "add `[checks.throughput]` to the campaign file"))
+        out.append(
+            Reading(
+                "Many users, short prompts", "not measured", "add `[checks.throughput]` to the campaign file"
+            )
+        )
     return out

@@ -32,8 +32,9 @@ def decode_rate_series(record: RequestRecord, bin_s: float, t0_ns: int) -> tuple
     return centres, [c / bin_s for c in counts]
 
 
-def draw_timeline(records: Sequence[RequestRecord], stem: Path, title: str,
-                  gpu: Sequence[GpuSample] = ()) -> list[Path]:
+def draw_timeline(
+    records: Sequence[RequestRecord], stem: Path, title: str, gpu: Sequence[GpuSample] = ()
+) -> list[Path]:
     """Draw `stem`.png and `stem`.svg; records carry `user` and `turn` labels; `gpu` samples inside the
     records' span are drawn in a panel underneath. Returns the files."""
     import matplotlib
@@ -59,10 +60,24 @@ def draw_timeline(records: Sequence[RequestRecord], stem: Path, title: str,
         for record in mine:
             first = record.chunks[0].arrived_ns if record.chunks else record.end_ns
             last = record.chunks[-1].arrived_ns if record.chunks else first
-            axis.barh(0, (first - record.sent_ns) / NS, left=(record.sent_ns - t0) / NS, height=0.5,
-                      color=PREFILL_COLOUR, edgecolor="black", linewidth=0.3)
-            axis.barh(0, (last - first) / NS, left=(first - t0) / NS, height=0.5, color=DECODE_COLOUR,
-                      edgecolor="black", linewidth=0.3)
+            axis.barh(
+                0,
+                (first - record.sent_ns) / NS,
+                left=(record.sent_ns - t0) / NS,
+                height=0.5,
+                color=PREFILL_COLOUR,
+                edgecolor="black",
+                linewidth=0.3,
+            )
+            axis.barh(
+                0,
+                (last - first) / NS,
+                left=(first - t0) / NS,
+                height=0.5,
+                color=DECODE_COLOUR,
+                edgecolor="black",
+                linewidth=0.3,
+            )
             axis.text((record.sent_ns - t0) / NS, 0.33, f"t{record.labels.get('turn', '?')}", fontsize=7)
             xs, ys = decode_rate_series(record, bin_s, t0)
             rate_axis.plot(xs, ys, color="black", linewidth=0.8)
@@ -72,10 +87,18 @@ def draw_timeline(records: Sequence[RequestRecord], stem: Path, title: str,
         rate_axis.set_ylabel("decode tok/s", fontsize=8)
         rate_axis.set_ylim(bottom=0)
     axes[-1, 0].set_xlabel("seconds since the first request")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=PREFILL_COLOUR), plt.Rectangle((0, 0), 1, 1, color=DECODE_COLOUR),
-               plt.Line2D([0], [0], color="black", linewidth=0.8)]
-    fig.legend(handles, ["prefill (send -> first token)", "decode (first -> last token)", "decode rate"],
-               loc="upper right", fontsize=8, ncols=3)
+    handles = [
+        plt.Rectangle((0, 0), 1, 1, color=PREFILL_COLOUR),
+        plt.Rectangle((0, 0), 1, 1, color=DECODE_COLOUR),
+        plt.Line2D([0], [0], color="black", linewidth=0.8),
+    ]
+    fig.legend(
+        handles,
+        ["prefill (send -> first token)", "decode (first -> last token)", "decode rate"],
+        loc="upper right",
+        fontsize=8,
+        ncols=3,
+    )
     fig.suptitle(title, x=0.01, ha="left", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     stem.parent.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,9 @@ slot's previous prompt into its host-RAM prompt cache: 3.2 s after a 1M-token pr
   efficiency) + new tokens x per-token cost, both solved from the two points. The per-token cost is the
   engine's work that does not grow with context (llama.cpp: about 7 us a token on an H200, its host-side
   work per 512-token micro-batch), which a FLOPs count misses and which dominates short prefills.
-FLOPs are `plan.prefill_flops` (new tokens over the cached ones). The KV memory the planner predicts for the deployment (bytes a token x the server's whole
-context) is set beside the engine's own statement in its log and beside the GPU memory sampled.
+FLOPs are `plan.prefill_flops` (new tokens over the cached ones). The KV memory the planner predicts for the
+deployment (bytes a token x the server's whole context) is set beside the engine's own statement in its log
+and beside the GPU memory sampled.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from .store import RunDir
 
 # llama.cpp: "llama_kv_cache:      CUDA0 KV buffer size =  8200.00 MiB" (one line per device buffer)
 _KV_BUFFER = re.compile(r"KV buffer size\s*=\s*([0-9.]+)\s*MiB")
-
 
 
 @dataclass(frozen=True)
@@ -103,18 +103,29 @@ def solo_prefills(records: Sequence[RequestRecord], min_new_tokens: int = 1024) 
             continue
         new = context - (metrics.cached_tokens(record) or 0)
         first_ns = record.sent_ns + int(ttft * 1e9)
-        crowded = any(start < first_ns and end > record.sent_ns and rid != record.request_id
-                      for start, end, rid in spans)
+        crowded = any(
+            start < first_ns and end > record.sent_ns and rid != record.request_id
+            for start, end, rid in spans
+        )
         if new >= min_new_tokens and not crowded:
             engine_s = engine_prefill_s(record, new)
-            found.append(Prefill(record.request_id, label_of(record), context, new,
-                                 ttft if engine_s is None else engine_s, ttft,
-                                 "ttft" if engine_s is None else "engine"))
+            found.append(
+                Prefill(
+                    record.request_id,
+                    label_of(record),
+                    context,
+                    new,
+                    ttft if engine_s is None else engine_s,
+                    ttft,
+                    "ttft" if engine_s is None else "engine",
+                )
+            )
     return found
 
 
 def engine_prefill_s(record: RequestRecord, new_tokens: int) -> float | None:
-    """The server's own time for this prefill (`metrics.engine_prompt_s`), when it prefilled the same new tokens."""
+    """The server's own time for this prefill (`metrics.engine_prompt_s`), when it prefilled the same new
+    tokens."""
     same = (record.server_timings or {}).get("prompt_n") == new_tokens
     return metrics.engine_prompt_s(record) if same else None
 
@@ -122,14 +133,24 @@ def engine_prefill_s(record: RequestRecord, new_tokens: int) -> float | None:
 def shape_of(manifest: dict[str, object]) -> DenseShape:
     shape = manifest.get("model_shape")
     if not isinstance(shape, dict):
-        raise CalibrationError("the run's manifest.json has no model_shape (runs of ctxbench before this planner "
-                               "calibration, or a model that is not a GGUF); give the model's config.json with --config")
+        raise CalibrationError(
+            "the run's manifest.json has no model_shape (runs of ctxbench before this planner "
+            "calibration, or a model that is not a GGUF); give the model's config.json with --config"
+        )
     try:
-        return DenseShape(n_layer=int(shape["n_layer"]), n_embd=int(shape["n_embd"]), n_head=int(shape["n_head"]),
-                          n_head_kv=int(shape["n_head_kv"]), head_dim=int(shape["head_dim"]), n_ff=int(shape["n_ff"]))
+        return DenseShape(
+            n_layer=int(shape["n_layer"]),
+            n_embd=int(shape["n_embd"]),
+            n_head=int(shape["n_head"]),
+            n_head_kv=int(shape["n_head_kv"]),
+            head_dim=int(shape["head_dim"]),
+            n_ff=int(shape["n_ff"]),
+        )
     except (KeyError, TypeError, ValueError) as exc:
-        raise CalibrationError(f"the run's model_shape lacks {exc} (not a dense llama-style model?); give the "
-                               "model's config.json with --config") from None
+        raise CalibrationError(
+            f"the run's model_shape lacks {exc} (not a dense llama-style model?); give the "
+            "model's config.json with --config"
+        ) from None
 
 
 def engine_kv_bytes(run: RunDir) -> float | None:
@@ -141,8 +162,14 @@ def engine_kv_bytes(run: RunDir) -> float | None:
     return sum(sizes) * 2**20 if sizes else None
 
 
-def calibrate(runs: Sequence[RunDir], *, tflops: float, points: Sequence[str] = (), shape: DenseShape | None = None,
-              kv_bytes_per_value: float = 2.0) -> Calibration:
+def calibrate(
+    runs: Sequence[RunDir],
+    *,
+    tflops: float,
+    points: Sequence[str] = (),
+    shape: DenseShape | None = None,
+    kv_bytes_per_value: float = 2.0,
+) -> Calibration:
     """Calibrate on `points` (one or two request ids; default: the shortest and the longest solo prefill by
     FLOPs) and predict every solo prefill of `runs` (runs of one deployment: the first one's manifest gives
     the shape and the KV figures)."""
@@ -152,8 +179,10 @@ def calibrate(runs: Sequence[RunDir], *, tflops: float, points: Sequence[str] = 
     shape = shape or shape_of(manifest)
     prefills = [p for run in runs for p in solo_prefills(list(run.records()))]
     if not prefills:
-        raise CalibrationError(f"{', '.join(str(r.path) for r in runs)}: no request's prefill ran alone; the "
-                               "planner needs a measured point")
+        raise CalibrationError(
+            f"{', '.join(str(r.path) for r in runs)}: no request's prefill ran alone; the "
+            "planner needs a measured point"
+        )
 
     def flops_s(p: Prefill) -> float:
         return predicted_prefill_s(shape, p.new_tokens, p.cached_tokens, tflops)
@@ -164,13 +193,16 @@ def calibrate(runs: Sequence[RunDir], *, tflops: float, points: Sequence[str] = 
         by_id = {p.request_id: p for p in prefills}
         unknown = [point for point in points if point not in by_id]
         if unknown:
-            raise CalibrationError(f"--point {unknown[0]!r} is not a solo prefill of these runs; use one of: "
-                                   + ", ".join(by_id))
+            raise CalibrationError(
+                f"--point {unknown[0]!r} is not a solo prefill of these runs; use one of: " + ", ".join(by_id)
+            )
         chosen = tuple(by_id[point] for point in points)
     else:
         ordered = sorted(prefills, key=flops_s)
         chosen = (ordered[0], ordered[-1]) if len(ordered) > 1 else (ordered[0],)
-    if len(chosen) == 1 or chosen[0].new_tokens * flops_s(chosen[1]) == chosen[1].new_tokens * flops_s(chosen[0]):
+    if len(chosen) == 1 or chosen[0].new_tokens * flops_s(chosen[1]) == chosen[1].new_tokens * flops_s(
+        chosen[0]
+    ):
         efficiency, per_token = flops_s(chosen[0]) / chosen[0].measured_s, 0.0
         chosen = chosen[:1]
     else:
@@ -179,8 +211,10 @@ def calibrate(runs: Sequence[RunDir], *, tflops: float, points: Sequence[str] = 
         determinant = f1 * n2 - f2 * n1
         a, per_token = (t1 * n2 - t2 * n1) / determinant, (f1 * t2 - f2 * t1) / determinant
         if a <= 0 or per_token < 0:
-            raise CalibrationError(f"the points {chosen[0].request_id} and {chosen[1].request_id} give a negative "
-                                   "rate or per-token cost; pick two prefills farther apart in length with --point")
+            raise CalibrationError(
+                f"the points {chosen[0].request_id} and {chosen[1].request_id} give a negative "
+                "rate or per-token cost; pick two prefills farther apart in length with --point"
+            )
         efficiency = 1 / a
     predictions = [Prediction(p, flops_s(p) / efficiency + per_token * p.new_tokens) for p in prefills]
     engine = manifest.get("engine") or {}
@@ -189,35 +223,62 @@ def calibrate(runs: Sequence[RunDir], *, tflops: float, points: Sequence[str] = 
     total = deployment.get("ctx_size") or (slot * deployment.get("parallel", 1) if slot else None)
     telemetry = read_telemetry(runs[0].path / TELEMETRY_FILE)
     peak = max((s.memory_used_bytes or 0 for s in telemetry.samples), default=None) if telemetry else None
-    return Calibration(shape, tflops, chosen, efficiency, per_token, predictions,
-                       shape.kv_bytes_per_token(kv_bytes_per_value) * total if total else None,
-                       engine_kv_bytes(runs[0]), peak or None, total)
+    return Calibration(
+        shape,
+        tflops,
+        chosen,
+        efficiency,
+        per_token,
+        predictions,
+        shape.kv_bytes_per_token(kv_bytes_per_value) * total if total else None,
+        engine_kv_bytes(runs[0]),
+        peak or None,
+        total,
+    )
 
 
 def calibration_table(calibration: Calibration) -> list[str]:
     """Markdown: every solo prefill, predicted against measured, the calibration point marked."""
     c = calibration
     on = " and ".join(f"`{p.request_id}` ({p.label})" for p in c.points)
-    lines = [f"Calibrated on {on}: the FLOPs ran at {c.efficiency:.3f} of {c.tflops:.0f} TFLOP/s "
-             f"({c.efficiency * c.tflops:.0f} TFLOP/s effective)"
-             + (f", plus {c.per_token_s * 1e6:.2f} us a new token." if len(c.points) == 2 else "."), "",
-             "| prefill | context | new tokens | TTFT s | measured prefill s | predicted s | error |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Calibrated on {on}: the FLOPs ran at {c.efficiency:.3f} of {c.tflops:.0f} TFLOP/s "
+        f"({c.efficiency * c.tflops:.0f} TFLOP/s effective)"
+        + (f", plus {c.per_token_s * 1e6:.2f} us a new token." if len(c.points) == 2 else "."),
+        "",
+        "| prefill | context | new tokens | TTFT s | measured prefill s | predicted s | error |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for p in sorted(c.predictions, key=lambda p: (p.prefill.label.split()[0], p.prefill.context_tokens)):
         mark = " (calibration point)" if p.prefill in c.points else ""
         source = "" if p.prefill.source == "engine" else " (TTFT)"
-        lines.append(f"| {p.prefill.label}{mark} | {p.prefill.context_tokens} | {p.prefill.new_tokens} "
-                     f"| {p.prefill.ttft_s:.2f} | {p.prefill.measured_s:.2f}{source} | {p.predicted_s:.2f} "
-                     f"| {p.error:+.1%} |")
+        lines.append(
+            f"| {p.prefill.label}{mark} | {p.prefill.context_tokens} | {p.prefill.new_tokens} "
+            f"| {p.prefill.ttft_s:.2f} | {p.prefill.measured_s:.2f}{source} | {p.predicted_s:.2f} "
+            f"| {p.error:+.1%} |"
+        )
     engine = sum(p.prefill.source == "engine" for p in c.predictions)
-    lines += ["", f"Measured prefill: the engine's own prompt time ({engine} of {len(c.predictions)} prefills), "
-              "else the TTFT, marked. Worst prediction error (calibration points excluded): "
-              f"{c.worst_error:.1%}."]
+    lines += [
+        "",
+        f"Measured prefill: the engine's own prompt time ({engine} of {len(c.predictions)} prefills), "
+        "else the TTFT, marked. Worst prediction error (calibration points excluded): "
+        f"{c.worst_error:.1%}.",
+    ]
     if c.kv_predicted_bytes is not None:
         engine = "not in the log" if c.kv_engine_bytes is None else f"{c.kv_engine_bytes / 2**30:.2f} GiB"
-        error = "" if c.kv_engine_bytes is None else f" ({(c.kv_predicted_bytes - c.kv_engine_bytes) / c.kv_engine_bytes:+.1%})"
-        peak = "" if c.gpu_memory_peak_bytes is None else (
-            f"; peak GPU memory sampled during the run {c.gpu_memory_peak_bytes / 2**30:.2f} GiB")
-        lines += ["", f"KV cache for the server's {c.context_tokens} tokens: predicted "
-                  f"{c.kv_predicted_bytes / 2**30:.2f} GiB, engine allocated {engine}{error}{peak}."]
+        error = (
+            ""
+            if c.kv_engine_bytes is None
+            else f" ({(c.kv_predicted_bytes - c.kv_engine_bytes) / c.kv_engine_bytes:+.1%})"
+        )
+        peak = (
+            ""
+            if c.gpu_memory_peak_bytes is None
+            else (f"; peak GPU memory sampled during the run {c.gpu_memory_peak_bytes / 2**30:.2f} GiB")
+        )
+        lines += [
+            "",
+            f"KV cache for the server's {c.context_tokens} tokens: predicted "
+            f"{c.kv_predicted_bytes / 2**30:.2f} GiB, engine allocated {engine}{error}{peak}.",
+        ]
     return lines

@@ -87,8 +87,11 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     capacity_path = run.path / "capacity.json"
     if capacity_path.exists():
         c = json.loads(capacity_path.read_text())
-        text = (f"holds at {c['target_tokens']} of {c['limit_tokens']}" if c["holds"]
-                else f"FAILS: {c.get('near_limit_error') or c['over_limit_outcome']}"[:80])
+        text = (
+            f"holds at {c['target_tokens']} of {c['limit_tokens']}"
+            if c["holds"]
+            else f"FAILS: {c.get('near_limit_error') or c['over_limit_outcome']}"[:80]
+        )
         cells["capacity"] = Cell(text, _rel(results, capacity_path))
         facts["capacity_holds"] = c["holds"]
         facts["count_error"] = c.get("count_error_tokens")
@@ -101,13 +104,22 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         longest = max((int(length) for length, r in recall.items() if r["scored"]), default=0)
         cells["retrieval"] = Cell(f"{k}/{n} (to {longest} tokens)", _rel(results, run.path / "niah.log"))
         facts["retrieval"] = (k, n)
-        facts["needle_count_errors"] = sum(1 for t in needle["trials"] if t["planned_tokens"] and t["prompt_tokens"]
-                                           and t["prompt_tokens"] != t["planned_tokens"])
+        facts["needle_count_errors"] = sum(
+            1
+            for t in needle["trials"]
+            if t["planned_tokens"] and t["prompt_tokens"] and t["prompt_tokens"] != t["planned_tokens"]
+        )
     records = list(run.records())
-    rows = run_rows(results / RAMP_TABLE, run.run_id, records, deployment=str(manifest.get("deployment", "")),
-                    source_file=_rel(results, run.requests_path))
+    rows = run_rows(
+        results / RAMP_TABLE,
+        run.run_id,
+        records,
+        deployment=str(manifest.get("deployment", "")),
+        source_file=_rel(results, run.requests_path),
+    )
     facts["token_fallback"] = any(
-        (out := metrics.output_tokens(r)) is not None and out.source != "usage" for r in records if r.ok)
+        (out := metrics.output_tokens(r)) is not None and out.source != "usage" for r in records if r.ok
+    )
     gpus = int(manifest.get("gpus", 0))
     for users, suffix in ((1, "alone"), (2, "shared")):
         mine = [r for r in rows if r["users"] == str(users)]
@@ -124,23 +136,38 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
             rates = [float(r["decode_tokens_per_s"]) for r in last if r["decode_tokens_per_s"]]
             context = max(int(r["context_tokens"]) for r in last)
             cells[f"ttft_{suffix}"] = Cell(f"{worst_ttft:.2f} s at {context}", RAMP_TABLE, worst_ttft)
-            # No rate where every chunk of the last turn's replies shared one stamp (read in one go): n/a, not 0.
-            cells[f"decode_{suffix}"] = (Cell(f"{min(rates):.1f} tok/s", RAMP_TABLE, min(rates)) if rates
-                                         else Cell("n/a (replies read in one go)", RAMP_TABLE))
+            # No rate where every chunk of the last turn's replies shared one stamp (read in one go): n/a,
+            # not 0.
+            cells[f"decode_{suffix}"] = (
+                Cell(f"{min(rates):.1f} tok/s", RAMP_TABLE, min(rates))
+                if rates
+                else Cell("n/a (replies read in one go)", RAMP_TABLE)
+            )
         ids = {r["request_id"] for r in mine}
         setting = [r for r in records if r.request_id in ids]
         if users == 2 and setting:
             pooled = decode_stall.pooled_stall(decode_stall.user_stalls(setting).values())
-            cells["stall"] = Cell(decode_stall.format_stall(pooled), _rel(results, run.requests_path),
-                                  pooled.factor if pooled else None)
+            cells["stall"] = Cell(
+                decode_stall.format_stall(pooled),
+                _rel(results, run.requests_path),
+                pooled.factor if pooled else None,
+            )
         if users == 2 and setting:
             seconds = (max(r.end_ns for r in setting) - min(r.sent_ns for r in setting)) / 1e9
-            processed = sum((metrics.prompt_tokens(r) or 0) - (metrics.cached_tokens(r) or 0)
-                            + ((metrics.output_tokens(r) or metrics.TokenCount(0, "usage")).tokens) for r in setting)
+            processed = sum(
+                (metrics.prompt_tokens(r) or 0)
+                - (metrics.cached_tokens(r) or 0)
+                + ((metrics.output_tokens(r) or metrics.TokenCount(0, "usage")).tokens)
+                for r in setting
+            )
             cost = cost_per_million(price, gpus, seconds, processed)
             cells["cost"] = Cell(
                 f"${cost:.2f}/M tokens (new prompt + output, 2-user ramp, {gpus} GPU at ${price:.2f}/h)"
-                if cost is not None else "n/a (no GPU count)", _rel(results, run.requests_path), cost)
+                if cost is not None
+                else "n/a (no GPU count)",
+                _rel(results, run.requests_path),
+                cost,
+            )
     cells.update(_throughput_cells(results, run, gpus, price))
     cells.update(_quality_cell(results, run.run_id))
     from ..audits.prefix_cache import audit_run
@@ -148,8 +175,15 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     audit = audit_run(run)
     facts["cache_findings"] = len(audit.findings)
     status, reasons = status_of(facts, random_weights=bool(manifest.get("random_weights")))
-    return Row(deployment=manifest.get("deployment", run.run_id), run_id=run.run_id, gpus=gpus,
-               random_weights=bool(manifest.get("random_weights")), status=status, reasons=reasons, **cells)
+    return Row(
+        deployment=manifest.get("deployment", run.run_id),
+        run_id=run.run_id,
+        gpus=gpus,
+        random_weights=bool(manifest.get("random_weights")),
+        status=status,
+        reasons=reasons,
+        **cells,
+    )
 
 
 def _throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour: float) -> dict[str, Cell]:
@@ -163,12 +197,21 @@ def _throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour:
         return {}
     users, best = max(rated.items(), key=lambda item: item[1]["output_tokens_per_s"])
     source = _rel(results, path)
-    cells = {"throughput": Cell(f"{best['output_tokens_per_s']:.0f} output tok/s at {users} users", source,
-                                best["output_tokens_per_s"])}
+    cells = {
+        "throughput": Cell(
+            f"{best['output_tokens_per_s']:.0f} output tok/s at {users} users",
+            source,
+            best["output_tokens_per_s"],
+        )
+    }
     cost = cost_per_million(price_per_gpu_hour, gpus, best["window_s"], best["output_tokens"])
     cells["throughput_cost"] = Cell(
-        f"${cost:.2f}/M output tokens ({gpus} GPU at ${price_per_gpu_hour:.2f}/h)" if cost is not None
-        else "n/a (no GPU count)", source, cost)
+        f"${cost:.2f}/M output tokens ({gpus} GPU at ${price_per_gpu_hour:.2f}/h)"
+        if cost is not None
+        else "n/a (no GPU count)",
+        source,
+        cost,
+    )
     return cells
 
 
@@ -182,8 +225,14 @@ def _quality_cell(results: Path, run_id: str) -> dict[str, Cell]:
     flexible = last["flexible"]
     if flexible["accuracy"] is None:
         return {"quality": Cell(f"no answered samples ({last['failed']} failed)", str(QUALITY_FILE))}
-    return {"quality": Cell(f"{flexible['accuracy']:.2f} [{flexible['low']:.2f}, {flexible['high']:.2f}] n={last['n']} "
-                            f"({last['endpoint']}, {last['fewshot']}-shot)", str(QUALITY_FILE), flexible["accuracy"])}
+    return {
+        "quality": Cell(
+            f"{flexible['accuracy']:.2f} [{flexible['low']:.2f}, {flexible['high']:.2f}] n={last['n']} "
+            f"({last['endpoint']}, {last['fewshot']}-shot)",
+            str(QUALITY_FILE),
+            flexible["accuracy"],
+        )
+    }
 
 
 def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status, tuple[str, ...]]:
@@ -221,10 +270,19 @@ def collect(results: Path, price_per_gpu_hour: float | None = None) -> list[Row]
 
 
 COLUMNS: Sequence[tuple[str, str]] = (
-    ("deployment", "deployment"), ("status", "status"), ("capacity", "1 capacity"),
-    ("retrieval", "2 retrieval k/n"), ("recall_alone", "3 recall alone"), ("recall_shared", "3 recall, 2 users"),
-    ("ttft_alone", "last-turn TTFT alone"), ("ttft_shared", "last-turn TTFT, 2 users"),
-    ("decode_alone", "decode alone"), ("decode_shared", "decode, 2 users"), ("stall", "decode under prefill"),
-    ("cost", "cost"), ("throughput", "many users: output tok/s"), ("throughput_cost", "many users: cost"),
+    ("deployment", "deployment"),
+    ("status", "status"),
+    ("capacity", "1 capacity"),
+    ("retrieval", "2 retrieval k/n"),
+    ("recall_alone", "3 recall alone"),
+    ("recall_shared", "3 recall, 2 users"),
+    ("ttft_alone", "last-turn TTFT alone"),
+    ("ttft_shared", "last-turn TTFT, 2 users"),
+    ("decode_alone", "decode alone"),
+    ("decode_shared", "decode, 2 users"),
+    ("stall", "decode under prefill"),
+    ("cost", "cost"),
+    ("throughput", "many users: output tok/s"),
+    ("throughput_cost", "many users: cost"),
     ("quality", "GSM8K (flexible) [95%]"),
 )

@@ -19,9 +19,26 @@ from ..text.haystack import found_value
 
 RAMP_TABLE = "ramp1m.csv"
 RAMP_COLUMNS = (
-    "deployment", "users", "user", "turn", "target_tokens", "context_tokens", "new_prompt_tokens", "cached_tokens",
-    "intended_cached_tokens", "ttft_s", "decode_tokens_per_s", "output_tokens", "recall", "stall_rate_outside",
-    "stall_rate_inside", "stall_factor", "error", "request_id", "run_id", "source_file",
+    "deployment",
+    "users",
+    "user",
+    "turn",
+    "target_tokens",
+    "context_tokens",
+    "new_prompt_tokens",
+    "cached_tokens",
+    "intended_cached_tokens",
+    "ttft_s",
+    "decode_tokens_per_s",
+    "output_tokens",
+    "recall",
+    "stall_rate_outside",
+    "stall_rate_inside",
+    "stall_factor",
+    "error",
+    "request_id",
+    "run_id",
+    "source_file",
 )
 
 
@@ -68,8 +85,16 @@ def _s(value: float | int | None) -> str:
     return str(value)
 
 
-def record_row(record: RequestRecord, *, deployment: str, run_id: str, source_file: str,
-               stall: decode_stall.Stall | None = None, recall: bool | None = None, error: str | None = None) -> dict[str, str]:
+def record_row(
+    record: RequestRecord,
+    *,
+    deployment: str,
+    run_id: str,
+    source_file: str,
+    stall: decode_stall.Stall | None = None,
+    recall: bool | None = None,
+    error: str | None = None,
+) -> dict[str, str]:
     """One ramp1m.csv row from a ramp record and its labels (users, user, turn, target and intended cached
     tokens, and the planted value where the record carries it)."""
     labels = record.labels
@@ -81,43 +106,62 @@ def record_row(record: RequestRecord, *, deployment: str, run_id: str, source_fi
     if error is None and record.error is not None:
         error = f"{record.error.kind}: {record.error.message}"
     return {
-        "deployment": deployment, "users": labels.get("users", ""), "user": labels.get("user", ""),
-        "turn": labels.get("turn", ""), "target_tokens": labels.get("target_tokens", ""),
-        "context_tokens": _s(prompt), "new_prompt_tokens": _s(None if prompt is None else prompt - (cached or 0)),
-        "cached_tokens": _s(cached), "intended_cached_tokens": labels.get("intended_cached_tokens", ""),
-        "ttft_s": _s(metrics.ttft_s(record)), "decode_tokens_per_s": _s(metrics.decode_rate(record)),
+        "deployment": deployment,
+        "users": labels.get("users", ""),
+        "user": labels.get("user", ""),
+        "turn": labels.get("turn", ""),
+        "target_tokens": labels.get("target_tokens", ""),
+        "context_tokens": _s(prompt),
+        "new_prompt_tokens": _s(None if prompt is None else prompt - (cached or 0)),
+        "cached_tokens": _s(cached),
+        "intended_cached_tokens": labels.get("intended_cached_tokens", ""),
+        "ttft_s": _s(metrics.ttft_s(record)),
+        "decode_tokens_per_s": _s(metrics.decode_rate(record)),
         "output_tokens": _s(None if out is None else out.tokens),
         "recall": "" if recall is None else str(int(recall)),
         "stall_rate_outside": _s(stall.rate_outside if stall else None),
         "stall_rate_inside": _s(stall.rate_inside if stall else None),
         "stall_factor": _s(stall.factor if stall else None),
-        "error": error or "", "request_id": record.request_id, "run_id": run_id, "source_file": source_file,
+        "error": error or "",
+        "request_id": record.request_id,
+        "run_id": run_id,
+        "source_file": source_file,
     }
 
 
-def rows_from_records(records: Iterable[RequestRecord], *, deployment: str, run_id: str,
-                      source_file: str) -> list[dict[str, str]]:
+def rows_from_records(
+    records: Iterable[RequestRecord], *, deployment: str, run_id: str, source_file: str
+) -> list[dict[str, str]]:
     """Rows for every ramp record (labels `check = ramp`), stall figures recomputed per users setting."""
     ramp = [r for r in records if r.labels.get("check") == "ramp"]
     stalls: dict[str, decode_stall.Stall | None] = {}
     for users in {r.labels.get("users") for r in ramp}:
         stalls.update(decode_stall.user_stalls([r for r in ramp if r.labels.get("users") == users]))
-    return [record_row(r, deployment=deployment, run_id=run_id, source_file=source_file,
-                       stall=stalls.get(r.request_id)) for r in ramp]
+    return [
+        record_row(
+            r, deployment=deployment, run_id=run_id, source_file=source_file, stall=stalls.get(r.request_id)
+        )
+        for r in ramp
+    ]
 
 
-def run_rows(table: Path, run_id: str, records: Sequence[RequestRecord], *, deployment: str,
-             source_file: str) -> list[dict[str, str]]:
+def run_rows(
+    table: Path, run_id: str, records: Sequence[RequestRecord], *, deployment: str, source_file: str
+) -> list[dict[str, str]]:
     """A run's rows, rebuilt from its records (so a fix in metrics changes every figure of a row alike, and an
     interrupted setting has its measured turns). Runs older than the `needle_value` label cannot rebuild
     recall: their rows come from the table, plus rebuilt rows for any users setting it lacks."""
     ramp = [r for r in records if r.labels.get("check") == "ramp"]
     if ramp and all("needle_value" in r.labels for r in ramp):
-        return latest_attempt(rows_from_records(ramp, deployment=deployment, run_id=run_id, source_file=source_file))
+        return latest_attempt(
+            rows_from_records(ramp, deployment=deployment, run_id=run_id, source_file=source_file)
+        )
     rows = read_rows(table, run_id)
     present = {row["users"] for row in rows}
     missing = [r for r in records if r.labels.get("check") == "ramp" and r.labels.get("users") not in present]
     if not missing:
         return rows
     # Attempts run one after another, so stalls over all of them equal stalls within each.
-    return rows + latest_attempt(rows_from_records(missing, deployment=deployment, run_id=run_id, source_file=source_file))
+    return rows + latest_attempt(
+        rows_from_records(missing, deployment=deployment, run_id=run_id, source_file=source_file)
+    )

@@ -184,8 +184,16 @@ class RunDir:
     def mark_completed(self, unit: str) -> None:
         """Record that `unit` finished (appended and flushed: a resumed run skips it)."""
         with (self.path / "units.jsonl").open("a") as handle:
-            handle.write(json.dumps({"unit": unit, "attempt": self.attempt,
-                                     "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "unit": unit,
+                        "attempt": self.attempt,
+                        "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    }
+                )
+                + "\n"
+            )
             handle.flush()
             os.fsync(handle.fileno())
 
@@ -224,8 +232,13 @@ class RunDir:
         """One line of `metrics.jsonl`: each replica's `/metrics` under the common names and as scraped."""
         from ..engines.prom import common_metrics
 
-        line = {"check": check, "phase": phase, "attempt": self.attempt, "at_ns": time.perf_counter_ns(),
-                "replicas": [{"common": common_metrics(samples), "samples": samples} for samples in per_replica]}
+        line = {
+            "check": check,
+            "phase": phase,
+            "attempt": self.attempt,
+            "at_ns": time.perf_counter_ns(),
+            "replicas": [{"common": common_metrics(samples), "samples": samples} for samples in per_replica],
+        }
         with (self.path / "metrics.jsonl").open("a") as handle:
             handle.write(json.dumps(line) + "\n")
             handle.flush()

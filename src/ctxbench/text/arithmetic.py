@@ -20,10 +20,14 @@ def arithmetic_problems(n: int, seed: str = "ctxbench-arithmetic") -> list[dict[
         start, bought, given = rng.randint(5, 60), rng.randint(2, 40), rng.randint(1, 20)
         price = rng.randint(2, 9)
         total = start + bought - given
-        question = (f"{name} has {start} {thing}s. {name} buys {bought} more at ${price} each and gives {given} to "
-                    f"{friend}. How many {thing}s does {name} have now?")
-        answer = (f"{name} starts with {start} {thing}s and buys {bought}: {start} + {bought} = {start + bought}. "
-                  f"After giving {given} away: {start + bought} - {given} = {total}.\n#### {total}")
+        question = (
+            f"{name} has {start} {thing}s. {name} buys {bought} more at ${price} each and gives {given} to "
+            f"{friend}. How many {thing}s does {name} have now?"
+        )
+        answer = (
+            f"{name} starts with {start} {thing}s and buys {bought}: {start} + {bought} = {start + bought}. "
+            f"After giving {given} away: {start + bought} - {given} = {total}.\n#### {total}"
+        )
         problems.append({"id": f"arith-{index}", "question": question, "answer": answer})
     return problems
 

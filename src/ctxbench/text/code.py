@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import random
 
-NOUNS = ("order invoice sensor reading packet record user session ticket shipment sample batch "
-         "account message token route frame").split()
+NOUNS = (
+    "order invoice sensor reading packet record user session ticket shipment sample batch "
+    "account message token route frame"
+).split()
 VERBS = "load parse filter merge score validate collect normalise group rank encode flush".split()
 ATTRS = "size weight count price total latency priority age length depth".split()
 
@@ -23,7 +25,7 @@ TEMPLATES = (
             result.append({noun}.{attr2} * {m})
     return result
 ''',
-    '''class {Noun}{Suffix}:
+    """class {Noun}{Suffix}:
     def __init__(self, {attr}, {attr2}={n}):
         self.{attr} = {attr}
         self.{attr2} = {attr2}
@@ -33,15 +35,15 @@ TEMPLATES = (
 
     def __repr__(self):
         return f"{Noun}{Suffix}({attr}={{self.{attr}}}, {attr2}={{self.{attr2}}})"
-''',
-    '''def {verb}_by_{attr}({noun}s):
+""",
+    """def {verb}_by_{attr}({noun}s):
     groups = {{}}
     for {noun} in {noun}s:
         key = {noun}.{attr} // {m}
         groups.setdefault(key, []).append({noun})
     return {{key: sum(x.{attr2} for x in items) for key, items in groups.items()}}
-''',
-    '''async def {verb}_{noun}_stream(source, limit={n}):
+""",
+    """async def {verb}_{noun}_stream(source, limit={n}):
     seen = 0
     async for {noun} in source:
         if seen >= limit:
@@ -50,7 +52,7 @@ TEMPLATES = (
             continue
         seen += 1
         yield {noun}.{attr2}
-''',
+""",
 )
 
 
@@ -65,6 +67,13 @@ class CodeGenerator:
         attr, attr2 = rng.sample(ATTRS, 2)
         noun, verb = rng.choice(NOUNS), rng.choice(VERBS)
         return rng.choice(TEMPLATES).format(
-            noun=noun, Noun=noun.capitalize(), verb=verb, Verb=verb.capitalize(), attr=attr, attr2=attr2,
-            n=rng.randint(2, 500), m=rng.randint(2, 9), Suffix=rng.choice(("Stats", "Window", "Bucket", "View")),
+            noun=noun,
+            Noun=noun.capitalize(),
+            verb=verb,
+            Verb=verb.capitalize(),
+            attr=attr,
+            attr2=attr2,
+            n=rng.randint(2, 500),
+            m=rng.randint(2, 9),
+            Suffix=rng.choice(("Stats", "Window", "Bucket", "View")),
         )

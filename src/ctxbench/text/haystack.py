@@ -27,8 +27,14 @@ from .corpus import FIRST_NAMES, OBJECTS, PLACES, TRADES, ProseGenerator
 from .tokens import TokenCounter
 
 SEPARATOR = "\n\n"
-NEEDLE_SUBJECTS = ("archive", "harbour office", "observatory", "seed vault", "printing house", "signal station")
-
+NEEDLE_SUBJECTS = (
+    "archive",
+    "harbour office",
+    "observatory",
+    "seed vault",
+    "printing house",
+    "signal station",
+)
 
 
 def request_seed(*parts: object) -> int:
@@ -69,9 +75,13 @@ def found_value(value: str, answer: str) -> bool:
 class UnitPool:
     """Corpus units with their token counts (each counted with the blank line before it), made once."""
 
-    def __init__(self, texts: Sequence[str], counts: Sequence[int], counter: TokenCounter, origin: str) -> None:
+    def __init__(
+        self, texts: Sequence[str], counts: Sequence[int], counter: TokenCounter, origin: str
+    ) -> None:
         if not texts:
-            raise HaystackError(f"the corpus {origin} has no paragraphs; give a directory of non-empty .txt files.")
+            raise HaystackError(
+                f"the corpus {origin} has no paragraphs; give a directory of non-empty .txt files."
+            )
         self.texts = list(texts)
         self.counts = list(counts)
         self.counter = counter
@@ -97,7 +107,9 @@ class UnitPool:
                 if cleaned:
                     texts.append(cleaned if cleaned[-1] in ".!?\"'" else cleaned + ".")
         if not texts:
-            raise HaystackError(f"corpus directory {directory} holds no .txt file with text; add some or omit it.")
+            raise HaystackError(
+                f"corpus directory {directory} holds no .txt file with text; add some or omit it."
+            )
         return cls(texts, counter.count_many([SEPARATOR + t for t in texts]), counter, f"dir:{directory}")
 
     def _find_single_token_words(self) -> list[str]:
@@ -153,7 +165,9 @@ def build_haystack(
     `history` (earlier turns of a conversation) is kept as is; the new user message fills the rest.
     """
     if depth is not None and not 0.0 <= depth <= 1.0:
-        raise HaystackError(f"depth {depth} is outside [0, 1]; depths are fractions of the document (0.5 = middle).")
+        raise HaystackError(
+            f"depth {depth} is outside [0, 1]; depths are fractions of the document (0.5 = middle)."
+        )
     rng = random.Random(seed)
     planted = (needle or Needle.random(rng)) if depth is not None else None
     ask = question or (planted.question if planted else "In two sentences, what is this archive about?")
@@ -164,8 +178,10 @@ def build_haystack(
     needle_tokens = counter.count_many([SEPARATOR + planted.sentence])[0] if planted else 0
     budget = target_tokens - empty_prompt - needle_tokens
     if budget < 0:
-        raise HaystackError(f"{target_tokens} tokens is too short: the template, history, header and question "
-                            f"take {empty_prompt + needle_tokens}.")
+        raise HaystackError(
+            f"{target_tokens} tokens is too short: the template, history, header and question "
+            f"take {empty_prompt + needle_tokens}."
+        )
     chosen, used = _draw_units(pool, budget, rng)
     body = [pool.texts[i] for i in chosen]
     counts = [pool.counts[i] for i in chosen]

@@ -22,7 +22,6 @@ from ..errors import ServerUnreachable, TokenizerError
 Message = Mapping[str, str]
 
 
-
 class TokenCounter(Protocol):
     """Counts tokens as the target server will. `source` says where the vocabulary came from."""
 
@@ -62,7 +61,9 @@ def _compiled(template: str) -> Any:
 class HfTokenCounter:
     """A `tokenizers.Tokenizer` plus a jinja chat template (from `tokenizer_config.json` or given)."""
 
-    def __init__(self, tokenizer: Any, chat_template: str | None, special: Mapping[str, str], source: str) -> None:
+    def __init__(
+        self, tokenizer: Any, chat_template: str | None, special: Mapping[str, str], source: str
+    ) -> None:
         self._tokenizer = tokenizer
         self._template = chat_template
         self._special = dict(special)
@@ -86,7 +87,9 @@ class HfTokenCounter:
             try:
                 config = json.loads(config_path.read_text())
             except json.JSONDecodeError as exc:
-                raise TokenizerError(f"{config_path} is not valid JSON (line {exc.lineno}): {exc.msg}") from exc
+                raise TokenizerError(
+                    f"{config_path} is not valid JSON (line {exc.lineno}): {exc.msg}"
+                ) from exc
             template = config.get("chat_template")
             special = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token") if config.get(k)}
         return cls(tokenizer, template, special, f"hf:{file}")
@@ -100,7 +103,9 @@ class HfTokenCounter:
 
     def count_chat(self, messages: Sequence[Message]) -> int:
         if not self._template:
-            raise TokenizerError(f"{self.source} has no chat template; count with the server's tokenizer instead.")
+            raise TokenizerError(
+                f"{self.source} has no chat template; count with the server's tokenizer instead."
+            )
         prompt = _render_template(self._template, messages, self._special)
         # encode_batch, not encode: it lets go of the GIL while it counts, so a ramp turn whose 1M-token
         # history is counted in a worker thread no longer stops the event loop (2.6 s at 1M with encode).
@@ -137,10 +142,15 @@ def gguf_token_counter(path: Path) -> HfTokenCounter:
     tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    control = [AddedToken(t, special=True, normalized=False) for t, k in zip(tokens, types, strict=True) if k == 3]
+    control = [
+        AddedToken(t, special=True, normalized=False) for t, k in zip(tokens, types, strict=True) if k == 3
+    ]
     tokenizer.add_special_tokens(control)
     special = {}
-    for key, name in (("bos_token", "tokenizer.ggml.bos_token_id"), ("eos_token", "tokenizer.ggml.eos_token_id")):
+    for key, name in (
+        ("bos_token", "tokenizer.ggml.bos_token_id"),
+        ("eos_token", "tokenizer.ggml.eos_token_id"),
+    ):
         index = field(name)
         if index is not None:
             special[key] = tokens[int(index)]
@@ -162,11 +172,15 @@ class ServerTokenCounter:
             return self._http.post(self.base_url + path, json=body)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
             raise ServerUnreachable(
-                f"cannot reach {self.base_url} ({type(exc).__name__}: {exc}) to count tokens with the server's "
-                "tokenizer: start the server or fix --url, or count locally with --tokenizer or --gguf") from None
+                f"cannot reach {self.base_url} ({type(exc).__name__}: {exc}) to count tokens with the "
+                "server's "
+                "tokenizer: start the server or fix --url, or count locally with --tokenizer or --gguf"
+            ) from None
         except httpx.TransportError as exc:  # it answered, then broke off or went silent past the timeout
-            raise TokenizerError(f"{self.base_url}{path}: {type(exc).__name__}: {exc}; count locally with "
-                                 "--tokenizer or --gguf, or retry when the server is less busy") from None
+            raise TokenizerError(
+                f"{self.base_url}{path}: {type(exc).__name__}: {exc}; count locally with "
+                "--tokenizer or --gguf, or retry when the server is less busy"
+            ) from None
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         return [len(self._tokenize(text)) for text in texts]
@@ -177,27 +191,35 @@ class ServerTokenCounter:
             body = {"model": self.model, "prompt": text, "add_special_tokens": False}
         response = self._post("/tokenize", body)
         if response.status_code != 200:
-            raise TokenizerError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {response.text[:300]}")
+            raise TokenizerError(
+                f"{self.base_url}/tokenize answered HTTP {response.status_code}: {response.text[:300]}"
+            )
         return list(response.json()["tokens"])
 
     def count_chat(self, messages: Sequence[Message]) -> int:
         if self._llamacpp:
             response = self._post("/apply-template", {"messages": list(messages)})
             if response.status_code != 200:
-                raise TokenizerError(f"{self.base_url}/apply-template answered HTTP {response.status_code}: "
-                                     f"{response.text[:300]}")
+                raise TokenizerError(
+                    f"{self.base_url}/apply-template answered HTTP {response.status_code}: "
+                    f"{response.text[:300]}"
+                )
             tokens = self._post("/tokenize", {"content": response.json()["prompt"], "add_special": True})
             return len(tokens.json()["tokens"])
         response = self._post("/tokenize", {"model": self.model, "messages": list(messages)})
         if response.status_code != 200:
-            raise TokenizerError(f"{self.base_url}/tokenize answered HTTP {response.status_code}: {response.text[:300]}")
+            raise TokenizerError(
+                f"{self.base_url}/tokenize answered HTTP {response.status_code}: {response.text[:300]}"
+            )
         return int(response.json()["count"])
 
     def close(self) -> None:
         self._http.close()
 
 
-def load_token_counter(tokenizer: Path | None, gguf: Path | None, server_url: str | None, model: str) -> TokenCounter:
+def load_token_counter(
+    tokenizer: Path | None, gguf: Path | None, server_url: str | None, model: str
+) -> TokenCounter:
     """The first available of: a local HF tokenizer, a GGUF's vocabulary, the server's tokenizer."""
     if tokenizer is not None:
         return HfTokenCounter.from_path(tokenizer)

@@ -1,0 +1,245 @@
+"""A run report's section per claim (capacity, needle, conversation ramp, many users), each from the check's
+own files in the run directory."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import decode_stall, metrics
+from ..records import RequestRecord
+from ..results.evidence import cost_per_million, price_of
+from ..results.ramp_table import RAMP_TABLE, run_rows
+from ..results.store import RunDir
+from ..telemetry import TELEMETRY_FILE, read_telemetry
+from .counters import counter_deltas
+from .tables import fmt, markdown_table, relative
+
+
+def throughput_section(run: RunDir, manifest: dict[str, Any], price_override: float | None) -> list[str]:
+    path = run.path / "throughput.json"
+    if not path.exists():
+        return []
+
+    data = json.loads(path.read_text())
+    spec = data.get("spec", {})
+    gpus = int(manifest.get("gpus", 0))
+    price = price_of(manifest, price_override)
+    deltas = counter_deltas(run)
+    slo = (
+        ", ".join(
+            f"{name} <= {spec[key]} s"
+            for name, key in (("TTFT", "ttft_slo_s"), ("TPOT", "tpot_slo_s"))
+            if spec.get(key) is not None
+        )
+        or "none set: every successful request counts"
+    )
+    rows = []
+    for users, level in sorted(data.get("levels", {}).items(), key=lambda item: int(item[0])):
+        cost = cost_per_million(price, gpus, level["window_s"], level["output_tokens"])
+        rate, per_step = metrics.spec_acceptance(deltas.get(f"throughput-u{users}", {}))
+        rows.append(
+            [
+                users,
+                f"{level['requests']} ({level['failed']} failed)",
+                fmt(level["output_tokens_per_s"], 1),
+                fmt(level["requests_per_s"]),
+                f"{level['goodput_requests']} ({fmt(level['goodput_per_s'])}/s)",
+                f"{fmt(level['ttft_s']['p50'])} / {fmt(level['ttft_s']['p99'])}",
+                f"{fmt(level['tpot_s']['p50'], 4)} / {fmt(level['tpot_s']['p99'], 4)}",
+                fmt(level["decode_rate"]["p50"], 1),
+                f"{fmt(level['queue_s']['p50'], 4)} / {fmt(level['queue_s']['p99'], 4)}",
+                fmt(level["tokens_per_chunk"]["mean"]),
+                "n/a" if rate is None else f"{rate:.0%} ({fmt(per_step)} a step)",
+                "n/a" if cost is None else f"${cost:.2f}",
+            ]
+        )
+    columns = [
+        "users",
+        "requests",
+        "output tok/s",
+        "req/s",
+        "goodput",
+        "TTFT p50/p99 s",
+        "TPOT p50/p99 s",
+        "decode/user p50",
+        "client queue p50/p99 s",
+        "tokens/chunk",
+        "draft acceptance",
+        "$/M output",
+    ]
+    return [
+        "",
+        "## Many users, short prompts",
+        "",
+        f"Closed loop: each user sends the next request when the previous ends; {spec.get('prompt_tokens')} "
+        "tokens "
+        f"in ({spec.get('source')}, shared prefix {spec.get('shared_prefix_tokens', 0)} tokens), "
+        f"{spec.get('output_tokens')} out{' (ignore_eos)' if spec.get('ignore_eos') else ''}; each user's "
+        "first "
+        f"{spec.get('warmup_requests')} request(s) are warm-up, recorded and excluded. Goodput SLO: {slo}. "
+        f"Source: `{relative(path)}`, requests in `{relative(run.requests_path)}`, acceptance from "
+        "`/metrics` "
+        f"(`metrics.jsonl`). Cost at ${price:.2f}/GPU-hour x {gpus} GPU(s)"
+        + (" (n/a: a CPU run)." if not gpus else "."),
+        "",
+        markdown_table(rows, columns),
+    ]
+
+
+def capacity_section(run: RunDir) -> list[str]:
+    path = run.path / "capacity.json"
+    if not path.exists():
+        return []
+    c = json.loads(path.read_text())
+    verdict = "holds" if c["holds"] else "does NOT hold"
+    return [
+        "",
+        f"## Claim 1, capacity: {verdict}",
+        "",
+        f"- Limit {c['limit_tokens']} tokens per request, read from {c['limit_source']}.",
+        f"- Near the limit: {c['target_tokens']} planned tokens, "
+        + (
+            f"accepted; server counted {c['prompt_tokens']} (count error {c['count_error_tokens']:+d}); "
+            f"prefill {fmt(c['prefill_s'])} s, {fmt(c['prefill_tokens_per_s'], 0)} tokens/s."
+            if c["accepted"]
+            else f"NOT accepted: {c['near_limit_error']}"
+        ),
+        f"- Over the limit ({c['over_limit_tokens']} tokens): {c['over_limit_outcome']}",
+        f"- Source: `{relative(path)}`; requests {', '.join(c['request_ids'])} in `requests.jsonl`.",
+    ]
+
+
+def needle_section(run: RunDir) -> list[str]:
+    path = run.path / "needle.json"
+    if not path.exists():
+        return []
+    needle = json.loads(path.read_text())
+    trials = needle["trials"]
+    recall = needle["recall_by_length"]
+    lines = ["", "## Claim 2, retrieval in a fresh document", ""]
+    lines += [f"- {length} tokens: found {r['found']}/{r['scored']}" for length, r in recall.items()]
+    suspects = [t["request_id"] for t in trials if t["cache_hit_suspected"]]
+    if suspects:
+        lines.append(f"- PREFIX-CACHE HIT SUSPECTED on fresh prompts: {', '.join(suspects)}")
+    lines += [
+        "",
+        markdown_table(
+            [
+                (
+                    str(t["length"]),
+                    f"{t['depth']:.2f}",
+                    str(t["prompt_tokens"] or "n/a"),
+                    str(t["cached_tokens"] or 0),
+                    fmt(t["ttft_s"]),
+                    t["skipped"] and "skipped" or t["error"] and "failed" or ("yes" if t["found"] else "no"),
+                    str(t["expected"] or ""),
+                    (t["answer"] or t["skipped"] or t["error"] or "")[:60],
+                )
+                for t in trials
+            ],
+            ("length", "depth", "prompt tok", "cached tok", "TTFT s", "found", "expected", "answer"),
+        ),
+    ]
+    lines.append(f"\nSource: `{relative(run.path / 'niah.log')}` and `{relative(path)}`.")
+    return lines
+
+
+def ramp_table_rows(run: RunDir, records: Sequence[RequestRecord] | None = None) -> list[dict[str, str]]:
+    """This run's rows of the campaign's ramp table (`<results>/ramp1m.csv`), with rows rebuilt from its
+    records for a users setting that was interrupted before its rows were written."""
+    deployment = json.loads((run.path / "manifest.json").read_text()).get("deployment", "")
+    return run_rows(
+        run.path.parent.parent / RAMP_TABLE,
+        run.run_id,
+        list(run.records()) if records is None else records,
+        deployment=deployment,
+        source_file=str(Path("runs") / run.run_id / run.requests_path.name),
+    )
+
+
+def _number(text: str, digits: int) -> str:
+    return "n/a" if not text else text if text == "inf" else f"{float(text):.{digits}f}"
+
+
+def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
+    from .timeline import draw_timeline
+
+    rows = ramp_table_rows(run, records)
+    if not rows:
+        return []
+    table = run.path.parent.parent / RAMP_TABLE
+    telemetry = read_telemetry(run.path / TELEMETRY_FILE)
+    gpu = [s for s in telemetry.samples if s.check == "ramp"] if telemetry else []
+    lines = ["", "## Claim 3, the conversation ramp", ""]
+    for users in sorted({int(r["users"]) for r in rows}):
+        mine = [r for r in rows if int(r["users"]) == users]
+        scored = [r for r in mine if r["recall"]]
+        found = sum(int(r["recall"]) for r in scored)
+        ids = {r["request_id"] for r in mine}
+        setting = [r for r in records if r.request_id in ids]
+        pooled = decode_stall.pooled_stall(decode_stall.user_stalls(setting).values()) if users > 1 else None
+        last_turn = max(int(r["turn"]) for r in mine)
+        last = [r for r in mine if int(r["turn"]) == last_turn]
+        lines.append(
+            f"- {users} user{'s' if users > 1 else ''}: recall {found}/{len(scored)}; last turn {last_turn} "
+            "at "
+            + ", ".join(
+                f"{_number(r['context_tokens'], 0)} tokens (user {r['user']}: TTFT {_number(r['ttft_s'], 2)} "
+                "s, "
+                f"decode {_number(r['decode_tokens_per_s'], 1)} tok/s)"
+                for r in last
+            )
+            + (
+                f"; decode while another user prefills: {decode_stall.format_stall(pooled)}"
+                if users > 1
+                else ""
+            )
+        )
+        files = draw_timeline(
+            setting, run.path / f"timeline-u{users}", f"{users} user(s): prefill and decode", gpu
+        )
+        if files:
+            lines.append(f"  - timeline: ![timeline {users} users]({files[0].name}) ({files[1].name})")
+    lines += [
+        "",
+        markdown_table(
+            [
+                (
+                    r["users"],
+                    r["user"],
+                    r["turn"],
+                    r["context_tokens"] or "n/a",
+                    r["new_prompt_tokens"] or "n/a",
+                    f"{r['cached_tokens'] or 'n/a'} ({r['intended_cached_tokens']})",
+                    _number(r["ttft_s"], 2),
+                    _number(r["decode_tokens_per_s"], 1),
+                    {"1": "yes", "0": "no"}.get(r["recall"], "n/a"),
+                    _number(r["stall_factor"], 1) if r["stall_factor"] else "-",
+                    r["error"][:40],
+                )
+                for r in rows
+            ],
+            (
+                "users",
+                "user",
+                "turn",
+                "context tok",
+                "new tok",
+                "cached (intended)",
+                "TTFT s",
+                "decode tok/s",
+                "recall",
+                "stall x",
+                "error",
+            ),
+        ),
+    ]
+    lines.append(
+        f"\nSource: `{relative(table)}` (rows with run_id `{run.run_id}`) and "
+        f"`{relative(run.requests_path)}`. "
+        "Cached tokens beyond the intended history would be a leak; the history itself is reused on purpose."
+    )
+    return lines

@@ -1,0 +1,154 @@
+"""A run's report rebuilt from files alone: its manifest and raw records in, Markdown out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from .. import decode_stall, metrics
+from ..records import RequestRecord
+from ..results.store import RunDir
+from ..telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
+from .check_sections import (
+    capacity_section,
+    needle_section,
+    ramp_section,
+    ramp_table_rows,
+    throughput_section,
+)
+from .counters import counters_section
+from .tables import fmt, markdown_table, relative, request_row
+
+
+def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
+    """A run's report, from the files in its directory alone (manifest, records, check summaries)."""
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    records = list(run.records())
+    summary = metrics.summarize(records)
+    engine = manifest.get("engine", {})
+    lines = [
+        f"# ctxbench run: {manifest.get('deployment', '?')}",
+        "",
+        f"- Run `{run.run_id}`; source of every number below: `{relative(run.requests_path)}`.",
+        f"- Engine: {engine.get('name', '?')} {engine.get('version', '')}; model "
+        f"`{manifest.get('model', '?')}`.",
+        f"- Started {manifest.get('started_at', '?')}, ended {manifest.get('ended_at', 'not yet')}.",
+    ]
+    if engine.get("cold_start_s") is not None:
+        lines.append(
+            f"- Cold start (launch -> ready): {engine['cold_start_s']:.1f} s; {engine.get('replicas', 1)} "
+            f"replica(s); command: `{' '.join(engine.get('command') or [])}`."
+        )
+    if manifest.get("note"):
+        lines.append(f"- Note: {manifest['note']}")
+    if manifest.get("failed"):
+        error = str(manifest["failed"].get("error", ""))
+        lines += [
+            "",
+            f"**The deployment FAILED** ({manifest['failed'].get('at', '?')}): {error.splitlines()[0]}",
+            "",
+            "```",
+            *error.splitlines()[1:],
+            "```",
+        ]
+    lines += counters_section(run) + _telemetry_section(run, records)
+    lines += capacity_section(run) + needle_section(run) + ramp_section(run, records)
+    lines += throughput_section(run, manifest, price_per_gpu_hour)
+    lines += [
+        "",
+        "## Requests",
+        "",
+        f"{summary.requests} requests, {summary.failed} failed. "
+        f"TTFT p50 {fmt(summary.ttft_s.p50)} s; decode p50 {fmt(summary.decode_rate.p50, 1)} tokens/s "
+        f"(output tokens from {', '.join(sorted(summary.output_tokens_source)) or 'n/a'}).",
+        "",
+        markdown_table([request_row(r) for r in records]),
+        "",
+        "TTFT: send -> first chunk with generated text. Decode: (output tokens - 1) / (last - first token "
+        "time). "
+        "Formulas: docs/metrics.md. `~` marks a token count that did not come from the server's usage.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _telemetry_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
+    telemetry = read_telemetry(run.path / TELEMETRY_FILE)
+    if telemetry is None:
+        return []
+    lines = ["", "## GPU telemetry", ""]
+    if not telemetry.available:
+        return [*lines, f"Not sampled: {telemetry.reason or 'no GPU'}. The checks ran unchanged."]
+    interval = telemetry.headers[-1].get("interval_s")
+    lines += [
+        f"Sampled through NVML every {interval} s on {', '.join(telemetry.gpu_names())} "
+        f"(`{TELEMETRY_FILE}`); memory and power are totals over the deployment's GPUs at each instant; "
+        "energy per token is the check's whole energy over each token count (docs/metrics.md).",
+        "",
+        "| check | duration s | samples | peak memory GiB | mean power W | energy kJ | J / output token "
+        "| J / prefilled token | mean SM util % | max SM clock MHz |",
+        "|" + "---|" * 10,
+    ]
+    for check in checks_in(telemetry.samples):
+        figure = summarize(telemetry.samples, check)
+        if figure is None:
+            continue
+        energy = token_energy(figure, [r for r in records if r.labels.get("check") == check])
+        memory = None if figure.peak_memory_bytes is None else figure.peak_memory_bytes / 2**30
+        kilojoules = None if figure.energy_j is None else figure.energy_j / 1000
+        lines.append(
+            f"| {check} | {figure.duration_s:.1f} | {figure.samples} | {fmt(memory, 2)} | "
+            f"{fmt(figure.mean_power_w, 0)} "
+            f"| {fmt(kilojoules, 2)}{'' if figure.energy_source == 'counter' else ' (power x time)'} "
+            f"| {fmt(energy.joules_per_output_token, 3)} | {fmt(energy.joules_per_prefilled_token, 5)} "
+            f"| {fmt(figure.mean_sm_util_pct, 0)} | {figure.max_sm_clock_mhz or 'n/a'} |"
+        )
+    return lines
+
+
+def claims_summary(run: RunDir) -> list[str]:
+    """One line per claim checked in this run, for a terminal."""
+    lines = []
+    capacity = run.path / "capacity.json"
+    if capacity.exists():
+        c = json.loads(capacity.read_text())
+        lines.append(
+            f"capacity: {'holds' if c['holds'] else 'does NOT hold'} at {c['target_tokens']} of "
+            f"{c['limit_tokens']} tokens; over the limit: {c['over_limit_outcome'][:80]}"
+        )
+    needle = run.path / "needle.json"
+    if needle.exists():
+        recall = json.loads(needle.read_text())["recall_by_length"]
+        lines.append(
+            "needle recall: " + ", ".join(f"{n} tokens {r['found']}/{r['scored']}" for n, r in recall.items())
+        )
+    records = list(run.records())
+    rows = ramp_table_rows(run, records)
+    for users in sorted({int(r["users"]) for r in rows}):
+        mine = [r for r in rows if int(r["users"]) == users]
+        scored = [r for r in mine if r["recall"]]
+        ids = {r["request_id"] for r in mine}
+        # the evidence table's figure (pooled over the setting), so the console and the report agree
+        pooled = decode_stall.pooled_stall(
+            decode_stall.user_stalls([r for r in records if r.request_id in ids]).values()
+        )
+        lines.append(
+            f"ramp, {users} user(s): recall {sum(int(r['recall']) for r in scored)}/{len(scored)}"
+            + (
+                f", decode under another user's prefill {decode_stall.format_stall(pooled)}"
+                if users > 1 and pooled
+                else ""
+            )
+        )
+    throughput = run.path / "throughput.json"
+    if throughput.exists():
+        levels = json.loads(throughput.read_text()).get("levels", {})
+        lines.append(
+            "many users: "
+            + ", ".join(
+                f"{users} user(s) {fmt(level['output_tokens_per_s'], 1)} output tok/s (TTFT p50 "
+                f"{fmt(level['ttft_s']['p50'])} s)"
+                for users, level in sorted(levels.items(), key=lambda item: int(item[0]))
+            )
+        )
+    return lines
