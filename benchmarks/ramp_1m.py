@@ -21,9 +21,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from client_speed import start_server  # noqa: E402
 
 from ctxbench import Client  # noqa: E402
-from ctxbench.checks.ramp import FOLLOW_UP, RampSpec, ramp_schedule  # noqa: E402
+from ctxbench.checks.ramp import FOLLOW_UP, NEEDLE_DEPTH, ramp_schedule  # noqa: E402
 from ctxbench.engines.models import tiny_model  # noqa: E402
-from ctxbench.params import token_count  # noqa: E402
+from ctxbench.params import (
+    RampParams,  # noqa: E402
+)
 from ctxbench.text.haystack import Needle, build_haystack, pool_for  # noqa: E402
 from ctxbench.text.tokens import HfTokenCounter  # noqa: E402
 
@@ -49,14 +51,14 @@ async def main() -> None:
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--port", type=int, default=8772)
     args = parser.parse_args()
-    spec = RampSpec(start_tokens=token_count(args.start), end_tokens=token_count(args.end), turns=args.turns)
+    spec = RampParams(start=args.start, end=args.end, turns=args.turns)
     server = start_server(args.port, 2000.0)
     try:
         counter = HfTokenCounter.from_path(tiny_model().tokenizer_dir)
         started = time.perf_counter()
-        pool = pool_for(counter, spec.end_tokens)
+        pool = pool_for(counter, spec.end)
         print(
-            f"unit pool for {spec.end_tokens} tokens: {time.perf_counter() - started:.2f} s, peak RSS "
+            f"unit pool for {spec.end} tokens: {time.perf_counter() - started:.2f} s, peak RSS "
             f"{rss_mb():.0f} MB"
         )
         needle = Needle.random(random.Random(1))
@@ -81,7 +83,7 @@ async def main() -> None:
                     question=question,
                     history=history,
                     needle=needle,
-                    depth=spec.needle_depth if number == 1 else None,
+                    depth=NEEDLE_DEPTH if number == 1 else None,
                 )
                 built = time.perf_counter() - began
                 stop.set()

@@ -17,18 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .checks.capacity import CapacitySpec
-from .checks.needle import NeedleSpec
-from .checks.probe import ProbeSpec
-from .checks.quality import QualitySpec
-from .checks.ramp import RampSpec
-from .checks.throughput import ThroughputSpec
-from .config import BUILTIN_MODELS, Campaign, CampaignFileError, Checks, Deployment, ExternalDeployment
+from .config import BUILTIN_MODELS, Campaign, CampaignFileError, Deployment, ExternalDeployment
 from .engines.deployment import plan_deployment
 from .errors import CtxbenchError
-from .params import CapacityParams, NeedleParams, ProbeParams, RampParams
 from .results.store import RunDir, redact_env, safe_name, write_json_atomic
-from .suite import Suite, run_suite
+from .suite import run_suite
 from .text.tokens import TokenCounter, load_token_counter
 
 Status = Literal["started", "done", "failed"]
@@ -40,63 +33,6 @@ class Outcome:
     status: Status | Literal["skipped"]
     run_id: str | None = None
     error: str | None = None
-
-
-# The validated parameters (params.py, the one definition of each check's parameters, defaults and ranges,
-# for the campaign file and the ad-hoc commands alike) as the checks' own specs.
-
-
-def probe_spec(probe: ProbeParams) -> ProbeSpec:
-    return ProbeSpec(
-        max_tokens=probe.max_tokens, concurrency=probe.concurrency, document_chars=probe.document_chars
-    )
-
-
-def capacity_spec(capacity: CapacityParams) -> CapacitySpec:
-    return CapacitySpec(
-        output_tokens=capacity.output_tokens,
-        margin_tokens=capacity.margin_tokens,
-        over_by_tokens=capacity.over_by_tokens,
-    )
-
-
-def needle_spec(needle: NeedleParams, *, force: bool = False) -> NeedleSpec:
-    return NeedleSpec(
-        lengths=tuple(needle.lengths),
-        depths=tuple(needle.depths),
-        max_tokens=needle.max_tokens,
-        depths_at=needle.depths_by_length(),
-        force=force,
-    )
-
-
-def ramp_spec(ramp: RampParams) -> RampSpec:
-    return RampSpec(
-        start_tokens=ramp.start,
-        end_tokens=ramp.end,
-        turns=ramp.turns,
-        schedule=ramp.schedule,
-        max_tokens=ramp.max_tokens,
-        users=tuple(ramp.users),
-        stagger_s=ramp.stagger_s,
-        on_failure=ramp.on_failure,
-        sampling={"temperature": 0.0, **({"ignore_eos": True} if ramp.ignore_eos else {})},
-    )
-
-
-def suite_for(checks: Checks) -> Suite:
-    """The campaign file's check parameters as the checks' own specs."""
-    throughput = checks.throughput
-    return Suite(
-        probe=probe_spec(checks.probe) if checks.probe else None,
-        capacity=capacity_spec(checks.capacity) if checks.capacity else None,
-        needle=needle_spec(checks.needle) if checks.needle else None,
-        ramp=ramp_spec(checks.ramp) if checks.ramp else None,
-        throughput=ThroughputSpec(**{**throughput.model_dump(), "levels": tuple(throughput.levels)})
-        if throughput
-        else None,
-        quality=QualitySpec(**checks.quality.model_dump()) if checks.quality else None,
-    )
 
 
 def state_path(campaign: Campaign, results: Path) -> Path:
@@ -282,7 +218,7 @@ def _run_deployment(
     run_id: str | None = resume.name if resume else None
     try:
         plan = plan_deployment(deployment)
-        suite = suite_for(campaign.checks_for(deployment))
+        checks = campaign.checks_for(deployment)
 
         def started(run: RunDir) -> None:
             nonlocal run_id
@@ -294,7 +230,7 @@ def _run_deployment(
         run = run_suite(
             plan,
             counter_for(deployment, plan.model),
-            suite,
+            checks,
             results,
             deployment=deployment.name,
             campaign=campaign.campaign.name,

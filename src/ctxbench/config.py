@@ -264,6 +264,12 @@ def load_campaign(path: Path, *, check_paths: bool = True) -> Campaign:
             "openai/gsm8k "
             "and give its local path (ctxbench never downloads data)."
         )
+    trace = campaign.checks.trace
+    if check_paths and trace is not None and not trace.file.expanduser().is_file():
+        raise CampaignFileError(
+            f"{_where(path, text, ('checks', 'trace', 'file'))}: {str(trace.file)!r} is not a file. Give the "
+            "local path of a Mooncake-format JSONL trace (examples/mooncake-sample.jsonl is one)."
+        )
     return campaign
 
 
@@ -327,7 +333,9 @@ def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
         table = f"{table}.{part}" if table and isinstance(loc[position - 1], str) else str(part)
         if position + 1 < len(loc) and isinstance(loc[position + 1], int):
             continue  # an array (of tables): the index finds the line
-        key = re.compile(rf"^\s*(\[+\s*[\w.\-]*\b{re.escape(str(part))}\s*\]+|{re.escape(str(part))}\s*=)")
+        # a table header naming `part` as one of its dotted components ([checks.trace] for "checks"), or a key
+        name = re.escape(str(part))
+        key = re.compile(rf"^\s*(\[+\s*(?:[\w\-]+\.)*{name}(?:\.[\w.\-]+)?\s*\]+|{name}\s*=)")
         for i in range(start, len(lines)):
             if key.match(lines[i]):
                 found, start = i, i + 1

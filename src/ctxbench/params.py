@@ -1,5 +1,5 @@
-"""Each check's parameters, defaults and ranges: the one schema the campaign file's `[checks.*]` tables and
-the ad-hoc commands' flags are both checked by (`campaign.*_spec` turns them into the checks' specs)."""
+"""Each check's parameters, defaults and ranges: the one schema the campaign file's `[checks.*]` tables, the
+ad-hoc commands' flags and the checks themselves use (a check's function takes its `*Params`)."""
 
 from __future__ import annotations
 
@@ -37,18 +37,24 @@ class _Strict(BaseModel):
 
 
 class ProbeParams(_Strict):
+    """Short questions alone and concurrently; `document_chars` adds one request that reads fresh prose."""
+
     max_tokens: int = Field(96, ge=1, le=65536)
     concurrency: int = Field(2, ge=1, le=1024)
     document_chars: int = Field(4000, ge=0, le=10_000_000)
 
 
 class CapacityParams(_Strict):
+    """A prompt just under the server's limit (room for the reply and a margin), one `over_by_tokens` past."""
+
     output_tokens: int = Field(16, ge=1, le=65536)
     margin_tokens: int = Field(16, ge=0, le=65536)
     over_by_tokens: int = Field(256, ge=1, le=MAX_TOKENS_PER_PROMPT)
 
 
 class NeedleParams(_Strict):
+    """A hidden fact in a fresh document at every length x depth."""
+
     lengths: list[Tokens] = Field(default_factory=list, max_length=64)  # empty: the server's limit
     depths: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
         default=[0.1, 0.5, 0.9], min_length=1, max_length=64
@@ -75,11 +81,19 @@ class NeedleParams(_Strict):
             raise ValueError(f"depths_at names {unknown[0]!r}, which is not one of lengths {self.lengths}")
         return self
 
-    def depths_by_length(self) -> tuple[tuple[int, tuple[float, ...]], ...]:
-        return tuple((token_count(key), tuple(depths)) for key, depths in self.depths_at.items())
+    def depths_for(self, length: int) -> tuple[float, ...]:
+        for key, depths in self.depths_at.items():
+            if token_count(key) == length:
+                return tuple(depths)
+        return tuple(self.depths)
+
+    def trial_count(self) -> int:
+        return sum(len(self.depths_for(length)) for length in self.lengths)
 
 
 class RampParams(_Strict):
+    """Conversations growing from `start` to `end` tokens over `turns` (geometric or linear), per users."""
+
     start: Tokens = 32 * 1024
     end: Tokens = 1024 * 1024
     turns: int = Field(10, ge=1, le=1000)
@@ -88,9 +102,8 @@ class RampParams(_Strict):
     users: list[Annotated[int, Field(ge=1, le=1024)]] = Field(default=[1, 2], min_length=1, max_length=16)
     stagger_s: float = Field(5.0, ge=0.0, le=3600.0)
     on_failure: Literal["stop", "continue"] = "stop"
-    ignore_eos: bool = (
-        False  # every reply writes max_tokens (random weights stop anywhere): decode rates compare
-    )
+    # every reply writes max_tokens (random weights stop anywhere): decode rates compare
+    ignore_eos: bool = False
 
     @model_validator(mode="after")
     def _end_after_start(self) -> RampParams:
@@ -100,22 +113,53 @@ class RampParams(_Strict):
 
 
 class ThroughputParams(_Strict):
-    levels: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
-        default=[1, 4, 16, 64], min_length=1, max_length=32
-    )
+    """Closed-loop users at each level; `prompt_tokens` counts the whole prompt, shared prefix included."""
+
+    # Closed loop: each level's users send the next request when the previous ends ([] runs none).
+    levels: list[Annotated[int, Field(ge=1, le=4096)]] = Field(default=[1, 4, 16, 64], max_length=32)
+    # Open loop: requests arrive at each rate (requests/s) whatever the server does, lowest first; the
+    # sweep stops after the first rate the server cannot keep up with (`saturation_lag_growth`).
+    rates: list[Annotated[float, Field(gt=0, le=10_000)]] = Field(default_factory=list, max_length=32)
+    arrival: Literal["poisson", "constant"] = "poisson"
+    requests_per_rate: int | None = Field(None, ge=3, le=1_000_000)  # None: duration_s of arrivals a rate
+    # Saturated: each request's lag (end - due) grows by more than this many seconds a second of the run.
+    saturation_lag_growth: float = Field(0.1, gt=0, le=100)
     prompt_tokens: Tokens = 1024
     output_tokens: int = Field(256, ge=1, le=65536)
     requests_per_user: int | None = Field(None, ge=1, le=100_000)  # None: run each level for duration_s
     duration_s: float = Field(60.0, gt=0, le=24 * 3600)
     warmup_requests: int = Field(1, ge=0, le=1000)
-    source: str = Field("prose", max_length=4096)  # prose, code, or a JSONL file of prompts
+    # prose, code, or a JSONL file of {"prompt": ...} or {"messages": [...]} lines
+    source: str = Field("prose", max_length=4096)
     shared_prefix_tokens: int = Field(0, ge=0, le=MAX_TOKENS_PER_PROMPT)
     ttft_slo_s: float | None = Field(None, gt=0)
     tpot_slo_s: float | None = Field(None, gt=0)
-    ignore_eos: bool = True
-    client_processes: int = Field(
-        1, ge=1, le=256
-    )  # the users of a level spread over this many client processes
+    ignore_eos: bool = True  # every request writes `output_tokens`, so levels compare like with like
+    # The users of a level spread over this many client processes; their records come back to this one, which
+    # writes them. One process's loop reaches each socket later the more streams it holds
+    # (docs/performance.md).
+    client_processes: int = Field(1, ge=1, le=256)
+
+    def request_count(self) -> int:
+        """Requests the check sends when that is known in advance (request counts, not durations)."""
+        closed = (
+            0
+            if self.requests_per_user is None
+            else sum(self.levels) * (self.requests_per_user + self.warmup_requests)
+        )
+        return closed + sum(self.requests_at(rate) for rate in self.rates)
+
+    def requests_at(self, rate: float) -> int:
+        """Requests offered at one rate: `requests_per_rate`, else a `duration_s` of arrivals (at least 3)."""
+        return self.requests_per_rate or max(3, round(rate * self.duration_s))
+
+    @model_validator(mode="after")
+    def _some_load(self) -> ThroughputParams:
+        if not self.levels and not self.rates:
+            raise ValueError(
+                "levels and rates are both empty; give closed-loop levels, open-loop rates or both"
+            )
+        return self
 
     @model_validator(mode="after")
     def _prefix_inside_prompt(self) -> ThroughputParams:
@@ -135,6 +179,8 @@ class ThroughputParams(_Strict):
 
 
 class QualityParams(_Strict):
+    """GSM8K accuracy, scored as lm-evaluation-harness does."""
+
     data: Path  # GSM8K's test.jsonl (or a directory holding it): local, never downloaded
     samples: int = Field(100, ge=1, le=100_000)
     fewshot: int = Field(5, ge=0, le=64)
@@ -143,7 +189,20 @@ class QualityParams(_Strict):
     concurrency: int = Field(8, ge=1, le=1024)
 
 
-CHECK_NAMES = ("probe", "capacity", "needle", "ramp", "throughput", "quality")
+class TraceParams(_Strict):
+    """A Mooncake-format trace (JSONL: timestamp ms, input_length, output_length, hash_ids) replayed at its
+    own times, its shared hash ids as shared prompt prefixes."""
+
+    file: Path  # local, never downloaded
+    block_tokens: int = Field(512, ge=1, le=65536)  # tokens a hash id stands for (Mooncake's traces: 512)
+    time_scale: float = Field(1.0, gt=0, le=1000)  # offsets multiplied: 0.5 replays twice as fast
+    max_requests: int | None = Field(None, ge=1, le=1_000_000)  # the first N requests of the trace
+    ignore_eos: bool = True  # every reply writes the trace's output_length
+    ttft_slo_s: float | None = Field(None, gt=0)
+    tpot_slo_s: float | None = Field(None, gt=0)
+
+
+CHECK_NAMES = ("probe", "capacity", "needle", "ramp", "throughput", "trace", "quality")
 
 
 class Checks(_Strict):
@@ -154,4 +213,5 @@ class Checks(_Strict):
     needle: NeedleParams | None = None
     ramp: RampParams | None = None
     throughput: ThroughputParams | None = None
+    trace: TraceParams | None = None
     quality: QualityParams | None = None

@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import datetime as dt
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .checks.capacity import CapacitySpec, run_capacity
-from .checks.needle import NeedleSpec, run_needle
-from .checks.probe import ProbeSpec, probe_request_count, run_probe
-from .checks.quality import QualitySpec, run_quality
-from .checks.ramp import RampSpec, run_ramp
-from .checks.throughput import PromptMaker, ThroughputSpec, run_throughput
+from .checks.capacity import run_capacity
+from .checks.needle import run_needle
+from .checks.probe import probe_request_count, run_probe
+from .checks.quality import run_quality
+from .checks.ramp import run_ramp
+from .checks.throughput import PromptMaker, run_throughput
+from .checks.trace import read_trace, run_trace
 from .client import Client
 from .engines.build import LLAMACPP_SDIST_VERSION
 from .engines.deployment import ENGINE_NAMES, DeploymentPlan, Running, merged_samples
@@ -33,6 +32,7 @@ from .engines.limits import ContextLimit, read_context_limit
 from .engines.llamacpp import LlamaServerConfig
 from .engines.models import gguf_shape
 from .errors import CtxbenchError
+from .params import CHECK_NAMES, Checks, TraceParams
 from .report.run_report import run_report
 from .results.ramp_table import RAMP_TABLE
 from .results.store import RunDir, git_revision, new_run_id
@@ -43,32 +43,30 @@ from .text.tokens import TokenCounter
 from .wire import arrival_clock
 
 
-@dataclass(frozen=True)
-class Suite:
-    """Which checks to run, with their parameters; None skips a check."""
+def request_count(checks: Checks) -> int:
+    """Requests the checks send (for progress bars)."""
+    count = probe_request_count(checks.probe) if checks.probe else 0
+    count += 2 if checks.capacity else 0
+    count += checks.needle.trial_count() if checks.needle else 0
+    count += checks.throughput.request_count() if checks.throughput else 0
+    count += checks.quality.samples if checks.quality else 0
+    count += trace_request_count(checks.trace) if checks.trace else 0
+    return count + (checks.ramp.turns * sum(checks.ramp.users) if checks.ramp else 0)
 
-    probe: ProbeSpec | None = None
-    capacity: CapacitySpec | None = None
-    needle: NeedleSpec | None = None
-    ramp: RampSpec | None = None
-    throughput: ThroughputSpec | None = None
-    quality: QualitySpec | None = None
 
-    def request_count(self) -> int:
-        """Requests the suite sends (for progress bars)."""
-        count = probe_request_count(self.probe) if self.probe else 0
-        count += 2 if self.capacity else 0
-        count += self.needle.trial_count() if self.needle else 0
-        count += self.throughput.request_count() if self.throughput else 0
-        count += self.quality.samples if self.quality else 0
-        return count + (self.ramp.turns * sum(self.ramp.users) if self.ramp else 0)
+def trace_request_count(trace: TraceParams) -> int:
+    try:
+        return len(read_trace(trace.file, trace.max_requests))
+    except CtxbenchError:
+        return 0  # the check itself reports what is wrong with the file
 
-    def longest_prompt(self, limit_tokens: int) -> int:
-        lengths = [limit_tokens] if self.capacity else []
-        lengths += list(self.needle.lengths) if self.needle else []
-        lengths += [self.ramp.end_tokens] if self.ramp else []
-        lengths += [self.throughput.prompt_tokens] if self.throughput else []
-        return max(lengths, default=1024)
+
+def longest_prompt(checks: Checks, limit_tokens: int) -> int:
+    lengths = [limit_tokens] if checks.capacity else []
+    lengths += list(checks.needle.lengths) if checks.needle else []
+    lengths += [checks.ramp.end] if checks.ramp else []
+    lengths += [checks.throughput.prompt_tokens] if checks.throughput else []
+    return max(lengths, default=1024)
 
 
 def utc_now() -> str:
@@ -84,7 +82,7 @@ def clock_anchor() -> dict[str, int | str]:
 def run_suite(
     target: DeploymentPlan | LlamaServerConfig,
     counter: TokenCounter | Callable[[str], TokenCounter],
-    suite: Suite,
+    checks: Checks,
     results: Path,
     *,
     deployment: str,
@@ -101,7 +99,7 @@ def run_suite(
     repeat: int = 1,
     telemetry_interval_s: float = 0.5,
 ) -> RunDir:
-    """Launch `target` (every replica), run `suite` against it, stop it, write `report.md`; returns the run.
+    """Launch `target` (every replica), run `checks` against it, stop it, write `report.md`; returns the run.
 
     `counter` counts prompt tokens; a callable is given the first replica's URL once it is ready. `repeat`
     (the campaign's repeat number) goes into the run id (`-r2`...) and the manifest. GPU telemetry is sampled
@@ -132,8 +130,8 @@ def run_suite(
         "campaign": campaign,
         "model": plan.model,
         "tokenizer": None if callable(counter) else counter.source,
-        "checks": [name for name, spec in dataclasses.asdict(suite).items() if spec is not None],
-        "check_parameters": {k: v for k, v in dataclasses.asdict(suite).items() if v is not None},
+        "checks": [name for name in CHECK_NAMES if getattr(checks, name) is not None],
+        "check_parameters": checks.model_dump(mode="json", exclude_none=True),
         "seed_scope": list(scope),
         "started_at": previous.get("started_at", utc_now()),
         "attempts": [
@@ -178,7 +176,7 @@ def run_suite(
                     plan,
                     limit,
                     counter,
-                    suite,
+                    checks,
                     run,
                     results,
                     scope,
@@ -205,7 +203,7 @@ def _run_checks(
     plan: DeploymentPlan,
     limit: ContextLimit,
     counter: TokenCounter,
-    suite: Suite,
+    checks: Checks,
     run: RunDir,
     results: Path,
     scope: tuple[str, ...],
@@ -223,10 +221,10 @@ def _run_checks(
             run.write_metrics_snapshot(phase, merged_samples(per_replica))
 
     snapshot("run", "before")
-    needle = suite.needle
-    if needle is not None and not needle.lengths:
-        needle = dataclasses.replace(needle, lengths=(limit.tokens - needle.max_tokens - 16,))
-    pool = pool_for(counter, max([suite.longest_prompt(limit.tokens), *(needle.lengths if needle else ())]))
+    needle = checks.needle
+    if needle is not None and not needle.lengths:  # no lengths: the server's limit, less the reply
+        needle = needle.model_copy(update={"lengths": [limit.tokens - needle.max_tokens - 16]})
+    pool = pool_for(counter, max([longest_prompt(checks, limit.tokens), *(needle.lengths if needle else ())]))
 
     @contextlib.contextmanager
     def watched(name: str) -> Iterator[None]:
@@ -239,18 +237,18 @@ def _run_checks(
         running.check_alive()  # an engine that died mid-check fails the deployment here, log tail included
         snapshot(name, "after")
 
-    async def checks() -> None:
+    async def run_all() -> None:
         clients = [Client(url, plan.served, api_key=running.api_key) for url in running.base_urls]
         client = clients[0] if len(clients) == 1 else Router(clients)
         async with client:
-            if suite.probe and "probe" not in skip:
+            if checks.probe and "probe" not in skip:
                 with watched("probe"):
-                    await run_probe(client, suite.probe, run, lambda _: on_request_done())  # type: ignore[arg-type]
+                    await run_probe(client, checks.probe, run, lambda _: on_request_done())  # type: ignore[arg-type]
                 run.mark_completed("probe")
-            if suite.capacity and "capacity" not in skip:
+            if checks.capacity and "capacity" not in skip:
                 on_status(f"claim 1: capacity near the {limit.tokens}-token limit, and one prompt over it")
                 with watched("capacity"):
-                    await run_capacity(client, pool, limit, suite.capacity, run, scope)  # type: ignore[arg-type]
+                    await run_capacity(client, pool, limit, checks.capacity, run, scope)  # type: ignore[arg-type]
                 run.mark_completed("capacity")
                 on_request_done()
                 on_request_done()
@@ -267,10 +265,10 @@ def _run_checks(
                         on_trial=lambda _: on_request_done(),
                     )
                 run.mark_completed("needle")
-            if suite.ramp:
-                ramp = suite.ramp
+            if checks.ramp:
+                ramp = checks.ramp
                 on_status(
-                    f"claim 3: conversations growing {ramp.start_tokens} -> {ramp.end_tokens} "
+                    f"claim 3: conversations growing {ramp.start} -> {ramp.end} "
                     f"tokens in {ramp.turns} turns, with {list(ramp.users)} users"
                 )
                 with watched("ramp"):
@@ -285,8 +283,8 @@ def _run_checks(
                         on_turn=lambda _: on_request_done(),
                         skip_completed=not force,
                     )
-            if suite.quality and "quality" not in skip:
-                quality = suite.quality
+            if checks.quality and "quality" not in skip:
+                quality = checks.quality
                 on_status(
                     f"quality: {quality.samples} GSM8K problems from {quality.data}, {quality.fewshot}-shot, "
                     f"{quality.endpoint} endpoint"
@@ -301,10 +299,11 @@ def _run_checks(
                         on_sample=lambda _: on_request_done(),
                     )
                 run.mark_completed("quality")
-            if suite.throughput:
-                spec = suite.throughput
+            if checks.throughput:
+                spec = checks.throughput
                 on_status(
-                    f"many users, short prompts: {list(spec.levels)} users, {spec.prompt_tokens} tokens in, "
+                    f"many users, short prompts: {list(spec.levels)} users, {list(spec.rates)} requests/s, "
+                    f"{spec.prompt_tokens} tokens in, "
                     f"{spec.output_tokens} out ({spec.source})"
                 )
                 prompts = PromptMaker(spec, pool, counter, scope)
@@ -319,6 +318,21 @@ def _run_checks(
                         on_request=lambda _: on_request_done(),
                         skip_completed=not force,
                     )
+            if checks.trace and "trace" not in skip:
+                trace = checks.trace
+                on_status(
+                    f"trace replay: {trace.file} at {trace.time_scale:g}x its times, "
+                    f"{trace.block_tokens}-token blocks"
+                )
+                with watched("trace"):
+                    await run_trace(
+                        client,
+                        pool,
+                        trace,
+                        run,
+                        scope,  # type: ignore[arg-type]
+                        on_request=lambda _: on_request_done(),
+                    )
 
-    asyncio.run(checks())
+    asyncio.run(run_all())
     snapshot("run", "after")

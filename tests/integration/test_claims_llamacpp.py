@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.checks.capacity import CapacitySpec, run_capacity
-from ctxbench.checks.needle import NeedleSpec, recall_by_length, run_needle
+from ctxbench.checks.capacity import run_capacity
+from ctxbench.checks.needle import recall_by_length, run_needle
 from ctxbench.client import Client
 from ctxbench.engines.limits import read_context_limit
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel, demo_model_path
+from ctxbench.params import CapacityParams, NeedleParams
 from ctxbench.results.store import RunDir
 from ctxbench.text.haystack import UnitPool, build_haystack, request_seed
 from ctxbench.text.tokens import HfTokenCounter, ServerTokenCounter, gguf_token_counter
@@ -63,7 +64,7 @@ async def test_capacity_holds_with_exact_count_and_a_clean_rejection(
             client,
             pool,
             read_context_limit(tiny_server.base_url),
-            CapacitySpec(),
+            CapacityParams(),
             run,
             ("test", "tiny", "capacity"),
         )
@@ -80,7 +81,7 @@ async def test_needle_grid_sends_fresh_prompts_and_logs_each(
     tiny_server: LlamaServer, pool: UnitPool, tmp_path: Path
 ) -> None:
     run = RunDir.create(tmp_path, "needle")
-    spec = NeedleSpec(lengths=(600, 1500), depths=(0.1, 0.5, 0.9), max_tokens=8)
+    spec = NeedleParams(lengths=[600, 1500], depths=[0.1, 0.5, 0.9], max_tokens=8)
     async with Client(tiny_server.base_url, "tiny") as client:
         trials = await run_needle(client, pool, spec, run, ("test", "tiny", "fresh"), TINY_SLOT_CONTEXT)
     assert len(trials) == 6 and all(t.error is None for t in trials)
@@ -96,9 +97,10 @@ async def test_a_reused_seed_is_detected_as_a_cache_hit(
     tiny_server: LlamaServer, pool: UnitPool, tmp_path: Path
 ) -> None:
     run = RunDir.create(tmp_path, "reused")
-    spec = NeedleSpec(lengths=(1500,), depths=(0.5, 0.5), max_tokens=4, reuse_seed=True)
+    spec = NeedleParams(lengths=[1500], depths=[0.5, 0.5], max_tokens=4)
     async with Client(tiny_server.base_url, "tiny") as client:
-        trials = await run_needle(client, pool, spec, run, ("test", "tiny", "reused"), TINY_SLOT_CONTEXT)
+        scope = ("test", "tiny", "reused")
+        trials = await run_needle(client, pool, spec, run, scope, TINY_SLOT_CONTEXT, reuse_seed=True)
     assert [t.cache_hit_suspected for t in trials] == [False, True]
     assert "CACHE-HIT-SUSPECTED" in (run.path / "niah.log").read_text()
 
@@ -107,7 +109,7 @@ async def test_length_over_the_limit_is_skipped_with_a_reason(
     tiny_server: LlamaServer, pool: UnitPool, tmp_path: Path
 ) -> None:
     run = RunDir.create(tmp_path, "skip")
-    spec = NeedleSpec(lengths=(4000,), depths=(0.5,))
+    spec = NeedleParams(lengths=[4000], depths=[0.5])
     async with Client(tiny_server.base_url, "tiny") as client:
         (trial,) = await run_needle(client, pool, spec, run, ("test", "tiny", "skip"), TINY_SLOT_CONTEXT)
     assert (
@@ -137,7 +139,7 @@ async def test_cache_audit_catches_a_reused_seed_reported_or_not(
         await run_needle(
             client,
             pool,
-            NeedleSpec(lengths=(1900,), depths=(0.9, 0.5, 0.1, 0.7), max_tokens=2),
+            NeedleParams(lengths=[1900], depths=[0.9, 0.5, 0.1, 0.7], max_tokens=2),
             run,
             ("test", "audit"),
             TINY_SLOT_CONTEXT,
@@ -146,10 +148,11 @@ async def test_cache_audit_catches_a_reused_seed_reported_or_not(
         await run_needle(
             client,
             pool,
-            NeedleSpec(lengths=(1900,), depths=(0.9,), max_tokens=2, reuse_seed=True),
+            NeedleParams(lengths=[1900], depths=[0.9], max_tokens=2),
             run,
             ("test", "audit"),
             TINY_SLOT_CONTEXT,
+            reuse_seed=True,
         )
     (finding,) = audit_run(run).findings
     assert finding.kind == "fresh_cache_hit"

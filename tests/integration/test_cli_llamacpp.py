@@ -28,22 +28,9 @@ def test_capacity_needle_and_ramp_commands_write_runs_and_the_evidence_report(
     assert "capacity: holds at 2016 of 2048 tokens" in out
     out = invoke("needle", *common, "--gguf", str(tiny.gguf), "--lengths", "1K,3K", "--depths", "0.5")
     assert "needle recall: 1024 tokens" in out and "SKIPPED" in out  # 3K is over the 2K slot
-    out = invoke(
-        "ramp",
-        *common,
-        "--start",
-        "500",
-        "--end",
-        "1500",
-        "--turns",
-        "2",
-        "--users",
-        "1,2",
-        "--max-tokens",
-        "8",
-        "--stagger",
-        "0.1",
-    )  # counted with the server's own /tokenize
+    # counted with the server's own /tokenize
+    ramp_flags = ("--start", "500", "--end", "1500", "--turns", "2", "--users", "1,2", "--max-tokens", "8")
+    out = invoke("ramp", *common, *ramp_flags, "--stagger", "0.1")
     assert "ramp, 2 user(s): recall" in out
     runs = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert len(runs) == 3 and (tmp_path / "ramp1m.csv").exists()

@@ -78,9 +78,8 @@ def test_interrupted_run_keeps_every_record_and_leaves_no_server(
             child.wait()
     lines = run.requests_path.read_text().splitlines()
     complete = [line for line in lines if line.endswith("}")]
-    assert all(
-        json.loads(line)["request_id"] for line in complete
-    )  # nothing written is torn, but a last line
+    # nothing written is torn, but a last line
+    assert all(json.loads(line)["request_id"] for line in complete)
     assert len(list(run.records())) >= len(lines) - 1
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and alive(server_pid):

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from ctxbench import decode_stall, metrics
-from ctxbench.checks.ramp import RampSpec, run_ramp
+from ctxbench.checks.ramp import run_ramp
 from ctxbench.client import Client
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
 from ctxbench.engines.models import TinyModel
+from ctxbench.params import RampParams
 from ctxbench.report.run_report import run_report
 from ctxbench.results.ramp_table import read_rows
 from ctxbench.results.store import RunDir
@@ -75,14 +76,14 @@ async def test_ramp_grows_each_conversation_exactly_and_reuses_its_history(
     wide_server: LlamaServer, pool: UnitPool, tmp_path: Path
 ) -> None:
     run = RunDir.create(tmp_path, "ramp")
-    spec = RampSpec(
-        start_tokens=1000,
-        end_tokens=4000,
+    spec = RampParams(
+        start=1000,
+        end=4000,
         turns=3,
         max_tokens=48,
-        users=(1, 2),
+        users=[1, 2],
         stagger_s=0.2,
-        sampling={"temperature": 0.0, "ignore_eos": True},
+        ignore_eos=True,
     )
     async with Client(wide_server.base_url, "tiny") as client:
         turns = await run_ramp(
@@ -133,14 +134,14 @@ async def test_turn_over_the_limit_is_a_recorded_capacity_failure(
 ) -> None:
     # tiny_server has 2 slots of 2048 tokens: turns at 1000, 1732, 3000 and 5196 tokens, the last two over.
     run = RunDir.create(tmp_path, "over")
-    spec = RampSpec(
-        start_tokens=1000,
-        end_tokens=5196,
+    spec = RampParams(
+        start=1000,
+        end=5196,
         turns=4,
         max_tokens=16,
-        users=(1,),
+        users=[1],
         on_failure=on_failure,
-        sampling={"temperature": 0.0, "ignore_eos": True},
+        ignore_eos=True,
     )  # type: ignore[arg-type]
     async with Client(tiny_server.base_url, "tiny") as client:
         turns = await run_ramp(

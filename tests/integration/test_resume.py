@@ -8,25 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.checks.capacity import CapacitySpec
-from ctxbench.checks.needle import NeedleSpec
-from ctxbench.checks.ramp import RampSpec
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
+from ctxbench.params import CapacityParams, Checks, NeedleParams, RampParams
 from ctxbench.results.ramp_table import read_rows
 from ctxbench.results.store import RunDir
-from ctxbench.suite import Suite, run_suite
+from ctxbench.suite import run_suite
 from ctxbench.text.tokens import HfTokenCounter
 
 pytestmark = pytest.mark.engine
-EXACT = {"temperature": 0.0, "ignore_eos": True}
-SUITE = Suite(
-    capacity=CapacitySpec(),
-    needle=NeedleSpec(lengths=(500, 1200), max_tokens=4),
-    ramp=RampSpec(
-        start_tokens=500, end_tokens=1200, turns=2, max_tokens=8, users=(1, 2), stagger_s=0.1, sampling=EXACT
-    ),
+SUITE = Checks(
+    capacity=CapacityParams(),
+    needle=NeedleParams(lengths=[500, 1200], max_tokens=4),
+    ramp=RampParams(start=500, end=1200, turns=2, max_tokens=8, users=[1, 2], stagger_s=0.1, ignore_eos=True),
 )
 
 

@@ -262,8 +262,10 @@ async def test_a_client_process_that_cannot_start_fails_the_level_with_a_message
     from ctxbench.text.tokens import HfTokenCounter
 
     counter = HfTokenCounter.from_path(tiny.tokenizer_dir)
-    spec = throughput.ThroughputSpec(
-        levels=(2,), prompt_tokens=128, output_tokens=4, requests_per_user=1, client_processes=2
+    from ctxbench.params import ThroughputParams
+
+    spec = ThroughputParams(
+        levels=[2], prompt_tokens=128, output_tokens=4, requests_per_user=1, client_processes=2
     )
     prompts = throughput.PromptMaker(spec, UnitPool.generated(counter, units=64), counter, ("t",))
     monkeypatch.setattr(

@@ -167,9 +167,10 @@ def test_the_engines_own_prompt_time_is_the_prefill_and_the_ttft_stays_beside_it
             "server_timings": {"prompt_n": 32768, "prompt_ms": engine_s * 1000, "cache_n": 0},
         }
     )
+    # not this prefill's tokens: not used
     mismatched = prefill("other", 65536, 0, 400.0).model_copy(
         update={"server_timings": {"prompt_n": 100, "prompt_ms": 1.0}}
-    )  # not this prefill's tokens: not used
+    )
     found = {p.request_id: p for p in solo_prefills([saved, long, mismatched])}
     assert found["short"].source == "engine" and found["short"].measured_s == pytest.approx(engine_s)
     assert found["short"].ttft_s == pytest.approx(engine_s + 3, abs=1e-6)

@@ -235,6 +235,7 @@ def test_the_ad_hoc_flags_default_to_the_campaign_files_defaults() -> None:
             "--results",
         ),
         (["demo", "--results", "{tmp}/a-file/below"], "--results"),
+        (["sample-trace", "{tmp}/t.jsonl", "--block-tokens", "0"], "--block-tokens"),
     ],
 )
 def test_every_other_command_refuses_a_bad_value_naming_it(

@@ -107,6 +107,22 @@ def test_missing_model_path_says_ctxbench_never_downloads(tmp_path: Path) -> Non
     assert "deployments[0].model" in message and "/nowhere/Qwen3" in message and "never downloads" in message
 
 
+def test_a_trace_file_that_is_not_there_is_named_with_its_line(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        "[checks.capacity]\n", '[checks.capacity]\n\n[checks.trace]\nfile = "/nowhere/trace.jsonl"\n'
+    )
+    message = error_of(tmp_path, text)
+    assert "campaign.toml:9: checks.trace.file" in message and "/nowhere/trace.jsonl" in message
+    assert "sample-trace" not in message and "examples/mooncake-sample.jsonl" in message
+
+
+def test_open_loop_rates_are_checked_by_the_schema(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        "[checks.capacity]\n", "[checks.capacity]\n\n[checks.throughput]\nlevels = []\nrates = [0]\n"
+    )
+    assert "checks.throughput.rates[0]" in error_of(tmp_path, text)
+
+
 def test_wrong_types_and_absurd_sizes_are_refused_with_their_key(tmp_path: Path) -> None:
     assert "campaign.price_per_gpu_hour" in error_of(tmp_path, GOOD.replace("2.5", '"cheap"'))
     message = error_of(tmp_path, GOOD.replace('end = "1M"', 'end = "1000M"'))
@@ -188,13 +204,12 @@ tiny_model = { n_layer = 4, n_embd = 1024, n_head = 16, n_head_kv = 4, context_l
 
 
 def test_a_tiny_model_shape_and_depths_for_one_length_load_and_reach_the_specs(tmp_path: Path) -> None:
-    from ctxbench.campaign import suite_for
     from ctxbench.engines.deployment import plan_deployment
     from ctxbench.engines.models import TinyModelSpec, tiny_model_dir
 
     campaign = load_campaign(write(tmp_path, SHAPED))
     (deployment,) = campaign.deployments
-    needle = suite_for(campaign.checks_for(deployment)).needle
+    needle = campaign.checks_for(deployment).needle
     assert (
         needle is not None
         and needle.depths_for(1 << 20) == (0.5,)

@@ -85,9 +85,8 @@ def test_report_is_rebuilt_from_files_and_escapes_model_output(results: Path) ->
     html = html_path.read_text()
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert 'id="evidence"' in html and html.count("data:image/png;base64,") >= 2
-    assert (
-        "http://" not in html.split("</style>")[0] and "https://" not in html
-    )  # nothing to fetch: opens offline
+    # nothing to fetch: opens offline
+    assert "http://" not in html.split("</style>")[0] and "https://" not in html
     assert "| random-740m-llamacpp-cuda-h200" in markdown_path.read_text()
 
 

@@ -29,7 +29,7 @@ STAGES: list[tuple[str, ...]] = [
         "config",
         "text",
     ),
-    ("transport", "gc_pause", "client", "metrics", "decode_stall", "router", "telemetry"),
+    ("transport", "gc_pause", "client", "metrics", "arrivals", "decode_stall", "router", "telemetry"),
     ("engines", "results.store", "results.ramp_table"),
     ("checks", "audits"),
     # A run's own report reads its directory back, like the evidence does; the suite writes it as a run ends.

@@ -9,7 +9,6 @@ import pytest
 from ctxbench.checks.quality import (
     Problem,
     QualityDataError,
-    QualitySpec,
     clean,
     compare,
     flexible_answer,
@@ -18,6 +17,7 @@ from ctxbench.checks.quality import (
     split,
     strict_answer,
 )
+from ctxbench.params import QualityParams
 from ctxbench.text.arithmetic import arithmetic_problems, write_problems
 
 ANSWER = (
@@ -53,10 +53,10 @@ def test_strict_and_flexible_extraction(response: str, strict: str | None, flexi
 def test_few_shot_examples_are_the_files_last_problems_and_never_sampled(tmp_path: Path) -> None:
     path = write_problems(tmp_path / "test.jsonl", 30)
     problems = load_problems(tmp_path)  # a directory holding test*.jsonl works too
-    shots, samples = split(problems, QualitySpec(data=path, samples=10, fewshot=3))
+    shots, samples = split(problems, QualityParams(data=path, samples=10, fewshot=3))
     assert [s.id for s in shots] == ["arith-27", "arith-28", "arith-29"]
     assert len(samples) == 10 and not {s.id for s in samples} & {s.id for s in shots}
-    assert split(problems, QualitySpec(data=path, samples=10, fewshot=3))[1] == samples  # seeded
+    assert split(problems, QualityParams(data=path, samples=10, fewshot=3))[1] == samples  # seeded
     prompt = prompt_text(samples[0], shots)
     assert prompt.count("Question:") == 4 and prompt.endswith("Answer:") and "#### " in prompt
 

@@ -7,10 +7,11 @@ import math
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from ctxbench import decode_stall
-from ctxbench.checks.ramp import RampSpec, Turn, ramp_schedule, recall_k_of_n
-from ctxbench.errors import CtxbenchError
+from ctxbench.checks.ramp import Turn, ramp_schedule, recall_k_of_n
+from ctxbench.params import RampParams
 from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.results.ramp_table import RAMP_COLUMNS, append_rows, read_rows
 
@@ -34,26 +35,26 @@ def rec(request_id: str, user: str, sent_ms: float, chunk_ms: list[float]) -> Re
 
 
 def test_default_schedule_is_geometric_from_32k_to_1m_in_ten_turns() -> None:
-    turns = ramp_schedule(RampSpec())
+    turns = ramp_schedule(RampParams())
     assert len(turns) == 10 and turns[0] == 32768 and turns[-1] == 1048576
     ratios = [b / a for a, b in itertools.pairwise(turns)]
     assert max(ratios) - min(ratios) < 0.001
 
 
 def test_linear_schedule_and_a_single_turn() -> None:
-    assert ramp_schedule(RampSpec(start_tokens=1000, end_tokens=5000, turns=5, schedule="linear")) == [
+    assert ramp_schedule(RampParams(start=1000, end=5000, turns=5, schedule="linear")) == [
         1000,
         2000,
         3000,
         4000,
         5000,
     ]
-    assert ramp_schedule(RampSpec(start_tokens=1000, end_tokens=7000, turns=1)) == [7000]
+    assert ramp_schedule(RampParams(start=1000, end=7000, turns=1)) == [7000]
 
 
-def test_an_empty_schedule_is_a_clear_error() -> None:
-    with pytest.raises(CtxbenchError, match="start must be positive"):
-        ramp_schedule(RampSpec(start_tokens=9000, end_tokens=1000))
+def test_a_schedule_that_shrinks_is_refused_by_the_schema() -> None:
+    with pytest.raises(ValidationError, match=r"end \(1000\) is shorter than start \(9000\)"):
+        RampParams(start=9000, end=1000)
 
 
 def test_second_user_prefill_is_visible_as_decode_stall() -> None:

@@ -1,7 +1,7 @@
 """The prefix-cache audit: was any "fresh" answer served from a cache, and was a conversation's reuse its own?
 
 The seed's campaign got "250K" prompts back in under a second because a random seed was reused. This
-audit reads a run's files alone and applies three tests:
+audit reads a run's files alone and applies four tests:
 
 1. Reported hits on fresh prompts (capacity, needle): `cached_tokens` beyond the smallest any fresh prompt
    of the run reported (the chat template's opening, shared by all) plus a slack.
@@ -11,6 +11,7 @@ audit reads a run's files alone and applies three tests:
    the server did not report (some engines do not report cached tokens at all).
 3. Conversation reuse beyond its own history: a ramp turn whose cached tokens exceed what the same user's
    previous turn left in the cache (its context plus its reply).
+4. A replayed trace's request served beyond what its hash ids imply (`checks/trace.py`).
 It also reconciles the cached tokens the records report with the engine's own `/metrics` counter.
 """
 
@@ -32,7 +33,7 @@ SHARED_PREFIX_SLACK = 16
 TOO_FAST_FACTOR = 3.0
 MIN_AUDITED_PROMPT = 512
 
-Kind = Literal["fresh_cache_hit", "too_fast", "reuse_beyond_history"]
+Kind = Literal["fresh_cache_hit", "too_fast", "reuse_beyond_history", "reuse_beyond_trace"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,9 @@ class CacheAudit:
     records_cached_tokens: int
     metrics_cached_tokens: float | None  # the engine's counter, after - before; None if it has none
     ramp_hit_ratio: dict[str, float]  # users setting -> cached / intended over turns 2.., intended reuse
+    # A replayed trace: the cached tokens its shared blocks imply (an unbounded cache) and those reported.
+    trace_expected_tokens: int | None = None
+    trace_reported_tokens: int | None = None
 
 
 def _implied_rate(record: RequestRecord) -> float | None:
@@ -70,7 +74,7 @@ def _counter(run: RunDir, label: str) -> float | None:
 
 
 def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAudit:
-    """Apply the three tests to one run directory."""
+    """Apply the four tests to one run directory."""
     records = [r for r in run.records() if r.ok]
     fresh = [r for r in records if r.labels.get("check") in FRESH_CHECKS]
     findings: list[Finding] = []
@@ -103,6 +107,8 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
                     )
                 )
     findings += _ramp_findings(records)
+    trace = [r for r in records if r.labels.get("check") == "trace"]
+    findings += _trace_findings(trace)
     before, after = _counter(run, "before"), _counter(run, "after")
     return CacheAudit(
         run_id=run.run_id,
@@ -112,7 +118,29 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
         records_cached_tokens=sum(metrics.cached_tokens(r) or 0 for r in records),
         metrics_cached_tokens=None if before is None or after is None else after - before,
         ramp_hit_ratio=_hit_ratios(records),
+        trace_expected_tokens=sum(int(r.labels["expected_cached_tokens"]) for r in trace) if trace else None,
+        trace_reported_tokens=sum(metrics.cached_tokens(r) or 0 for r in trace) if trace else None,
     )
+
+
+def _trace_findings(records: list[RequestRecord]) -> list[Finding]:
+    """A replayed request served from the cache beyond what the trace implies: its shared whole blocks,
+    plus the prefix every prompt shares (template, lead: the overhead) and the next block's start (a cut
+    block begins like the whole one of the same id)."""
+    findings = []
+    for record in records:
+        expected = int(record.labels["expected_cached_tokens"])
+        allowed = expected + int(record.labels["overhead_tokens"]) + int(record.labels["block_tokens"])
+        cached = metrics.cached_tokens(record) or 0
+        if cached > allowed + SHARED_PREFIX_SLACK:
+            findings.append(
+                Finding(
+                    record.request_id,
+                    "reuse_beyond_trace",
+                    f"{cached} prompt tokens came from the cache; the trace implies at most {allowed}",
+                )
+            )
+    return findings
 
 
 def _hit_ratios(records: list[RequestRecord]) -> dict[str, float]:

@@ -11,16 +11,10 @@ from dataclasses import asdict, dataclass
 from .. import metrics
 from ..client import Client
 from ..engines.limits import ContextLimit
+from ..params import CapacityParams
 from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
 from ..text.haystack import UnitPool, build_haystack, request_seed
-
-
-@dataclass(frozen=True)
-class CapacitySpec:
-    output_tokens: int = 16
-    margin_tokens: int = 16
-    over_by_tokens: int = 256
 
 
 @dataclass(frozen=True)
@@ -57,26 +51,26 @@ async def run_capacity(
     client: Client,
     pool: UnitPool,
     limit: ContextLimit,
-    spec: CapacitySpec,
+    params: CapacityParams,
     run: RunDir,
     seed_scope: tuple[str, ...],
 ) -> CapacityResult:
     """Send one fresh prompt just under the limit and one over it; write `capacity.json`."""
-    target = limit.tokens - spec.output_tokens - spec.margin_tokens
+    target = limit.tokens - params.output_tokens - params.margin_tokens
     near = build_haystack(pool, target, request_seed(*seed_scope, "capacity", 0))
     near_record = await client.chat(
         near.messages,
-        max_tokens=spec.output_tokens,
+        max_tokens=params.output_tokens,
         request_id=run.request_id("capacity-near"),
         labels={"check": "capacity", "prompt": "near_limit", "planned_tokens": str(near.planned_tokens)},
         extra_body={"temperature": 0.0},
     )
     run.append(near_record)
-    over_tokens = limit.tokens + spec.over_by_tokens
+    over_tokens = limit.tokens + params.over_by_tokens
     over = build_haystack(pool, over_tokens, request_seed(*seed_scope, "capacity", 1))
     over_record = await client.chat(
         over.messages,
-        max_tokens=spec.output_tokens,
+        max_tokens=params.output_tokens,
         request_id=run.request_id("capacity-over"),
         labels={"check": "capacity", "prompt": "over_limit", "planned_tokens": str(over.planned_tokens)},
     )

@@ -13,31 +13,13 @@ from dataclasses import asdict, dataclass
 
 from .. import metrics
 from ..client import Client
+from ..params import NeedleParams
 from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
 from ..text.haystack import Haystack, UnitPool, build_haystack, request_seed
 
-DEFAULT_DEPTHS = (0.1, 0.5, 0.9)
 # Tokens two fresh prompts may share: the chat template's opening plus the first bytes of the header.
 SHARED_PREFIX_SLACK = 8
-
-
-@dataclass(frozen=True)
-class NeedleSpec:
-    lengths: tuple[int, ...]
-    depths: tuple[float, ...] = DEFAULT_DEPTHS
-    max_tokens: int = 32
-    force: bool = False
-    reuse_seed: bool = False  # only for demonstrating the cache audit: every prompt gets the same seed
-    depths_at: tuple[
-        tuple[int, tuple[float, ...]], ...
-    ] = ()  # (length, depths) where they differ from `depths`
-
-    def depths_for(self, length: int) -> tuple[float, ...]:
-        return dict(self.depths_at).get(length, self.depths)
-
-    def trial_count(self) -> int:
-        return sum(len(self.depths_for(length)) for length in self.lengths)
 
 
 @dataclass(frozen=True)
@@ -96,25 +78,31 @@ def log_line(trial: NeedleTrial) -> str:
 async def run_needle(
     client: Client,
     pool: UnitPool,
-    spec: NeedleSpec,
+    params: NeedleParams,
     run: RunDir,
     seed_scope: tuple[str, ...],
     limit_tokens: int | None = None,
     on_trial: Callable[[NeedleTrial], None] | None = None,
+    *,
+    force: bool = False,
+    reuse_seed: bool = False,
 ) -> list[NeedleTrial]:
-    """Run the grid one request at a time; append each record, niah.log line and trial as it ends."""
+    """Run the grid one request at a time; append each record, niah.log line and trial as it ends.
+
+    `force` sends lengths over the server's limit too; `reuse_seed` gives every prompt the same seed (only to
+    show what the cache audit catches)."""
     allowance = pool.counter.count_chat([{"role": "user", "content": ""}]) + SHARED_PREFIX_SLACK
     trials: list[NeedleTrial] = []
     index = 0
     with (run.path / "niah.log").open("a") as log:
-        for length in spec.lengths:
-            for depth in spec.depths_for(length):
+        for length in params.lengths:
+            for depth in params.depths_for(length):
                 request_id = run.request_id(f"needle-{length}-{depth:.2f}")
-                seed = request_seed(*seed_scope, "needle", 0 if spec.reuse_seed else index)
+                seed = request_seed(*seed_scope, "needle", 0 if reuse_seed else index)
                 index += 1
-                if limit_tokens is not None and length + spec.max_tokens > limit_tokens and not spec.force:
+                if limit_tokens is not None and length + params.max_tokens > limit_tokens and not force:
                     reason = (
-                        f"{length} + {spec.max_tokens} output tokens is over the server's limit of "
+                        f"{length} + {params.max_tokens} output tokens is over the server's limit of "
                         f"{limit_tokens}; use --force to send it anyway"
                     )
                     trial = NeedleTrial(
@@ -137,7 +125,7 @@ async def run_needle(
                     haystack = build_haystack(pool, length, seed, depth=depth)
                     record = await client.chat(
                         haystack.messages,
-                        max_tokens=spec.max_tokens,
+                        max_tokens=params.max_tokens,
                         request_id=request_id,
                         labels={
                             "check": "needle",

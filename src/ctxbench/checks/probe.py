@@ -9,37 +9,29 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from time import perf_counter_ns
 
 from ..client import Client
+from ..params import ProbeParams
 from ..records import RequestRecord
 from ..results.store import RunDir
 from ..text.corpus import ProseGenerator
 
-DEFAULT_QUESTIONS = (
+QUESTIONS = (
     "What is the capital of France? Answer in one sentence.",
     "Name three colours of the rainbow.",
 )
 
 
-@dataclass(frozen=True)
-class ProbeSpec:
-    """What the probe sends. `document_chars` adds one request that reads fresh prose first."""
-
-    questions: tuple[str, ...] = DEFAULT_QUESTIONS
-    document_chars: int = 4000
-    max_tokens: int = 96
-    concurrency: int = 2
-    seed: str = "probe"
-    sampling: dict[str, float] = field(default_factory=lambda: {"temperature": 0.0})
+SEED = "probe"  # the long-document request's prose
+SAMPLING = {"temperature": 0.0}
 
 
-def probe_requests(spec: ProbeSpec) -> list[tuple[str, list[dict[str, str]]]]:
+def probe_requests(params: ProbeParams) -> list[tuple[str, list[dict[str, str]]]]:
     """(label, messages) for each request: every question alone, then one long-document request."""
-    requests = [(f"q{i}", [{"role": "user", "content": q}]) for i, q in enumerate(spec.questions)]
-    if spec.document_chars > 0:
-        document = ProseGenerator(f"{spec.seed}-document").text(spec.document_chars)
+    requests = [(f"q{i}", [{"role": "user", "content": q}]) for i, q in enumerate(QUESTIONS)]
+    if params.document_chars > 0:
+        document = ProseGenerator(f"{SEED}-document").text(params.document_chars)
         prompt = f"{document}\n\nIn one sentence, what is the text above about?"
         requests.append(("document", [{"role": "user", "content": prompt}]))
     return requests
@@ -47,7 +39,7 @@ def probe_requests(spec: ProbeSpec) -> list[tuple[str, list[dict[str, str]]]]:
 
 async def run_probe(
     client: Client,
-    spec: ProbeSpec,
+    params: ProbeParams,
     run: RunDir,
     on_record: Callable[[RequestRecord], None] | None = None,
 ) -> list[RequestRecord]:
@@ -57,10 +49,10 @@ async def run_probe(
     async def send(label: str, phase: str, messages: Sequence[dict[str, str]], enqueued_ns: int) -> None:
         record = await client.chat(
             messages,
-            max_tokens=spec.max_tokens,
+            max_tokens=params.max_tokens,
             request_id=run.request_id(f"{phase}-{label}"),
             labels={"phase": phase, "prompt": label},
-            extra_body=spec.sampling,
+            extra_body=SAMPLING,
             enqueued_ns=enqueued_ns,
         )
         run.append(record)
@@ -68,17 +60,20 @@ async def run_probe(
         if on_record is not None:
             on_record(record)
 
-    requests = probe_requests(spec)
+    requests = probe_requests(params)
     for label, messages in requests:
         await send(label, "alone", messages, perf_counter_ns())
-    if spec.concurrency > 1:
+    if params.concurrency > 1:
         label, messages = requests[0]
         enqueued = perf_counter_ns()
         await asyncio.gather(
-            *(send(f"{label}-u{user}", "concurrent", messages, enqueued) for user in range(spec.concurrency))
+            *(
+                send(f"{label}-u{user}", "concurrent", messages, enqueued)
+                for user in range(params.concurrency)
+            )
         )
     return records
 
 
-def probe_request_count(spec: ProbeSpec) -> int:
-    return len(probe_requests(spec)) + (spec.concurrency if spec.concurrency > 1 else 0)
+def probe_request_count(params: ProbeParams) -> int:
+    return len(probe_requests(params)) + (params.concurrency if params.concurrency > 1 else 0)

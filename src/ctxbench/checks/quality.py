@@ -19,11 +19,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from .. import stats
 from ..client import Client
 from ..errors import QualityDataError
+from ..params import QualityParams
 from ..records import RequestRecord
 from ..results.store import RunDir
 
@@ -48,15 +49,7 @@ class Problem:
         return clean(self.answer)
 
 
-@dataclass(frozen=True)
-class QualitySpec:
-    data: Path
-    samples: int = 100
-    fewshot: int = 5
-    endpoint: Literal["chat", "completions"] = "chat"
-    max_tokens: int = 512
-    concurrency: int = 8
-    seed: str = "gsm8k"
+SEED = "gsm8k"  # which problems are sampled: the same ones on every deployment
 
 
 def clean(text: str) -> str:
@@ -154,18 +147,18 @@ def _arrow_problems(path: Path) -> list[Problem]:
     ]
 
 
-def split(problems: Sequence[Problem], spec: QualitySpec) -> tuple[list[Problem], list[Problem]]:
+def split(problems: Sequence[Problem], params: QualityParams) -> tuple[list[Problem], list[Problem]]:
     """(few-shot examples: the file's last `fewshot`, samples: a seeded draw of the rest, file order kept)."""
-    if spec.fewshot >= len(problems):
+    if params.fewshot >= len(problems):
         raise QualityDataError(
-            f"{spec.data}: {len(problems)} problems cannot give {spec.fewshot} few-shot examples "
+            f"{params.data}: {len(problems)} problems cannot give {params.fewshot} few-shot examples "
             "and any samples; lower the few-shot count."
         )
-    shots = list(problems[len(problems) - spec.fewshot :]) if spec.fewshot else []
-    pool = list(problems[: len(problems) - spec.fewshot])
-    if spec.samples >= len(pool):
+    shots = list(problems[len(problems) - params.fewshot :]) if params.fewshot else []
+    pool = list(problems[: len(problems) - params.fewshot])
+    if params.samples >= len(pool):
         return shots, pool
-    chosen = sorted(random.Random(spec.seed).sample(range(len(pool)), spec.samples))
+    chosen = sorted(random.Random(SEED).sample(range(len(pool)), params.samples))
     return shots, [pool[i] for i in chosen]
 
 
@@ -195,7 +188,7 @@ class Scored:
 
 
 def score(
-    problem: Problem, record: RequestRecord, prompt: str, spec: QualitySpec, deployment: str, run_id: str
+    problem: Problem, record: RequestRecord, prompt: str, params: QualityParams, deployment: str, run_id: str
 ) -> Scored:
     text = record.text
     strict, flexible = strict_answer(text), flexible_answer(text)
@@ -207,8 +200,8 @@ def score(
         problem.id,
         record.request_id,
         hashlib.sha256(prompt.encode()).hexdigest(),
-        spec.endpoint,
-        spec.fewshot,
+        params.endpoint,
+        params.fewshot,
         problem.target,
         text,
         strict,
@@ -219,7 +212,7 @@ def score(
     )
 
 
-def summary(scored: Sequence[Scored], spec: QualitySpec, deployment: str, run_id: str) -> dict[str, Any]:
+def summary(scored: Sequence[Scored], params: QualityParams, deployment: str, run_id: str) -> dict[str, Any]:
     """Accuracy over answered samples with its Wilson 95% interval, per scoring; failures counted apart."""
     answered = [s for s in scored if s.error is None]
     line: dict[str, Any] = {
@@ -228,10 +221,10 @@ def summary(scored: Sequence[Scored], spec: QualitySpec, deployment: str, run_id
         "run_id": run_id,
         "n": len(answered),
         "failed": len(scored) - len(answered),
-        "endpoint": spec.endpoint,
-        "fewshot": spec.fewshot,
-        "data": str(spec.data),
-        "max_tokens": spec.max_tokens,
+        "endpoint": params.endpoint,
+        "fewshot": params.fewshot,
+        "data": str(params.data),
+        "max_tokens": params.max_tokens,
     }
     for name in ("strict", "flexible"):
         k = sum(1 for s in answered if getattr(s, f"correct_{name}"))
@@ -255,7 +248,7 @@ def _append(path: Path, line: dict[str, Any]) -> None:
 
 async def run_quality(
     client: Client,
-    spec: QualitySpec,
+    params: QualityParams,
     run: RunDir,
     results: Path,
     *,
@@ -263,33 +256,33 @@ async def run_quality(
     on_sample: Callable[[Scored], None] | None = None,
 ) -> dict[str, Any]:
     """Send every sampled problem (at most `concurrency` at once), score, append; returns the summary line."""
-    shots, samples = split(load_problems(spec.data), spec)
+    shots, samples = split(load_problems(params.data), params)
     out = results / QUALITY_FILE
-    gate = asyncio.Semaphore(spec.concurrency)
+    gate = asyncio.Semaphore(params.concurrency)
     scored: list[Scored] = []
 
     async def one(problem: Problem) -> None:
         prompt = prompt_text(problem, shots)
         async with gate:
             common = {
-                "max_tokens": spec.max_tokens,
+                "max_tokens": params.max_tokens,
                 "request_id": run.request_id(f"gsm8k-{problem.id}"),
                 "labels": {"check": "quality", "problem": problem.id},
                 "extra_body": {"temperature": 0.0},
             }
-            if spec.endpoint == "chat":
+            if params.endpoint == "chat":
                 record = await client.chat([{"role": "user", "content": prompt}], **common)  # type: ignore[arg-type]
             else:
                 record = await client.complete(prompt, **common)  # type: ignore[arg-type]
         run.append(record)
-        result = score(problem, record, prompt, spec, deployment, run.run_id)
+        result = score(problem, record, prompt, params, deployment, run.run_id)
         _append(out, asdict(result))
         scored.append(result)
         if on_sample is not None:
             on_sample(result)
 
     await asyncio.gather(*(one(p) for p in samples))
-    line = summary(scored, spec, deployment, run.run_id)
+    line = summary(scored, params, deployment, run.run_id)
     _append(out, line)
     return line
 

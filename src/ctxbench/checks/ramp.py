@@ -16,13 +16,12 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from .. import decode_stall, metrics
 from ..client import Client
-from ..errors import CtxbenchError
+from ..params import RampParams
 from ..records import RequestRecord
 from ..results.ramp_table import RAMP_COLUMNS, append_rows, record_row
 from ..results.store import RunDir
@@ -31,37 +30,25 @@ from ..text.haystack import HaystackError, Needle, UnitPool, build_haystack, req
 FOLLOW_UP = "Then, in a few sentences, summarize the newest section of the archive."
 
 
-@dataclass(frozen=True)
-class RampSpec:
-    """The schedule (default: 10 turns, geometric from 32K to 1M tokens) and who talks."""
-
-    start_tokens: int = 32 * 1024
-    end_tokens: int = 1024 * 1024
-    turns: int = 10
-    schedule: Literal["geometric", "linear"] = "geometric"
-    max_tokens: int = 256
-    users: tuple[int, ...] = (1, 2)
-    stagger_s: float = 5.0
-    on_failure: Literal["continue", "stop"] = "stop"
-    needle_depth: float = 0.5
-    sampling: dict[str, object] = field(default_factory=lambda: {"temperature": 0.0})
+NEEDLE_DEPTH = 0.5  # where turn 1 plants the fact, in its document
 
 
-def ramp_schedule(spec: RampSpec) -> list[int]:
-    """Context tokens per turn: geometric (constant ratio) or linear from start to end, inclusive."""
-    if spec.turns < 1 or spec.start_tokens < 1 or spec.end_tokens < spec.start_tokens:
-        raise CtxbenchError(
-            f"ramp schedule {spec.start_tokens} -> {spec.end_tokens} in {spec.turns} turns is empty; "
-            "start must be positive and at most end, turns at least 1."
-        )
-    if spec.turns == 1:
-        return [spec.end_tokens]
-    steps = range(spec.turns)
-    if spec.schedule == "linear":
-        step = (spec.end_tokens - spec.start_tokens) / (spec.turns - 1)
-        return [round(spec.start_tokens + i * step) for i in steps]
-    ratio = (spec.end_tokens / spec.start_tokens) ** (1 / (spec.turns - 1))
-    return [round(spec.start_tokens * ratio**i) for i in steps]
+def sampling(params: RampParams) -> dict[str, object]:
+    """Greedy; with `ignore_eos` every reply writes max_tokens, so decode rates compare."""
+    return {"temperature": 0.0, **({"ignore_eos": True} if params.ignore_eos else {})}
+
+
+def ramp_schedule(params: RampParams) -> list[int]:
+    """Context tokens per turn: geometric (constant ratio) or linear from start to end, inclusive (RampParams
+    has checked that end is at least start)."""
+    if params.turns == 1:
+        return [params.end]
+    steps = range(params.turns)
+    if params.schedule == "linear":
+        step = (params.end - params.start) / (params.turns - 1)
+        return [round(params.start + i * step) for i in steps]
+    ratio = (params.end / params.start) ** (1 / (params.turns - 1))
+    return [round(params.start * ratio**i) for i in steps]
 
 
 @dataclass(frozen=True)
@@ -87,20 +74,20 @@ def recall_k_of_n(turns: Sequence[Turn]) -> tuple[int, int]:
 async def _user(
     client: Client,
     pool: UnitPool,
-    spec: RampSpec,
+    params: RampParams,
     users: int,
     user: int,
     scope: tuple[str, ...],
     run: RunDir,
     on_turn: Callable[[Turn], None] | None,
 ) -> list[Turn]:
-    await asyncio.sleep(user * spec.stagger_s)
+    await asyncio.sleep(user * params.stagger_s)
     needle = Needle.random(random.Random(request_seed(*scope, "ramp-needle", users, user)))
     question = f"{needle.question} {FOLLOW_UP}"
     history: list[dict[str, str]] = []
     history_tokens = 0
     turns: list[Turn] = []
-    for number, target in enumerate(ramp_schedule(spec), start=1):
+    for number, target in enumerate(ramp_schedule(params), start=1):
         seed = request_seed(*scope, "ramp", users, user, number)
         try:
             # Counting a long history is CPU work: done in a thread, so the event loop keeps reading the
@@ -113,14 +100,14 @@ async def _user(
                 question=question,
                 history=history,
                 needle=needle,
-                depth=spec.needle_depth if number == 1 else None,
+                depth=NEEDLE_DEPTH if number == 1 else None,
             )
         except HaystackError as exc:
             turn = Turn(users, user, number, target, history_tokens, None, None, f"not sent: {exc}")
         else:
             record = await client.chat(
                 haystack.messages,
-                max_tokens=spec.max_tokens,
+                max_tokens=params.max_tokens,
                 request_id=run.request_id(f"ramp-u{users}-user{user}-turn{number}"),
                 labels={
                     "check": "ramp",
@@ -132,7 +119,7 @@ async def _user(
                     "intended_cached_tokens": str(history_tokens),
                     "needle_value": needle.value,
                 },
-                extra_body=spec.sampling,
+                extra_body=sampling(params),
                 conversation=f"ramp-u{users}-user{user}",
             )
             run.append(record)
@@ -153,7 +140,7 @@ async def _user(
         turns.append(turn)
         if on_turn is not None:
             on_turn(turn)
-        if turn.error is not None and spec.on_failure == "stop":
+        if turn.error is not None and params.on_failure == "stop":
             break
     return turns
 
@@ -161,7 +148,7 @@ async def _user(
 async def run_ramp(
     client: Client,
     pool: UnitPool,
-    spec: RampSpec,
+    params: RampParams,
     run: RunDir,
     scope: tuple[str, ...],
     *,
@@ -174,13 +161,13 @@ async def run_ramp(
     A setting that finished on an earlier attempt of `run` is skipped unless `skip_completed` is False."""
     everything: list[Turn] = []
     done = run.completed_units() if skip_completed else set()
-    for users in spec.users:
+    for users in params.users:
         if f"ramp-u{users}" in done:
             continue  # finished on an earlier attempt of this run: its rows are in the table already
         turns = [
             t
             for per_user in await asyncio.gather(
-                *(_user(client, pool, spec, users, user, scope, run, on_turn) for user in range(users))
+                *(_user(client, pool, params, users, user, scope, run, on_turn) for user in range(users))
             )
             for t in per_user
         ]

@@ -1,4 +1,5 @@
-"""Many users, short prompts: closed-loop users at several concurrency levels, for throughput and cost.
+"""Many users, short prompts: closed-loop users at several concurrency levels, then open-loop rates
+(`open_loop.py`), for throughput, latency under load and cost.
 
 At each level, U users each send requests back to back (the next as soon as the previous ends). Each
 user's first `warmup_requests` are recorded with `warmup=1` and excluded from the numbers. Prompts are
@@ -19,19 +20,21 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import metrics
 from ..client import Client
 from ..errors import CtxbenchError, PromptSourceError
+from ..params import ThroughputParams
 from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
 from ..router import Router
 from ..text.code import CodeGenerator
 from ..text.haystack import UnitPool, build_haystack, request_seed
 from ..text.tokens import TokenCounter
+from .open_loop import rate_summary, rate_unit, run_rate
 
 QUESTIONS = {
     "prose": "Summarise the passage above in three sentences.",
@@ -39,30 +42,7 @@ QUESTIONS = {
 }
 
 
-@dataclass(frozen=True)
-class ThroughputSpec:
-    levels: tuple[int, ...] = (1, 4, 16, 64)
-    prompt_tokens: int = 1024  # the whole prompt, shared prefix included
-    output_tokens: int = 256
-    requests_per_user: int | None = None  # measured requests per user; None: run for `duration_s`
-    duration_s: float = 60.0
-    warmup_requests: int = 1
-    source: str = "prose"  # prose, code, or a JSONL file of {"prompt": ...} or {"messages": [...]}
-    shared_prefix_tokens: int = 0
-    ttft_slo_s: float | None = None
-    tpot_slo_s: float | None = None
-    ignore_eos: bool = True  # every request writes `output_tokens`, so levels compare like with like
-    sampling: dict[str, object] = field(default_factory=lambda: {"temperature": 0.0})
-    # The users of a level spread over this many client processes; their records come back to this one, which
-    # writes them. One process's loop reaches each socket later the more streams it holds
-    # (docs/performance.md).
-    client_processes: int = 1
-
-    def request_count(self) -> int:
-        """Requests the check sends when that is known in advance (a request count, not a duration)."""
-        if self.requests_per_user is None:
-            return 0
-        return sum(self.levels) * (self.requests_per_user + self.warmup_requests)
+SAMPLING = {"temperature": 0.0}
 
 
 def read_prompts(path: Path) -> list[list[dict[str, str]]]:
@@ -97,22 +77,22 @@ class PromptMaker:
     """Fresh prompts of the spec's source, one per seed; built in a worker thread by the check."""
 
     def __init__(
-        self, spec: ThroughputSpec, prose: UnitPool, counter: TokenCounter, scope: tuple[str, ...]
+        self, params: ThroughputParams, prose: UnitPool, counter: TokenCounter, scope: tuple[str, ...]
     ) -> None:
-        self.spec = spec
-        self.file_prompts = None if spec.source in QUESTIONS else read_prompts(Path(spec.source))
+        self.params = params
+        self.file_prompts = None if params.source in QUESTIONS else read_prompts(Path(params.source))
         self.pool = prose
-        if spec.source == "code":
+        if params.source == "code":
             snippets = [CodeGenerator(request_seed(*scope, "code", i)).snippet() for i in range(512)]
             self.pool = UnitPool(snippets, counter.count_many(snippets), counter, "ctxbench code generator")
         self.prefix: list[dict[str, str]] = []
-        if spec.shared_prefix_tokens:
+        if params.shared_prefix_tokens:
             # Whole prose units up to the size: the same system prompt on every request of the campaign.
             rng = random.Random(request_seed(*scope, "shared-prefix"))
             order = rng.sample(range(len(prose.texts)), len(prose.texts))
             chosen = list(
                 itertools.takewhile(
-                    lambda total: total <= spec.shared_prefix_tokens,
+                    lambda total: total <= params.shared_prefix_tokens,
                     itertools.accumulate(prose.counts[i] for i in order),
                 )
             )
@@ -125,10 +105,10 @@ class PromptMaker:
             return [*self.prefix, *self.file_prompts[index % len(self.file_prompts)]], None
         haystack = build_haystack(
             self.pool,
-            self.spec.prompt_tokens,
+            self.params.prompt_tokens,
             seed,
             history=self.prefix,
-            question=QUESTIONS[self.spec.source],
+            question=QUESTIONS[self.params.source],
         )
         return list(haystack.messages), haystack.planned_tokens
 
@@ -136,7 +116,7 @@ class PromptMaker:
 async def run_throughput(
     client: Client,
     prompts: PromptMaker,
-    spec: ThroughputSpec,
+    params: ThroughputParams,
     run: RunDir,
     scope: tuple[str, ...],
     *,
@@ -148,35 +128,58 @@ async def run_throughput(
     done = run.completed_units() if skip_completed else set()
     path = run.path / "throughput.json"
     summary: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"levels": {}}
-    summary["spec"] = dataclasses.asdict(spec)
-    for users in spec.levels:
+    summary["spec"] = params.model_dump(mode="json")
+    for users in params.levels:
         unit = f"throughput-u{users}"
         if unit in done:
             continue
         snapshot(unit, "before")
-        if spec.client_processes > 1 and users > 1:
-            records = await _users_in_processes(client, prompts, spec, run, scope, users, on_request)
+        if params.client_processes > 1 and users > 1:
+            records = await _users_in_processes(client, prompts, params, run, scope, users, on_request)
         else:
             started = time.perf_counter()
             per_user = await asyncio.gather(
                 *(
-                    run_user(client, prompts, spec, run, scope, users, user, started, on_request)
+                    run_user(client, prompts, params, run, scope, users, user, started, on_request)
                     for user in range(users)
                 )
             )
             records = [r for mine in per_user for r in mine]
         snapshot(unit, "after")
         measured = [r for r in records if r.labels["warmup"] == "0"]
-        summary["levels"][str(users)] = level_summary(measured, spec, run.attempt)
+        summary["levels"][str(users)] = level_summary(measured, params, run.attempt)
+        write_json_atomic(path, summary)
+        run.mark_completed(unit)
+    for rate in sorted(params.rates):
+        unit = rate_unit(rate)
+        saturated_at = summary.get("saturated_at")
+        if unit in done:
+            continue
+        if saturated_at is not None and rate > saturated_at:
+            reason = f"not offered: the server saturated at {saturated_at:g} requests/s"
+            summary.setdefault("rates", {})[f"{rate:g}"] = {"skipped": reason}
+            write_json_atomic(path, summary)
+            continue
+        snapshot(unit, "before")
+        records = await run_rate(client, prompts, params, run, scope, rate, _extra_body(params), on_request)
+        snapshot(unit, "after")
+        line = rate_summary(records, params, rate, run.attempt)
+        summary.setdefault("rates", {})[f"{rate:g}"] = line
+        if line["saturated"]:
+            summary["saturated_at"] = rate
         write_json_atomic(path, summary)
         run.mark_completed(unit)
     return summary
 
 
+def _extra_body(params: ThroughputParams) -> dict[str, object]:
+    return {**SAMPLING, **({"ignore_eos": True} if params.ignore_eos else {})}
+
+
 async def run_user(
     client: Client,
     prompts: PromptMaker,
-    spec: ThroughputSpec,
+    params: ThroughputParams,
     run: RunDir,
     scope: tuple[str, ...],
     users: int,
@@ -184,17 +187,17 @@ async def run_user(
     started: float,
     on_request: Callable[[RequestRecord], None] | None,
 ) -> list[RequestRecord]:
-    extra = {**spec.sampling, **({"ignore_eos": True} if spec.ignore_eos else {})}
+    extra = _extra_body(params)
     out = []
     # A little jitter so that U users do not all arrive in the same millisecond of the first step.
     await asyncio.sleep(random.Random(request_seed(*scope, "tput-start", users, user)).uniform(0, 0.05))
     for index in itertools.count():
-        warmup = index < spec.warmup_requests
-        measured = index - spec.warmup_requests
+        warmup = index < params.warmup_requests
+        measured = index - params.warmup_requests
         if not warmup and (
-            measured >= spec.requests_per_user
-            if spec.requests_per_user is not None
-            else time.perf_counter() - started >= spec.duration_s
+            measured >= params.requests_per_user
+            if params.requests_per_user is not None
+            else time.perf_counter() - started >= params.duration_s
         ):
             break
         enqueued = time.perf_counter_ns()  # before the prompt is built: client-side time is queueing, shown
@@ -202,7 +205,7 @@ async def run_user(
         messages, planned = await asyncio.to_thread(prompts, seed, user * 100_000 + index)
         record = await client.chat(
             messages,
-            max_tokens=spec.output_tokens,
+            max_tokens=params.output_tokens,
             request_id=run.request_id(f"tput-u{users}-user{user}-{index}"),
             labels={
                 "check": "throughput",
@@ -210,8 +213,8 @@ async def run_user(
                 "user": str(user),
                 "index": str(index),
                 "warmup": "1" if warmup else "0",
-                "source": spec.source,
-                "shared_prefix_tokens": str(spec.shared_prefix_tokens),
+                "source": params.source,
+                "shared_prefix_tokens": str(params.shared_prefix_tokens),
                 "planned_tokens": "" if planned is None else str(planned),
             },
             extra_body=extra,
@@ -230,7 +233,7 @@ class WorkerJob:
 
     client: dict[str, Any]  # `client_settings`: the API key travels here, never on a command line
     prompts: PromptMaker
-    spec: ThroughputSpec
+    params: ThroughputParams
     run_path: Path
     attempt: int
     scope: tuple[str, ...]
@@ -258,7 +261,7 @@ def make_client(settings: dict[str, Any]) -> Client | Router:
 async def _users_in_processes(
     client: Client | Router,
     prompts: PromptMaker,
-    spec: ThroughputSpec,
+    params: ThroughputParams,
     run: RunDir,
     scope: tuple[str, ...],
     users: int,
@@ -266,7 +269,7 @@ async def _users_in_processes(
 ) -> list[RequestRecord]:
     """One level's users spread round-robin over `spec.client_processes` worker processes
     (`checks/throughput_worker.py`); their records are written here as they come back."""
-    processes = min(spec.client_processes, users)
+    processes = min(params.client_processes, users)
     settings = client_settings(client)
     workers: list[asyncio.subprocess.Process] = []
     records: list[RequestRecord] = []
@@ -296,7 +299,7 @@ async def _users_in_processes(
             job = WorkerJob(
                 settings,
                 prompts,
-                spec,
+                params,
                 run.path,
                 run.attempt,
                 scope,
@@ -334,6 +337,6 @@ async def _users_in_processes(
     return records
 
 
-def level_summary(records: Sequence[RequestRecord], spec: ThroughputSpec, attempt: int) -> dict[str, Any]:
-    figures = metrics.throughput(records, spec.ttft_slo_s, spec.tpot_slo_s)
+def level_summary(records: Sequence[RequestRecord], params: ThroughputParams, attempt: int) -> dict[str, Any]:
+    figures = metrics.throughput(records, params.ttft_slo_s, params.tpot_slo_s)
     return {**dataclasses.asdict(figures), "attempt": attempt, "request_ids": [r.request_id for r in records]}

@@ -43,7 +43,7 @@ async def _work(job: WorkerJob) -> None:
         started = float(await asyncio.to_thread(sys.stdin.buffer.readline))
         await asyncio.gather(
             *(
-                run_user(client, job.prompts, job.spec, run, job.scope, job.users, user, started, None)
+                run_user(client, job.prompts, job.params, run, job.scope, job.users, user, started, None)
                 for user in job.user_ids
             )
         )

@@ -1,4 +1,4 @@
-"""Campaigns and their files: demo, run, report, audit-cache."""
+"""Campaigns and their files: demo, run, report, audit-cache, sample-trace."""
 
 from __future__ import annotations
 
@@ -66,14 +66,15 @@ def run(
 
 
 def _run_campaign(campaign, results: Path, names: list[str], *, force: bool) -> None:  # type: ignore[no-untyped-def]
-    from ..campaign import run_campaign, suite_for
+    from ..campaign import run_campaign
     from ..report.campaign import write_campaign_report
+    from ..suite import request_count
 
     try:
         selected = campaign.select(names)
     except CtxbenchError as exc:
         raise _fail(exc) from exc
-    total = sum(suite_for(campaign.checks_for(d)).request_count() for d in selected)
+    total = sum(request_count(campaign.checks_for(d)) for d in selected)
     with _progress() as progress:
         task = progress.add_task("requests", total=total)
         try:
@@ -187,4 +188,29 @@ def audit_cache(
                 "(intended reuse)",
                 highlight=False,
             )
+        if audit.trace_expected_tokens is not None:
+            console.print(
+                f"  trace: {audit.trace_reported_tokens} cached tokens reported, "
+                f"{audit.trace_expected_tokens} implied by its shared blocks (an unbounded cache; the chat "
+                "template's opening comes on top)",
+                highlight=False,
+            )
     raise typer.Exit(code=1 if total else 0)
+
+
+@app.command("sample-trace")
+def sample_trace_file(
+    out: Annotated[Path, typer.Argument(help="Where to write the Mooncake-format JSONL trace.")],
+    block_tokens: Annotated[int, typer.Option(min=1, help="Tokens a hash id stands for.")] = 512,
+    output_tokens: Annotated[int, typer.Option(min=1, help="output_length of every request.")] = 128,
+    span: Annotated[float, typer.Option(min=1.0, help="Seconds the trace spans.")] = 120.0,
+) -> None:
+    """Write a sample trace shaped like long-context traffic (shared documents, returning conversations,
+    fresh prompts) for `[checks.trace]`; examples/mooncake-sample.jsonl was made by this command."""
+    import json
+
+    from ..checks.trace import sample_trace
+
+    lines = sample_trace(block_tokens=block_tokens, output_length=output_tokens, span_s=span)
+    out.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    console.print(f"{out}: {len(lines)} requests over {lines[-1]['timestamp'] / 1000:.0f} s", highlight=False)

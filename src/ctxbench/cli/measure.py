@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..campaign import capacity_spec, needle_spec, probe_spec, ramp_spec
 from ..checks.probe import probe_request_count, run_probe
 from ..client import Client
 from ..errors import CtxbenchError
@@ -53,13 +51,11 @@ def probe(
     ),
 ) -> None:
     """Send a few streamed chat requests (alone, then concurrently); record TTFT, decode rate, tokens."""
-    spec = probe_spec(
-        _validated(
-            ProbeParams,
-            {"max_tokens": "--max-tokens", "concurrency": "--concurrency"},
-            max_tokens=max_tokens,
-            concurrency=concurrency,
-        )
+    spec = _validated(
+        ProbeParams,
+        {"max_tokens": "--max-tokens", "concurrency": "--concurrency"},
+        max_tokens=max_tokens,
+        concurrency=concurrency,
     )
     run = _adhoc_run(results, model, "probe", deployment=url, model=model)
 
@@ -102,9 +98,7 @@ def capacity(
     async def main() -> None:
         async with Client(url, model) as client:
             with console.status("sending a prompt near the limit, then one over it"):
-                await run_capacity(
-                    client, pool, stated, capacity_spec(CapacityParams()), run, (campaign, url, run.run_id)
-                )
+                await run_capacity(client, pool, stated, CapacityParams(), run, (campaign, url, run.run_id))
 
     try:
         asyncio.run(main())
@@ -155,8 +149,7 @@ def needle(
             pool = pool_for(counter, max(sizes), corpus)
     except CtxbenchError as exc:
         raise _fail(exc) from exc
-    spec = needle_spec(asked.model_copy(update={"lengths": list(sizes)}), force=force)
-    depth_values = spec.depths
+    spec = asked.model_copy(update={"lengths": list(sizes)})
     run = _adhoc_run(
         results,
         model,
@@ -164,19 +157,20 @@ def needle(
         deployment=url,
         model=model,
         tokenizer=counter.source,
-        check_parameters={"lengths": sizes, "depths": depth_values, "force": force},
+        check_parameters={"needle": spec.model_dump(mode="json"), "force": force},
     )
 
     async def main() -> None:
         with _progress() as progress:
-            task = progress.add_task("needle prompts", total=len(sizes) * len(depth_values))
+            task = progress.add_task("needle prompts", total=spec.trial_count())
 
             def done(trial) -> None:  # type: ignore[no-untyped-def]
                 progress.console.print(log_line(trial), highlight=False)
                 progress.advance(task)
 
             async with Client(url, model) as client:
-                await run_needle(client, pool, spec, run, (campaign, url, run.run_id), stated.tokens, done)
+                scope = (campaign, url, run.run_id)
+                await run_needle(client, pool, spec, run, scope, stated.tokens, done, force=force)
 
     try:
         asyncio.run(main())
@@ -231,26 +225,23 @@ def ramp(
         "max_tokens": "--max-tokens",
         "on_failure": "--on-failure",
     }
-    spec = ramp_spec(
-        _validated(
-            RampParams,
-            flags,
-            start=start,
-            end=end,
-            turns=turns,
-            schedule=schedule,
-            users=_listed(users, "--users"),
-            stagger_s=stagger,
-            max_tokens=max_tokens,
-            on_failure=on_failure,
-            ignore_eos=False,
-        )
+    spec = _validated(
+        RampParams,
+        flags,
+        start=start,
+        end=end,
+        turns=turns,
+        schedule=schedule,
+        users=_listed(users, "--users"),
+        stagger_s=stagger,
+        max_tokens=max_tokens,
+        on_failure=on_failure,
     )
     name = deployment or model
     try:
         counter = load_token_counter(tokenizer, gguf, url, model)
         with console.status("tokenizing the corpus once"):
-            pool = pool_for(counter, spec.end_tokens, corpus)
+            pool = pool_for(counter, spec.end, corpus)
     except CtxbenchError as exc:
         raise _fail(exc) from exc
     run = _adhoc_run(
@@ -261,7 +252,7 @@ def ramp(
         model=model,
         url=url,
         tokenizer=counter.source,
-        check_parameters={"ramp": dataclasses.asdict(spec)},
+        check_parameters={"ramp": spec.model_dump(mode="json")},
     )
 
     async def main() -> None:
@@ -325,7 +316,7 @@ def quality(
 ) -> None:
     """GSM8K accuracy, scored as lm-evaluation-harness does (strict and flexible), with Wilson 95%
     intervals."""
-    from ..checks.quality import QualityDataError, QualitySpec, load_problems, run_quality
+    from ..checks.quality import QualityDataError, load_problems, run_quality
 
     flags = {
         "data": "--data",
@@ -335,17 +326,15 @@ def quality(
         "max_tokens": "--max-tokens",
         "concurrency": "--concurrency",
     }
-    spec = QualitySpec(
-        **_validated(
-            QualityParams,
-            flags,
-            data=data,
-            samples=samples,
-            fewshot=fewshot,
-            endpoint=endpoint,
-            max_tokens=max_tokens,
-            concurrency=concurrency,
-        ).model_dump()
+    spec = _validated(
+        QualityParams,
+        flags,
+        data=data,
+        samples=samples,
+        fewshot=fewshot,
+        endpoint=endpoint,
+        max_tokens=max_tokens,
+        concurrency=concurrency,
     )
     try:
         load_problems(data)
@@ -359,7 +348,7 @@ def quality(
         deployment=name,
         model=model,
         url=url,
-        check_parameters={"quality": dataclasses.asdict(spec)},
+        check_parameters={"quality": spec.model_dump(mode="json")},
     )
 
     async def main() -> dict:  # type: ignore[type-arg]

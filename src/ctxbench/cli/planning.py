@@ -13,7 +13,7 @@ from rich.table import Table
 from ..config import (
     DEFAULT_PRICE_PER_GPU_HOUR,
 )
-from ..errors import CtxbenchError, UsageError
+from ..errors import UsageError
 from ..results.store import RunDir
 from .common import _fail, app, console, parse_token_count
 
@@ -199,18 +199,20 @@ def _calibrate(
 
 
 def _print_ramp_prefills(shape, ramp: str, tflops: float) -> None:  # type: ignore[no-untyped-def]
-    from ..checks.ramp import RampSpec, ramp_schedule
+    from pydantic import ValidationError
+
+    from ..checks.ramp import ramp_schedule
+    from ..params import RampParams
     from ..plan import predicted_prefill_s
 
+    usage = f"--ramp {ramp!r}: write START:END:TURNS, e.g. 32K:1M:10"
     try:
         start, end, turns = ramp.split(":")
-        schedule = ramp_schedule(
-            RampSpec(
-                start_tokens=parse_token_count(start), end_tokens=parse_token_count(end), turns=int(turns)
-            )
-        )
-    except (ValueError, CtxbenchError) as exc:
-        raise typer.BadParameter(f"--ramp {ramp!r}: write START:END:TURNS, e.g. 32K:1M:10 ({exc})") from None
+        schedule = ramp_schedule(RampParams(start=start, end=end, turns=turns))
+    except ValidationError as exc:
+        raise typer.BadParameter(f"{usage} ({'; '.join(e['msg'] for e in exc.errors())})") from None
+    except ValueError as exc:
+        raise typer.BadParameter(f"{usage} ({exc})") from None
     console.print(f"ramp {ramp}, each turn's prefill at {tflops:.0f} TFLOP/s:", highlight=False)
     previous = 0
     for turn, target in enumerate(schedule, start=1):

@@ -70,20 +70,79 @@ def throughput_section(run: RunDir, manifest: dict[str, Any], price_override: fl
         "draft acceptance",
         "$/M output",
     ]
-    return [
+    header = [
         "",
         "## Many users, short prompts",
         "",
-        f"Closed loop: each user sends the next request when the previous ends; {spec.get('prompt_tokens')} "
-        "tokens "
-        f"in ({spec.get('source')}, shared prefix {spec.get('shared_prefix_tokens', 0)} tokens), "
-        f"{spec.get('output_tokens')} out{' (ignore_eos)' if spec.get('ignore_eos') else ''}; each user's "
-        "first "
-        f"{spec.get('warmup_requests')} request(s) are warm-up, recorded and excluded. Goodput SLO: {slo}. "
-        f"Source: `{relative(path)}`, requests in `{relative(run.requests_path)}`, acceptance from "
-        "`/metrics` "
-        f"(`metrics.jsonl`). Cost at ${price:.2f}/GPU-hour x {gpus} GPU(s)"
-        + (" (n/a: a CPU run)." if not gpus else "."),
+        f"Source: `{relative(path)}`, requests in `{relative(run.requests_path)}`. Prompts of "
+        f"{spec.get('prompt_tokens')} tokens ({spec.get('source')}, shared prefix "
+        f"{spec.get('shared_prefix_tokens', 0)} tokens), {spec.get('output_tokens')} out"
+        f"{' (ignore_eos)' if spec.get('ignore_eos') else ''}. Goodput SLO: {slo}. "
+        f"Cost at ${price:.2f}/GPU-hour x {gpus} GPU(s)" + (" (n/a: a CPU run)." if not gpus else "."),
+    ]
+    closed = [
+        "",
+        "### Closed loop: users at a concurrency",
+        "",
+        f"Each user sends the next request when the previous ends; each user's first "
+        f"{spec.get('warmup_requests')} request(s) are warm-up, recorded and excluded. Draft acceptance from "
+        "`/metrics` (`metrics.jsonl`).",
+        "",
+        markdown_table(rows, columns),
+    ]
+    return header + (closed if rows else []) + _open_loop_lines(data, price, gpus)
+
+
+def _open_loop_lines(data: dict[str, Any], price: float, gpus: int) -> list[str]:
+    rates = data.get("rates", {})
+    if not rates:
+        return []
+    spec = data.get("spec", {})
+    rows = []
+    for rate, line in sorted(rates.items(), key=lambda item: float(item[0])):
+        if "skipped" in line:
+            rows.append([rate, line["skipped"], *[""] * 9])
+            continue
+        cost = cost_per_million(price, gpus, line["window_s"], line["output_tokens"])
+        verdict = "SATURATED" if line["saturated"] else "kept up"
+        if line["client_behind"]:
+            verdict += f"; CLIENT BEHIND (p99 late > {fmt(line['behind_threshold_s'])} s)"
+        rows.append(
+            [
+                rate,
+                f"{line['requests']} ({line['failed']} failed)",
+                fmt(line["realised_per_s"]),
+                fmt(line["requests_per_s"]),
+                fmt(line["output_tokens_per_s"], 1),
+                f"{line['goodput_requests']} ({fmt(line['goodput_per_s'])}/s)",
+                f"{fmt(line['ttft_s']['p50'])} / {fmt(line['ttft_s']['p99'])}",
+                f"{fmt(line['tpot_s']['p50'], 4)} / {fmt(line['tpot_s']['p99'], 4)}",
+                f"{fmt(line['lateness_p50_s'], 4)} / {fmt(line['lateness_p99_s'], 4)}",
+                fmt(line["lag_growth"]),
+                verdict + ("" if cost is None else f"; ${cost:.2f}/M output"),
+            ]
+        )
+    columns = [
+        "offered req/s",
+        "requests",
+        "schedule req/s",
+        "completed req/s",
+        "output tok/s",
+        "goodput",
+        "TTFT p50/p99 s",
+        "TPOT p50/p99 s",
+        "client late p50/p99 s",
+        "lag growth s/s",
+        "verdict",
+    ]
+    return [
+        "",
+        "### Open loop: requests at a rate",
+        "",
+        f"{spec.get('arrival', 'poisson')} arrivals at each rate, lowest first, whatever the server does; a "
+        f"rate is saturated when each request's lag behind its due time grows by more than "
+        f"{spec.get('saturation_lag_growth')} s a second (docs/metrics.md), and the sweep stops there. "
+        "Client lateness is sent - due; TTFT and TPOT count from the send.",
         "",
         markdown_table(rows, columns),
     ]
@@ -243,3 +302,31 @@ def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
         "Cached tokens beyond the intended history would be a leak; the history itself is reused on purpose."
     )
     return lines
+
+
+def trace_section(run: RunDir) -> list[str]:
+    path = run.path / "trace.json"
+    if not path.exists():
+        return []
+    t = json.loads(path.read_text())
+    spec = t.get("spec", {})
+    reported = t["reported_cached_tokens"]
+    expected = t["expected_cached_tokens"]
+    ratio = f" ({reported / expected:.0%} of it)" if reported is not None and expected else ""
+    return [
+        "",
+        "## Trace replay",
+        "",
+        f"`{spec.get('file')}` at {spec.get('time_scale')}x its times, {spec.get('block_tokens')}-token "
+        f"blocks: {t['requests']} requests ({t['failed']} failed), {fmt(t['requests_per_s'])} completed "
+        f"req/s, {fmt(t['output_tokens_per_s'], 1)} output tok/s.",
+        f"- TTFT p50/p99 {fmt(t['ttft_s']['p50'])} / {fmt(t['ttft_s']['p99'])} s; TPOT p50/p99 "
+        f"{fmt(t['tpot_s']['p50'], 4)} / {fmt(t['tpot_s']['p99'], 4)} s; client late p99 "
+        f"{fmt(t['lateness_p99_s'], 4)} s; lag growth {fmt(t['lag_growth'])} s/s.",
+        f"- Prefix cache: the trace's shared blocks imply {expected} cached tokens (an unbounded cache); the "
+        f"server reported {'n/a' if reported is None else reported}{ratio}. Of {t['sharing_requests']} "
+        f"requests whose leading blocks an earlier request had sent, {t['sharing_served']} were served 90% "
+        "or more of them from the cache.",
+        f"\nSource: `{relative(path)}`; each record's `labels.expected_cached_tokens` in "
+        f"`{relative(run.requests_path)}`.",
+    ]

@@ -15,6 +15,7 @@ from .check_sections import (
     ramp_section,
     ramp_table_rows,
     throughput_section,
+    trace_section,
 )
 from .counters import counters_section
 from .tables import fmt, markdown_table, relative, request_row
@@ -53,7 +54,7 @@ def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
         ]
     lines += counters_section(run) + _telemetry_section(run, records)
     lines += capacity_section(run) + needle_section(run) + ramp_section(run, records)
-    lines += throughput_section(run, manifest, price_per_gpu_hour)
+    lines += throughput_section(run, manifest, price_per_gpu_hour) + trace_section(run)
     lines += [
         "",
         "## Requests",

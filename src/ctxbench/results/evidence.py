@@ -52,6 +52,8 @@ class Row:
     cost: Cell = MISSING
     throughput: Cell = MISSING
     throughput_cost: Cell = MISSING
+    open_loop: Cell = MISSING
+    trace: Cell = MISSING
     quality: Cell = MISSING
     status: Status = "provisional"
     reasons: tuple[str, ...] = field(default_factory=tuple)
@@ -169,6 +171,8 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
                 cost,
             )
     cells.update(_throughput_cells(results, run, gpus, price))
+    cells.update(_open_loop_cell(results, run))
+    cells.update(_trace_cell(results, run))
     cells.update(_quality_cell(results, run.run_id))
     from ..audits.prefix_cache import audit_run
 
@@ -213,6 +217,55 @@ def _throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour:
         cost,
     )
     return cells
+
+
+def _open_loop_cell(results: Path, run: RunDir) -> dict[str, Cell]:
+    """The highest offered rate the server kept up with, and where it saturated (sustained rate there)."""
+    path = run.path / "throughput.json"
+    if not path.exists():
+        return {}
+    rates = {
+        float(k): v for k, v in json.loads(path.read_text()).get("rates", {}).items() if "saturated" in v
+    }
+    if not rates:
+        return {}
+    kept = [rate for rate, line in rates.items() if not line["saturated"]]
+    saturated = [(rate, line) for rate, line in sorted(rates.items()) if line["saturated"]]
+    parts = []
+    if kept:
+        best = rates[max(kept)]
+        p99 = best["ttft_s"]["p99"]
+        parts.append(
+            f"kept up with {max(kept):g} req/s (TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s)"
+        )
+    else:
+        parts.append("kept up with none of the rates offered")
+    if saturated:
+        rate, line = saturated[0]
+        sustained = line.get("sustained_per_s")
+        parts.append(f"saturated at {rate:g}" + (f" (sustained {sustained:.2g} req/s)" if sustained else ""))
+    behind = sorted(rate for rate, line in rates.items() if line.get("client_behind"))
+    if behind:
+        parts.append(f"client behind at {', '.join(f'{r:g}' for r in behind)} req/s")
+    return {"open_loop": Cell("; ".join(parts), _rel(results, path), max(kept) if kept else 0.0)}
+
+
+def _trace_cell(results: Path, run: RunDir) -> dict[str, Cell]:
+    """A replayed trace: TTFT p99 and the prefix-cache hits reported against those its blocks imply."""
+    path = run.path / "trace.json"
+    if not path.exists():
+        return {}
+    t = json.loads(path.read_text())
+    p99 = t["ttft_s"]["p99"]
+    reported, expected = t["reported_cached_tokens"], t["expected_cached_tokens"]
+    share = reported / expected if reported is not None and expected else None
+    hits = "n/a" if share is None else f"{share:.0%} of implied cache hits"
+    text = (
+        f"{t['requests'] - t['failed']}/{t['requests']} ok, "
+        f"TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s, "
+        f"{hits} ({t['sharing_served']}/{t['sharing_requests']} returning prefixes served)"
+    )
+    return {"trace": Cell(text, _rel(results, path), share)}
 
 
 def _quality_cell(results: Path, run_id: str) -> dict[str, Cell]:
@@ -284,5 +337,7 @@ COLUMNS: Sequence[tuple[str, str]] = (
     ("cost", "cost"),
     ("throughput", "many users: output tok/s"),
     ("throughput_cost", "many users: cost"),
+    ("open_loop", "many users: rate kept up"),
+    ("trace", "trace replay"),
     ("quality", "GSM8K (flexible) [95%]"),
 )

@@ -182,10 +182,7 @@ def build_haystack(
             f"{target_tokens} tokens is too short: the template, history, header and question "
             f"take {empty_prompt + needle_tokens}."
         )
-    chosen, used = _draw_units(pool, budget, rng)
-    body = [pool.texts[i] for i in chosen]
-    counts = [pool.counts[i] for i in chosen]
-    _fill(pool, budget - used, rng, body, counts)
+    body, counts = exact_body(pool, budget, rng)
     offset = None
     if planted is not None and depth is not None:
         positions = list(itertools.accumulate(counts, initial=0))
@@ -207,6 +204,16 @@ def build_haystack(
         tokenizer_source=counter.source,
         corpus=pool.origin,
     )
+
+
+def exact_body(pool: UnitPool, budget: int, rng: random.Random) -> tuple[list[str], list[int]]:
+    """Paragraphs (each to be joined after a SEPARATOR) of `budget` tokens together, in an order drawn from
+    `rng`, and each one's count: exact unless the tokenizer leaves a shortfall (then the counts say so)."""
+    chosen, used = _draw_units(pool, budget, rng)
+    body = [pool.texts[i] for i in chosen]
+    counts = [pool.counts[i] for i in chosen]
+    _fill(pool, budget - used, rng, body, counts)
+    return body, counts
 
 
 def _draw_units(pool: UnitPool, budget: int, rng: random.Random) -> tuple[list[int], int]:

@@ -1,0 +1,102 @@
+"""Open-loop arrivals: when each request is due (a rate, constant or Poisson; or a replayed trace's own
+times), and what the records say about who fell behind, the client or the server.
+
+An open-loop request is due at its scheduled time whatever the server is doing; its record's `enqueued_ns` is
+that scheduled time, so `sent_ns - enqueued_ns` is the client's own lateness (prompts are built before the
+first arrival). The server's side is the lag `end_ns - enqueued_ns`: while the server keeps up it does not
+grow over the run; past saturation it grows steadily. For requests served first come first served at a
+rate mu while they arrive at lambda > mu, request k is due at k/lambda and ends near k/mu, so the lag grows
+by (lambda/mu - 1) seconds a second: the slope of lag against due time estimates lambda/mu - 1, whatever the
+latency of one request.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .metrics import NS, percentile
+from .records import RequestRecord
+
+Arrival = Literal["poisson", "constant"]
+
+
+def due_times(rate: float, count: int, arrival: Arrival, seed: int) -> list[float]:
+    """Seconds from the first arrival (0.0) for `count` requests at `rate` a second: evenly spaced, or a
+    Poisson process (exponential gaps, seeded, so a rerun offers the same pattern)."""
+    if count <= 0:
+        return []
+    if arrival == "constant":
+        return [k / rate for k in range(count)]
+    rng = random.Random(seed)
+    times = [0.0]
+    for _ in range(count - 1):
+        times.append(times[-1] + rng.expovariate(rate))
+    return times
+
+
+def lateness_s(record: RequestRecord) -> float:
+    """How late the client sent a request it had scheduled (sent - due)."""
+    return (record.sent_ns - record.enqueued_ns) / NS
+
+
+def lag_growth(records: Sequence[RequestRecord]) -> float | None:
+    """Least-squares slope of each request's lag (end - due) against its due time: seconds of lag gained
+    a second. About 0 while the server keeps up; lambda/mu - 1 past saturation. None under 3 requests."""
+    points = [(r.enqueued_ns / NS, (r.end_ns - r.enqueued_ns) / NS) for r in records]
+    if len(points) < 3:
+        return None
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    if spread == 0:
+        return None
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+
+
+@dataclass(frozen=True)
+class OpenLoop:
+    """One offered rate's verdict, from its records."""
+
+    offered_per_s: float  # the rate asked for
+    realised_per_s: float | None  # the schedule's own: (requests - 1) / (last due - first due)
+    lateness_p50_s: float | None
+    lateness_p99_s: float | None
+    lateness_max_s: float | None
+    lag_growth: float | None
+    sustained_per_s: float | None  # offered / (1 + lag growth) once saturated: what the server kept up with
+    saturated: bool
+    client_behind: bool
+
+
+def open_loop(
+    records: Sequence[RequestRecord], rate: float, *, saturation_lag_growth: float, behind_s: float
+) -> OpenLoop:
+    """The verdict at one rate: saturated when the lag grows faster than `saturation_lag_growth`; the
+    client is behind when its p99 lateness exceeds `behind_s` (then the pattern offered was not the one
+    asked for, and the figures describe the client as much as the server)."""
+    due = sorted(r.enqueued_ns for r in records)
+    realised = (len(due) - 1) / ((due[-1] - due[0]) / NS) if len(due) > 1 and due[-1] > due[0] else None
+    late = [lateness_s(r) for r in records]
+    growth = lag_growth(records)
+    saturated = growth is not None and growth > saturation_lag_growth
+    p99 = percentile(late, 99)
+    return OpenLoop(
+        offered_per_s=rate,
+        realised_per_s=realised,
+        lateness_p50_s=percentile(late, 50),
+        lateness_p99_s=p99,
+        lateness_max_s=max(late) if late else None,
+        lag_growth=growth,
+        sustained_per_s=rate / (1 + growth) if saturated and growth is not None else None,
+        saturated=saturated,
+        client_behind=p99 is not None and p99 > behind_s,
+    )
+
+
+def behind_threshold_s(rate: float) -> float:
+    """A client is behind when its p99 lateness passes a tenth of the mean gap between arrivals, or 20 ms
+    (below that, one event loop's scheduling noise on a busy host)."""
+    return max(0.020, 0.1 / rate)

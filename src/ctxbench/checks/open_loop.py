@@ -1,0 +1,133 @@
+"""Many users as an open loop: requests arrive at a rate whatever the server does, swept until it saturates.
+
+At each rate (lowest first) `requests_at(rate)` requests are due at a constant or Poisson pattern (seeded);
+every prompt is built before the first is due, so the client's lateness (sent - due, in each record as
+`sent_ns - enqueued_ns`) is scheduling alone. A rate is saturated when each request's lag behind its due
+time grows over the run (`arrivals.lag_growth`); the sweep stops after the first saturated rate, and a rate
+where the client itself fell behind says so. Each finished rate is a unit a resumed run skips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .. import metrics
+from ..arrivals import behind_threshold_s, due_times, open_loop
+from ..client import Client
+from ..params import ThroughputParams
+from ..records import RequestRecord
+from ..results.store import RunDir
+from ..router import Router
+from ..text.haystack import request_seed
+
+LEAD_S = 0.2  # between the last prompt built and the first request due: the loop is idle when it starts
+
+
+def rate_unit(rate: float) -> str:
+    return f"throughput-r{rate:g}"
+
+
+@dataclass(frozen=True)
+class Due:
+    """One open-loop request: when it is due (seconds after the first), what it sends, how it is named."""
+
+    at_s: float
+    messages: list[dict[str, str]]
+    max_tokens: int
+    request_id: str
+    labels: dict[str, str]
+
+
+async def send_when_due(
+    client: Client | Router,
+    run: RunDir,
+    requests: Sequence[Due],
+    extra_body: dict[str, object],
+    on_request: Callable[[RequestRecord], None] | None = None,
+) -> list[RequestRecord]:
+    """Send each request at its due time, whatever the server is doing, and append each record as its
+    request ends. A record's `enqueued_ns` is the due time, so sent - enqueued is the client's lateness."""
+    records: list[RequestRecord] = []
+
+    async def send(request: Due, due_ns: int) -> None:
+        record = await client.chat(
+            request.messages,
+            max_tokens=request.max_tokens,
+            request_id=request.request_id,
+            labels=request.labels,
+            extra_body=extra_body,
+            enqueued_ns=due_ns,
+        )
+        run.append(record)
+        records.append(record)
+        if on_request is not None:
+            on_request(record)
+
+    start_ns = time.perf_counter_ns() + int(LEAD_S * metrics.NS)
+    tasks = []
+    for request in requests:
+        due_ns = start_ns + int(request.at_s * metrics.NS)
+        wait = (due_ns - time.perf_counter_ns()) / metrics.NS
+        if wait > 0:
+            await asyncio.sleep(wait)
+        tasks.append(asyncio.create_task(send(request, due_ns)))
+    await asyncio.gather(*tasks)
+    return sorted(records, key=lambda r: r.enqueued_ns)
+
+
+async def run_rate(
+    client: Client | Router,
+    prompts: Callable[[int, int], tuple[list[dict[str, str]], int | None]],
+    params: ThroughputParams,
+    run: RunDir,
+    scope: tuple[str, ...],
+    rate: float,
+    extra_body: dict[str, object],
+    on_request: Callable[[RequestRecord], None] | None = None,
+) -> list[RequestRecord]:
+    """Offer `rate` requests a second. `prompts(seed, index)` gives a request's messages and planned tokens
+    (the many-users check's `PromptMaker`); all are built before the first is due."""
+    count = params.requests_at(rate)
+    due = due_times(rate, count, params.arrival, request_seed(*scope, "arrivals", rate))
+
+    def build() -> list[Due]:
+        requests = []
+        for k, at_s in enumerate(due):
+            messages, planned = prompts(request_seed(*scope, "open-loop", rate, k), 1_000_000 + k)
+            labels = {
+                "check": "throughput",
+                "mode": "open",
+                "rate": f"{rate:g}",
+                "arrival": params.arrival,
+                "index": str(k),
+                "warmup": "0",
+                "source": params.source,
+                "shared_prefix_tokens": str(params.shared_prefix_tokens),
+                "planned_tokens": "" if planned is None else str(planned),
+            }
+            request_id = run.request_id(f"tput-r{rate:g}-{k}")
+            requests.append(Due(at_s, messages, params.output_tokens, request_id, labels))
+        return requests
+
+    return await send_when_due(client, run, await asyncio.to_thread(build), extra_body, on_request)
+
+
+def rate_summary(
+    records: list[RequestRecord], params: ThroughputParams, rate: float, attempt: int
+) -> dict[str, Any]:
+    """The closed-loop figures (`metrics.throughput`) over the rate's records, with the open-loop verdict."""
+    figures = metrics.throughput(records, params.ttft_slo_s, params.tpot_slo_s)
+    verdict = open_loop(
+        records, rate, saturation_lag_growth=params.saturation_lag_growth, behind_s=behind_threshold_s(rate)
+    )
+    return {
+        **asdict(figures),
+        **asdict(verdict),
+        "behind_threshold_s": behind_threshold_s(rate),
+        "attempt": attempt,
+        "request_ids": [r.request_id for r in records],
+    }

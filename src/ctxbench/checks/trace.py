@@ -1,0 +1,220 @@
+"""Trace replay: a Mooncake-format trace sent at its own times, with the prefixes its hash ids share.
+
+Each line of the trace is one request: `timestamp` (ms), `input_length` and `output_length` (tokens) and
+`hash_ids` (its prompt's blocks, `block_tokens` each), the format Mooncake published and vLLM `bench serve`,
+SGLang's `bench_serving`, AIPerf and GuideLLM read. Every prompt is built token-exact before the first is due
+(`text/blocks.py`: the same id is the same text wherever it appears), then sent at `timestamp x time_scale`
+whatever the server does (`open_loop.send_when_due`). Each record carries the cached tokens the trace implies:
+the whole blocks it shares with any earlier request, as an unbounded prefix cache would serve them; the
+summary sets them beside what the server reported, and the cache audit flags reuse beyond them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import metrics
+from ..arrivals import lag_growth, lateness_s
+from ..client import Client
+from ..errors import UsageError
+from ..params import TraceParams
+from ..records import RequestRecord
+from ..results.store import RunDir, write_json_atomic
+from ..router import Router
+from ..text.blocks import BlockPrompts
+from ..text.haystack import UnitPool, request_seed
+from .open_loop import Due, send_when_due
+
+TRACE_FILE = "trace.json"
+UNIT = "trace"
+
+
+class TraceFileError(UsageError):
+    """A trace line that is not a Mooncake request; the message names the file, line and key."""
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    line: int
+    timestamp_ms: float
+    input_length: int
+    output_length: int
+    hash_ids: tuple[int, ...]
+
+
+def read_trace(path: Path, max_requests: int | None = None) -> list[TraceRequest]:
+    """The trace's requests in time order (blank lines skipped)."""
+    try:
+        lines = path.expanduser().read_text().splitlines()
+    except OSError as exc:
+        raise TraceFileError(
+            f"{path}: cannot read the trace ({exc.strerror}); give a local JSONL file"
+        ) from None
+    requests = []
+    for number, text in enumerate(lines, start=1):
+        if text.strip():
+            requests.append(_parse(path, number, text))
+        if max_requests is not None and len(requests) >= max_requests:
+            break
+    if not requests:
+        raise TraceFileError(f"{path}: the trace has no requests; one JSON object a line")
+    return sorted(requests, key=lambda r: r.timestamp_ms)
+
+
+def _parse(path: Path, number: int, text: str) -> TraceRequest:
+    where = f"{path}:{number}"
+    try:
+        entry = json.loads(text)
+    except ValueError as exc:
+        raise TraceFileError(f"{where}: not JSON ({exc}); each line is one request object") from None
+    if not isinstance(entry, dict):
+        raise TraceFileError(f"{where}: a line is a JSON object with timestamp, input_length, output_length")
+
+    def number_at(key: str, minimum: float) -> float:
+        value = entry.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
+            raise TraceFileError(f"{where}: {key} is {value!r}; give a number of at least {minimum:g}")
+        return value
+
+    ids = entry.get("hash_ids", [])
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise TraceFileError(f"{where}: hash_ids is {ids!r}; give a list of integers (the prompt's blocks)")
+    return TraceRequest(
+        line=number,
+        timestamp_ms=number_at("timestamp", 0),
+        input_length=int(number_at("input_length", 1)),
+        output_length=int(number_at("output_length", 1)),
+        hash_ids=tuple(ids),
+    )
+
+
+def expected_shared_blocks(requests: list[TraceRequest], whole: list[int]) -> Iterator[int]:
+    """Per request (in order): the leading whole blocks it shares with any earlier request's whole blocks."""
+    seen: set[tuple[int, ...]] = set()
+    for request, count in zip(requests, whole, strict=True):
+        ids = request.hash_ids[:count]
+        shared = 0
+        while shared < count and ids[: shared + 1] in seen:
+            shared += 1
+        yield shared
+        seen.update(ids[:length] for length in range(1, count + 1))
+
+
+async def run_trace(
+    client: Client | Router,
+    pool: UnitPool,
+    params: TraceParams,
+    run: RunDir,
+    scope: tuple[str, ...],
+    on_request: Callable[[RequestRecord], None] | None = None,
+) -> dict[str, Any]:
+    """Replay the trace; returns (and writes) `trace.json`."""
+    requests = read_trace(params.file, params.max_requests)
+    blocks = BlockPrompts(pool, params.block_tokens, (*scope, "trace"))
+    start_ms = requests[0].timestamp_ms
+
+    def build() -> list[Due]:
+        prompts = [
+            blocks.prompt(r.hash_ids, r.input_length, request_seed(*scope, "trace", r.line)) for r in requests
+        ]
+        shared = expected_shared_blocks(requests, [p.full_blocks for p in prompts])
+        due = []
+        for k, (request, prompt, blocks_shared) in enumerate(zip(requests, prompts, shared, strict=True)):
+            labels = {
+                "check": "trace",
+                "mode": "open",
+                "index": str(k),
+                "trace_line": str(request.line),
+                "input_length": str(request.input_length),
+                "planned_tokens": str(prompt.planned_tokens),
+                "expected_cached_tokens": str(blocks_shared * params.block_tokens),
+                "block_tokens": str(params.block_tokens),
+                "overhead_tokens": str(blocks.overhead_tokens),
+            }
+            at_s = (request.timestamp_ms - start_ms) / 1000 * params.time_scale
+            request_id = run.request_id(f"trace-{k}")
+            due.append(Due(at_s, list(prompt.messages), request.output_length, request_id, labels))
+        return due
+
+    extra = {"temperature": 0.0, **({"ignore_eos": True} if params.ignore_eos else {})}
+    records = await send_when_due(client, run, await asyncio.to_thread(build), extra, on_request)
+    summary = trace_summary(records, params, run.attempt)
+    write_json_atomic(run.path / TRACE_FILE, summary)
+    run.mark_completed(UNIT)
+    return summary
+
+
+def trace_summary(records: list[RequestRecord], params: TraceParams, attempt: int) -> dict[str, Any]:
+    """Load figures over the replay, the client's lateness, and the cached tokens expected and reported."""
+    figures = metrics.throughput(records, params.ttft_slo_s, params.tpot_slo_s)
+    ok = [r for r in records if r.ok]
+    expected = sum(int(r.labels["expected_cached_tokens"]) for r in ok)
+    reported = [metrics.cached_tokens(r) for r in ok]
+    sharing = [r for r in ok if int(r.labels["expected_cached_tokens"]) > 0]
+    served = [
+        r for r in sharing if (metrics.cached_tokens(r) or 0) >= 0.9 * int(r.labels["expected_cached_tokens"])
+    ]
+    late = [lateness_s(r) for r in records]
+    return {
+        "spec": params.model_dump(mode="json"),
+        **asdict(figures),
+        "lateness_p50_s": metrics.percentile(late, 50),
+        "lateness_p99_s": metrics.percentile(late, 99),
+        "lag_growth": lag_growth(records),
+        "expected_cached_tokens": expected,
+        "reported_cached_tokens": None if any(c is None for c in reported) else sum(c or 0 for c in reported),
+        # requests whose leading blocks the trace says an earlier request left in the cache, and how many of
+        # them the server served at least 90% of those blocks from its cache
+        "sharing_requests": len(sharing),
+        "sharing_served": len(served),
+        "prompt_tokens": sum(metrics.prompt_tokens(r) or 0 for r in ok),
+        "attempt": attempt,
+        "request_ids": [r.request_id for r in records],
+    }
+
+
+def sample_trace(
+    seed: str = "ctxbench-sample-trace",
+    *,
+    documents: int = 3,
+    document_blocks: int = 8,
+    conversations: int = 6,
+    turns: int = 3,
+    fresh: int = 6,
+    span_s: float = 120.0,
+    block_tokens: int = 512,
+    output_length: int = 128,
+) -> list[dict[str, Any]]:
+    """A Mooncake-format trace shaped like long-context traffic: long documents that several conversations
+    read (their blocks shared), conversations that come back later with their history grown by a block or
+    two a turn, and fresh one-off prompts that share nothing. Seeded; sorted by timestamp."""
+    rng = random.Random(seed)
+    next_id = iter(range(1_000_000))
+    docs = [[next(next_id) for _ in range(document_blocks)] for _ in range(documents)]
+    lines = []
+    for user in range(conversations):
+        ids = list(docs[user % documents])
+        at = rng.uniform(0, span_s / (turns + 1))
+        for _ in range(turns):
+            lines.append((at, ids[:]))
+            ids += [next(next_id) for _ in range(rng.randint(1, 2))]  # the reply and the next question
+            at += rng.uniform(span_s / (turns + 1), span_s / turns)  # back after others had their turn
+    for _ in range(fresh):
+        lines.append(
+            (rng.uniform(0, span_s), [next(next_id) for _ in range(rng.randint(1, document_blocks))])
+        )
+    return [
+        {
+            "timestamp": round(at * 1000),
+            "input_length": len(ids) * block_tokens - rng.randint(0, block_tokens // 2),
+            "output_length": output_length,
+            "hash_ids": ids,
+        }
+        for at, ids in sorted(lines, key=lambda line: line[0])
+    ]

@@ -1,0 +1,84 @@
+"""Open-loop arrivals: the schedules offered, and the verdicts read from records (saturated, client late)."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+from pydantic import ValidationError
+
+from ctxbench.arrivals import behind_threshold_s, due_times, lag_growth, open_loop
+from ctxbench.params import ThroughputParams
+from ctxbench.records import RequestRecord
+
+NS = 1_000_000_000
+
+
+def record(due_s: float, sent_s: float, end_s: float) -> RequestRecord:
+    return RequestRecord(
+        request_id=f"r{due_s}",
+        endpoint="chat",
+        url="http://127.0.0.1:1/v1/chat/completions",
+        model="m",
+        request_bytes=10,
+        enqueued_ns=int(due_s * NS),
+        sent_ns=int(sent_s * NS),
+        end_ns=int(end_s * NS),
+        http_status=200,
+    )
+
+
+def test_constant_arrivals_are_evenly_spaced() -> None:
+    assert due_times(4.0, 5, "constant", seed=1) == [0.0, 0.25, 0.5, 0.75, 1.0]
+
+
+def test_poisson_arrivals_are_seeded_and_average_the_rate() -> None:
+    times = due_times(10.0, 5001, "poisson", seed=7)
+    assert times == due_times(10.0, 5001, "poisson", seed=7)
+    assert times != due_times(10.0, 5001, "poisson", seed=8)
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert statistics.mean(gaps) == pytest.approx(0.1, rel=0.05)
+    # exponential gaps: the standard deviation equals the mean (a constant schedule's is 0)
+    assert statistics.stdev(gaps) == pytest.approx(0.1, rel=0.1)
+
+
+def test_a_server_that_keeps_up_has_no_lag_growth() -> None:
+    # every request takes 0.3 s, whenever it is due
+    records = [record(k * 0.5, k * 0.5, k * 0.5 + 0.3) for k in range(20)]
+    assert lag_growth(records) == pytest.approx(0.0, abs=1e-9)
+    verdict = open_loop(records, 2.0, saturation_lag_growth=0.1, behind_s=behind_threshold_s(2.0))
+    assert not verdict.saturated and not verdict.client_behind and verdict.sustained_per_s is None
+    assert verdict.realised_per_s == pytest.approx(2.0)
+
+
+def test_a_server_past_saturation_gains_lag_and_its_sustained_rate_is_recovered() -> None:
+    # due at 10/s, served one after another at 4/s: request k ends at (k + 1) / 4
+    records = [record(k / 10, k / 10, (k + 1) / 4) for k in range(40)]
+    verdict = open_loop(records, 10.0, saturation_lag_growth=0.1, behind_s=behind_threshold_s(10.0))
+    assert verdict.lag_growth == pytest.approx(10 / 4 - 1)
+    assert verdict.saturated and verdict.sustained_per_s == pytest.approx(4.0)
+
+
+def test_a_client_that_sent_late_is_named_not_blamed_on_the_server() -> None:
+    # the client sent every request 0.3 s late (its loop was busy); the server answered each in 0.1 s
+    records = [record(k * 0.5, k * 0.5 + 0.3, k * 0.5 + 0.4) for k in range(10)]
+    verdict = open_loop(records, 2.0, saturation_lag_growth=0.1, behind_s=behind_threshold_s(2.0))
+    assert verdict.client_behind and not verdict.saturated
+    assert verdict.lateness_p99_s == pytest.approx(0.3)
+
+
+def test_too_few_requests_give_no_lag_growth() -> None:
+    assert lag_growth([record(0, 0, 1), record(1, 1, 2)]) is None
+
+
+def test_the_many_users_schema_takes_rates_and_counts_their_requests() -> None:
+    params = ThroughputParams(levels=[], rates=[2, 0.5], duration_s=10, requests_per_user=1)
+    assert params.requests_at(2) == 20 and params.requests_at(0.5) == 5
+    assert params.request_count() == 25
+    assert ThroughputParams(levels=[2], requests_per_user=3, warmup_requests=1).request_count() == 8
+    with pytest.raises(ValidationError, match="levels and rates are both empty"):
+        ThroughputParams(levels=[], rates=[])
+    with pytest.raises(ValidationError, match="greater than 0"):
+        ThroughputParams(rates=[0])
+    with pytest.raises(ValidationError, match="arrival"):
+        ThroughputParams(rates=[1], arrival="bursty")
