@@ -23,6 +23,7 @@ from .checks.needle import run_needle
 from .checks.probe import probe_request_count, run_probe
 from .checks.quality import run_quality
 from .checks.ramp import run_ramp
+from .checks.returning import run_returning
 from .checks.throughput import PromptMaker, run_throughput
 from .checks.trace import read_trace, run_trace
 from .client import Client
@@ -51,6 +52,7 @@ def request_count(checks: Checks) -> int:
     count += checks.throughput.request_count() if checks.throughput else 0
     count += checks.quality.samples if checks.quality else 0
     count += trace_request_count(checks.trace) if checks.trace else 0
+    count += checks.returning.request_count() if checks.returning else 0
     return count + (checks.ramp.turns * sum(checks.ramp.users) if checks.ramp else 0)
 
 
@@ -66,6 +68,7 @@ def longest_prompt(checks: Checks, limit_tokens: int) -> int:
     lengths += list(checks.needle.lengths) if checks.needle else []
     lengths += [checks.ramp.end] if checks.ramp else []
     lengths += [checks.throughput.prompt_tokens] if checks.throughput else []
+    lengths += [checks.returning.context] if checks.returning else []
     return max(lengths, default=1024)
 
 
@@ -329,6 +332,21 @@ def _run_checks(
                         client,
                         pool,
                         trace,
+                        run,
+                        scope,  # type: ignore[arg-type]
+                        on_request=lambda _: on_request_done(),
+                    )
+            if checks.returning and "returning" not in skip:
+                returning = checks.returning
+                on_status(
+                    f"returning users: {returning.conversations} conversations of {returning.context} "
+                    f"tokens, {returning.filler_requests} other prompts between, then each returns"
+                )
+                with watched("returning"):
+                    await run_returning(
+                        client,
+                        pool,
+                        returning,
                         run,
                         scope,  # type: ignore[arg-type]
                         on_request=lambda _: on_request_done(),

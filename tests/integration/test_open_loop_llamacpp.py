@@ -140,3 +140,45 @@ def test_a_replayed_trace_shares_the_prefixes_its_hash_ids_imply(tiny: TinyModel
     assert "## Trace replay" in report and f"imply {7 * block} cached tokens" in report
     (row,) = collect(tmp_path / "results")
     assert "of implied cache hits" in row.trace.text
+
+
+RETURNING = """
+[checks.returning]
+conversations = 2
+context = 600
+follow_up_tokens = 32
+filler_requests = 3
+filler_tokens = 500
+max_tokens = 8
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "found", "forecast"),
+    [
+        ("[]", "cached", "2 restored from the host prompt cache"),  # llama-server's default --cache-ram 8192
+        ('["--cache-ram", "0"]', "recomputed", "2 recomputed"),  # no host prompt cache
+    ],
+)
+def test_returning_users_find_their_history_where_the_forecast_says(
+    tiny: TinyModel, tmp_path: Path, args: str, found: str, forecast: str
+) -> None:
+    # Two slots, three fillers: every conversation is pushed out of its slot before it returns.
+    run = run_one(
+        tmp_path, RETURNING, DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args=args)
+    )
+    data = json.loads((run.path / "returning.json").read_text())
+    assert [c["verdict"] for c in data["conversations"]] == [found, found]
+    # every prompt token-exact, the returns included (their history as the server holds it, plus 32)
+    assert all(metrics.prompt_tokens(r) == int(r.labels["planned_tokens"]) for r in run.records())
+    phases = [r.labels["phase"] for r in sorted(run.records(), key=lambda r: r.sent_ns)]
+    assert phases == ["build", "immediate"] * 2 + ["filler"] * 3 + ["return", "fresh"] * 2
+    immediate = [r for r in run.records() if r.labels["phase"] == "immediate"]
+    # asked again at once, each conversation's history came from its slot
+    assert all(
+        (metrics.cached_tokens(r) or 0) >= 0.9 * int(r.labels["intended_cached_tokens"]) for r in immediate
+    )
+    report = run_report(run)
+    assert "## Returning users" in report and forecast in report
+    (row,) = collect(tmp_path / "results")
+    assert row.returning.text.startswith(f"{2 if found == 'cached' else 0}/2 found their history cached")

@@ -37,6 +37,7 @@ STAGES: list[tuple[str, ...]] = [
         "results",
         "report.run_report",
         "report.check_sections",
+        "report.returning",
         "report.counters",
         "report.tables",
         "report.timeline",

@@ -91,3 +91,18 @@ class LlamaServer(EngineServer):
 
     def version(self) -> str:
         return str(self.props().get("build_info", "unknown"))
+
+
+DEFAULT_CACHE_RAM_MIB = 8192  # llama-server's `--cache-ram` default (this build's `--help`)
+
+
+def cache_settings(command: list[str]) -> tuple[int, float | None]:
+    """From a llama-server command line: its slots and its host prompt cache in bytes (None: no limit; 0:
+    none). The last of repeated flags wins, as llama-server reads them."""
+    slots, cache_mib = 1, float(DEFAULT_CACHE_RAM_MIB)
+    for flag, value in zip(command, command[1:], strict=False):
+        if flag in ("--parallel", "-np"):
+            slots = int(value)
+        elif flag in ("--cache-ram", "-cram"):
+            cache_mib = float(value)
+    return slots, None if cache_mib < 0 else cache_mib * (1 << 20)

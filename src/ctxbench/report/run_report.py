@@ -18,6 +18,7 @@ from .check_sections import (
     trace_section,
 )
 from .counters import counters_section
+from .returning import returning_section
 from .tables import fmt, markdown_table, relative, request_row
 
 
@@ -54,7 +55,9 @@ def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
         ]
     lines += counters_section(run) + _telemetry_section(run, records)
     lines += capacity_section(run) + needle_section(run) + ramp_section(run, records)
-    lines += throughput_section(run, manifest, price_per_gpu_hour) + trace_section(run)
+    lines += (
+        throughput_section(run, manifest, price_per_gpu_hour) + trace_section(run) + returning_section(run)
+    )
     lines += [
         "",
         "## Requests",

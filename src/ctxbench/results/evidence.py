@@ -54,6 +54,7 @@ class Row:
     throughput_cost: Cell = MISSING
     open_loop: Cell = MISSING
     trace: Cell = MISSING
+    returning: Cell = MISSING
     quality: Cell = MISSING
     status: Status = "provisional"
     reasons: tuple[str, ...] = field(default_factory=tuple)
@@ -173,6 +174,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     cells.update(_throughput_cells(results, run, gpus, price))
     cells.update(_open_loop_cell(results, run))
     cells.update(_trace_cell(results, run))
+    cells.update(_returning_cell(results, run))
     cells.update(_quality_cell(results, run.run_id))
     from ..audits.prefix_cache import audit_run
 
@@ -268,6 +270,21 @@ def _trace_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     return {"trace": Cell(text, _rel(results, path), share)}
 
 
+def _returning_cell(results: Path, run: RunDir) -> dict[str, Cell]:
+    """Returning users: how many found their history cached, and the median TTFT on return against fresh."""
+    path = run.path / "returning.json"
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    total = len(data["conversations"])
+    cached = data["verdicts"].get("cached", 0)
+    back, fresh = data["ttft_return_s"], data["ttft_fresh_s"]
+    times = "" if back is None or fresh is None else f", TTFT {back:.2f} s on return vs {fresh:.2f} s fresh"
+    return {
+        "returning": Cell(f"{cached}/{total} found their history cached{times}", _rel(results, path), cached)
+    }
+
+
 def _quality_cell(results: Path, run_id: str) -> dict[str, Cell]:
     """GSM8K accuracy (flexible scoring) with its Wilson 95% interval, n, endpoint and few-shot count."""
     from ..checks.quality import QUALITY_FILE, run_summaries
@@ -339,5 +356,6 @@ COLUMNS: Sequence[tuple[str, str]] = (
     ("throughput_cost", "many users: cost"),
     ("open_loop", "many users: rate kept up"),
     ("trace", "trace replay"),
+    ("returning", "returning users"),
     ("quality", "GSM8K (flexible) [95%]"),
 )

@@ -171,7 +171,7 @@ def build_haystack(
     rng = random.Random(seed)
     planted = (needle or Needle.random(rng)) if depth is not None else None
     ask = question or (planted.question if planted else "In two sentences, what is this archive about?")
-    header = f"Archive file {seed:016x}. Read it closely; a question follows at the end."
+    header = _header(seed)
     counter = pool.counter
     earlier = [dict(m) for m in history]
     empty_prompt = counter.count_chat([*earlier, {"role": "user", "content": header + SEPARATOR + ask}])
@@ -204,6 +204,20 @@ def build_haystack(
         tokenizer_source=counter.source,
         corpus=pool.origin,
     )
+
+
+def _header(seed: int) -> str:
+    return f"Archive file {seed:016x}. Read it closely; a question follows at the end."
+
+
+def turn_overhead_tokens(
+    pool: UnitPool, seed: int, question: str, history: Sequence[Mapping[str, str]] = ()
+) -> int:
+    """The tokens of `build_haystack(pool, n, seed, question=question, history=history)` before any new
+    document text: the history, the template, the header and the question. A turn of this plus N tokens
+    adds N tokens of fresh document."""
+    message = {"role": "user", "content": _header(seed) + SEPARATOR + question}
+    return pool.counter.count_chat([*(dict(m) for m in history), message])
 
 
 def exact_body(pool: UnitPool, budget: int, rng: random.Random) -> tuple[list[str], list[int]]:

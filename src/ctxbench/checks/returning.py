@@ -1,0 +1,156 @@
+"""Returning users: does a conversation that comes back after other users' traffic find its context?
+
+Each of `conversations` chats is built (a fresh document of `context` tokens, answered) and asked again at
+once (the immediate return: its history should come from the cache). Then `filler_requests` fresh prompts
+of other users pass through the server, pushing whatever the engine keeps out of its slots or KV blocks.
+Then each conversation returns with one more question, and a fresh prompt of the same length is prefilled
+for comparison. A return whose history came back from the cache reports it in `usage` (cached tokens); its
+TTFT beside the immediate return's (kept close at hand) and the fresh prefill's (recomputed) says how far
+it had to go. The planner's forecast (`plan.returning_forecast`) is set beside the measurement in the report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from .. import metrics
+from ..client import Client
+from ..params import ReturningParams
+from ..records import RequestRecord
+from ..results.store import RunDir, write_json_atomic
+from ..router import Router
+from ..text.haystack import UnitPool, build_haystack, request_seed, turn_overhead_tokens
+
+RETURNING_FILE = "returning.json"
+UNIT = "returning"
+QUESTION = "In two sentences, what does the newest part of this archive say?"
+Phase = Literal["build", "immediate", "filler", "return", "fresh"]
+Verdict = Literal["cached", "partly cached", "recomputed", "failed"]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    conversation: int
+    history_tokens: int  # what the return can reuse: the immediate return's prompt
+    return_tokens: int | None
+    cached_on_return: int | None
+    ttft_build_s: float | None
+    ttft_immediate_s: float | None
+    ttft_return_s: float | None
+    ttft_fresh_s: float | None
+    verdict: Verdict
+
+
+def verdict_of(cached: int | None, history: int, ok: bool) -> Verdict:
+    """At least 90% of the history reported cached: cached; under 10%: recomputed; else partly cached."""
+    if not ok:
+        return "failed"
+    share = (cached or 0) / history if history else 0.0
+    return "cached" if share >= 0.9 else "recomputed" if share < 0.1 else "partly cached"
+
+
+async def run_returning(
+    client: Client | Router,
+    pool: UnitPool,
+    params: ReturningParams,
+    run: RunDir,
+    scope: tuple[str, ...],
+    on_request: Callable[[RequestRecord], None] | None = None,
+) -> dict[str, Any]:
+    """Build, fill, return, compare; one request at a time. Returns (and writes) `returning.json`."""
+    extra = {"temperature": 0.0, "ignore_eos": True}
+
+    async def send(
+        phase: Phase, number: int, history: list[dict[str, str]], intended: int, target: int | None = None
+    ) -> tuple[RequestRecord, tuple[dict[str, str], ...]]:
+        seed = request_seed(*scope, "returning", phase, number)
+        if (
+            target is None and history
+        ):  # a conversation's turn: its history, then `follow_up_tokens` of new text
+            floor = await asyncio.to_thread(turn_overhead_tokens, pool, seed, QUESTION, history)
+            target = floor + params.follow_up_tokens
+        elif target is None:
+            target = params.context if phase == "build" else params.filler_tokens or params.context
+        haystack = await asyncio.to_thread(
+            build_haystack, pool, target, seed, question=QUESTION, history=history
+        )
+        record = await client.chat(
+            haystack.messages,
+            max_tokens=params.max_tokens,
+            request_id=run.request_id(f"returning-{phase}-{number}"),
+            labels={
+                "check": "returning",
+                "phase": phase,
+                "conversation": str(number),
+                "planned_tokens": str(haystack.planned_tokens),
+                "intended_cached_tokens": str(intended),
+            },
+            extra_body=extra,
+            conversation=f"returning-{number}" if phase in ("build", "immediate", "return") else None,
+        )
+        run.append(record)
+        if on_request is not None:
+            on_request(record)
+        return record, haystack.messages
+
+    def history_after(messages: tuple[dict[str, str], ...], reply: RequestRecord) -> list[dict[str, str]]:
+        return [*messages, {"role": "assistant", "content": reply.text}]
+
+    built: list[tuple[RequestRecord, RequestRecord, list[dict[str, str]]]] = []
+    for number in range(params.conversations):
+        build, messages = await send("build", number, [], 0)
+        immediate, messages = await send("immediate", number, history_after(messages, build), _prompt(build))
+        built.append((build, immediate, history_after(messages, immediate)))
+    for number in range(params.filler_requests):
+        await send("filler", number, [], 0)
+    conversations = []
+    for number, (build, immediate, history) in enumerate(built):
+        back, _ = await send("return", number, history, _prompt(immediate))
+        # a fresh prompt exactly as long as the return: nothing of it was ever sent before
+        fresh, _ = await send("fresh", number, [], 0, target=int(back.labels["planned_tokens"]))
+        conversations.append(
+            Conversation(
+                conversation=number,
+                history_tokens=_prompt(immediate),
+                return_tokens=metrics.prompt_tokens(back),
+                cached_on_return=metrics.cached_tokens(back),
+                ttft_build_s=metrics.ttft_s(build),
+                ttft_immediate_s=metrics.ttft_s(immediate),
+                ttft_return_s=metrics.ttft_s(back),
+                ttft_fresh_s=metrics.ttft_s(fresh),
+                verdict=verdict_of(metrics.cached_tokens(back), _prompt(immediate), back.ok and immediate.ok),
+            )
+        )
+    summary = returning_summary(conversations, params, run.attempt)
+    write_json_atomic(run.path / RETURNING_FILE, summary)
+    run.mark_completed(UNIT)
+    return summary
+
+
+def _prompt(record: RequestRecord) -> int:
+    """The prompt tokens the server counted (0 for a request that failed before it said)."""
+    return metrics.prompt_tokens(record) or 0
+
+
+def returning_summary(
+    conversations: list[Conversation], params: ReturningParams, attempt: int
+) -> dict[str, Any]:
+    def median(values: list[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return metrics.percentile(present, 50)
+
+    verdicts: dict[str, int] = {}
+    for c in conversations:
+        verdicts[c.verdict] = verdicts.get(c.verdict, 0) + 1
+    return {
+        "spec": params.model_dump(mode="json"),
+        "conversations": [asdict(c) for c in conversations],
+        "verdicts": verdicts,
+        "ttft_immediate_s": median([c.ttft_immediate_s for c in conversations]),
+        "ttft_return_s": median([c.ttft_return_s for c in conversations]),
+        "ttft_fresh_s": median([c.ttft_fresh_s for c in conversations]),
+        "attempt": attempt,
+    }

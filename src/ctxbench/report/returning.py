@@ -1,0 +1,93 @@
+"""The run report's returning-users section: each conversation's return beside its immediate return and a
+fresh prefill, and the planner's forecast beside the measurement."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..engines.llamacpp import cache_settings
+from ..errors import CalibrationError
+from ..plan import ReturnForecast, returning_forecast
+from ..results.calibration import shape_of
+from ..results.store import RunDir
+from .tables import fmt, markdown_table, relative
+
+KV_BYTES_PER_VALUE = 2.0  # llama.cpp's default KV cache type, f16
+
+
+def forecast_of(manifest: dict[str, Any], data: dict[str, Any]) -> ReturnForecast | None:
+    """The planner's forecast for this run, where the engine's cache model is known (llama.cpp: slots and
+    `--cache-ram` from its command, KV bytes a token from the model's shape); None otherwise."""
+    engine = manifest.get("engine", {})
+    if engine.get("kind") != "llamacpp" or not engine.get("command"):
+        return None
+    try:
+        shape = shape_of(manifest)
+    except CalibrationError:  # no shape (not a GGUF, or an older manifest): no forecast
+        return None
+    slots, host_bytes = cache_settings(list(engine["command"]))
+    spec = data["spec"]
+    conversations = data["conversations"]
+    tokens = max((c["history_tokens"] for c in conversations), default=spec["context"])
+    return returning_forecast(
+        conversations=spec["conversations"],
+        conversation_tokens=tokens,
+        filler_requests=spec["filler_requests"],
+        filler_tokens=spec["filler_tokens"] or spec["context"],
+        slots=slots,
+        host_cache_bytes=host_bytes,
+        kv_bytes_per_token=shape.kv_bytes_per_token(KV_BYTES_PER_VALUE),
+    )
+
+
+def returning_section(run: RunDir) -> list[str]:
+    path = run.path / "returning.json"
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    spec = data["spec"]
+    rows = [
+        [
+            str(c["conversation"]),
+            str(c["history_tokens"]),
+            "n/a" if c["cached_on_return"] is None else str(c["cached_on_return"]),
+            fmt(c["ttft_immediate_s"]),
+            fmt(c["ttft_return_s"]),
+            fmt(c["ttft_fresh_s"]),
+            c["verdict"],
+        ]
+        for c in data["conversations"]
+    ]
+    columns = ["conversation", "history tok", "cached on return", "TTFT immediate s", "TTFT return s"]
+    columns += ["TTFT fresh s", "verdict"]
+    forecast = forecast_of(manifest, data)
+    verdicts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(data["verdicts"].items()))
+    if forecast is None:
+        predicted = "no forecast: the planner models llama.cpp's slots and host prompt cache only"
+    else:
+        capacity = (
+            "no limit" if forecast.host_cache_tokens is None else f"{forecast.host_cache_tokens:.0f} tokens"
+        )
+        predicted = (
+            f"forecast (plan.returning_forecast): {forecast.in_slots} still in a slot, "
+            f"{forecast.from_host_cache} restored from the host prompt cache ({capacity}; "
+            f"{forecast.pushed_tokens} tokens pushed out before the first return), {forecast.recomputed} "
+            "recomputed"
+        )
+    return [
+        "",
+        "## Returning users",
+        "",
+        f"{spec['conversations']} conversations of {spec['context']} tokens, each asked again at once; "
+        f"then {spec['filler_requests']} fresh prompts of {spec['filler_tokens'] or spec['context']} tokens "
+        "from other users; then each conversation returns with one more question, and a fresh prompt of the "
+        "same length is prefilled beside it. Cached: at least 90% of the history reported cached on return.",
+        f"- Measured: {verdicts}; TTFT median immediate {fmt(data['ttft_immediate_s'])} s, on return "
+        f"{fmt(data['ttft_return_s'])} s, fresh {fmt(data['ttft_fresh_s'])} s.",
+        f"- {predicted[0].upper()}{predicted[1:]}.",
+        "",
+        markdown_table(rows, columns),
+        f"\nSource: `{relative(path)}` and `{relative(run.requests_path)}` (`labels.check = returning`).",
+    ]
