@@ -122,8 +122,7 @@ def check_gpus(campaign: Campaign, deployments: list[Deployment], present: int |
             index = campaign.deployments.index(deployment)
             raise CampaignFileError(
                 f"deployments[{index}].gpus ({deployment.name}): GPU {missing[0]} is not present; this "
-                "machine shows "
-                f"{present} GPU(s) (indices 0..{present - 1})"
+                f"machine shows {present} GPU(s) (indices 0..{present - 1})"
                 if present
                 else f"deployments[{index}].gpus ({deployment.name}): GPU {missing[0]} is not present; "
                 "this machine shows no NVIDIA GPU. Remove `gpus` to run on the CPU, or run on the GPU node."

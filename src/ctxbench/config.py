@@ -40,8 +40,7 @@ def _check_name(value: str) -> str:
     if not _NAME.match(value) or ".." in value:
         raise ValueError(
             f"{value!r} is not a usable name: use letters, digits, '.', '_' and '-' (no '/', no '..', at "
-            "most "
-            "80 characters, starting with a letter or digit); it becomes a directory name"
+            "most 80 characters, starting with a letter or digit); it becomes a directory name"
         )
     return value
 
@@ -259,10 +258,8 @@ def load_campaign(path: Path, *, check_paths: bool = True) -> Campaign:
     if check_paths and quality is not None and not quality.data.expanduser().exists():
         raise CampaignFileError(
             f"{_where(path, text, ('checks', 'quality', 'data'))}: {str(quality.data)!r} does not exist. Get "
-            "GSM8K's "
-            "test.jsonl from https://github.com/openai/grade-school-math or the Hugging Face dataset "
-            "openai/gsm8k "
-            "and give its local path (ctxbench never downloads data)."
+            "GSM8K's test.jsonl from https://github.com/openai/grade-school-math or the Hugging Face dataset "
+            "openai/gsm8k and give its local path (ctxbench never downloads data)."
         )
     trace = campaign.checks.trace
     if check_paths and trace is not None and not trace.file.expanduser().is_file():

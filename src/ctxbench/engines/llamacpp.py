@@ -71,8 +71,8 @@ class LlamaServer(EngineServer):
     def start(self) -> LlamaServer:
         if not self.config.binary.exists():
             raise EngineNotReady(
-                f"llama-server not found at {self.config.binary}; build it with `ctxbench engine build "
-                "llamacpp`."
+                f"llama-server not found at {self.config.binary}; "
+                "build it with `ctxbench engine build llamacpp`."
             )
         if not self.config.model.exists():
             raise EngineNotReady(f"model file not found: {self.config.model}")

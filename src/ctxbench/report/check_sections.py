@@ -243,12 +243,11 @@ def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
         last_turn = max(int(r["turn"]) for r in mine)
         last = [r for r in mine if int(r["turn"]) == last_turn]
         lines.append(
-            f"- {users} user{'s' if users > 1 else ''}: recall {found}/{len(scored)}; last turn {last_turn} "
-            "at "
+            f"- {users} user{'s' if users > 1 else ''}: recall {found}/{len(scored)}; "
+            f"last turn {last_turn} at "
             + ", ".join(
                 f"{_number(r['context_tokens'], 0)} tokens (user {r['user']}: TTFT {_number(r['ttft_s'], 2)} "
-                "s, "
-                f"decode {_number(r['decode_tokens_per_s'], 1)} tok/s)"
+                f"s, decode {_number(r['decode_tokens_per_s'], 1)} tok/s)"
                 for r in last
             )
             + (

@@ -95,8 +95,7 @@ def readings(rows: Sequence[Row]) -> list[Reading]:
             "Complete recall on every sampled check",
             ", ".join(r.deployment for r in everywhere) or "none",
             "one-shot retrieval n/n and conversation recall n/n alone and with 2 users, at the sampled "
-            "lengths and "
-            "depths only; not a broad reasoning evaluation",
+            "lengths and depths only; not a broad reasoning evaluation",
         )
     )
     served = [r for r in rows if r.throughput.value is not None and r.status != "failed"]
@@ -124,6 +123,47 @@ def readings(rows: Sequence[Row]) -> list[Reading]:
         out.append(
             Reading(
                 "Many users, short prompts", "not measured", "add `[checks.throughput]` to the campaign file"
+            )
+        )
+    out += _traffic_readings(rows)
+    return out
+
+
+def _traffic_readings(rows: Sequence[Row]) -> list[Reading]:
+    """Readings of the open loop, the returning users and the replayed trace, where they ran."""
+    out = []
+    rated = [r for r in rows if r.open_loop.value is not None and r.status != "failed"]
+    if rated:
+        best = max(rated, key=lambda r: r.open_loop.value or 0.0)
+        out.append(
+            Reading(
+                "Most requests a second kept up with (open loop)",
+                f"{best.deployment}: {best.open_loop.text}",
+                "the highest offered rate whose requests' lag did not grow, at these prompt and output "
+                "lengths; the rates offered are the campaign's, so compare deployments swept over the same "
+                f"rates; {_caveat(best)}",
+            )
+        )
+    returned = [r for r in rows if r.returning.value is not None and r.status != "failed"]
+    if returned:
+        kept = max(returned, key=lambda r: r.returning.value or 0.0)
+        out.append(
+            Reading(
+                "Keeps a returning conversation's context after other users' traffic",
+                f"{kept.deployment}: {kept.returning.text}",
+                "at the conversations, context and filler traffic of its `[checks.returning]`; more traffic "
+                f"or longer contexts push more out; {_caveat(kept)}",
+            )
+        )
+    traced = [r for r in rows if r.trace.value is not None and r.status != "failed"]
+    if traced:
+        hits = max(traced, key=lambda r: r.trace.value or 0.0)
+        out.append(
+            Reading(
+                "Serves the most of a replayed trace's shared prefixes from its cache",
+                f"{hits.deployment}: {hits.trace.text}",
+                "on this trace at its time scale; an engine that reports no cached tokens reads n/a; "
+                f"{_caveat(hits)}",
             )
         )
     return out

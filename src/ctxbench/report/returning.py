@@ -76,6 +76,17 @@ def returning_section(run: RunDir) -> list[str]:
             f"{forecast.pushed_tokens} tokens pushed out before the first return), {forecast.recomputed} "
             "recomputed"
         )
+        slots, _ = cache_settings(list(manifest["engine"]["command"]))
+        tokens = max((c["history_tokens"] for c in data["conversations"]), default=spec["context"])
+        beyond = (
+            "never (no limit)"
+            if forecast.host_cache_tokens is None
+            else f"beyond {forecast.host_cache_tokens / tokens:.0f} conversations of {tokens} tokens"
+        )
+        predicted += (
+            f". Eviction begins: from the slots once {slots} other prompts pass between a conversation's "
+            f"turns; from the host cache {beyond}"
+        )
     return [
         "",
         "## Returning users",

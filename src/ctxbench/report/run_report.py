@@ -68,8 +68,8 @@ def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
         "",
         markdown_table([request_row(r) for r in records]),
         "",
-        "TTFT: send -> first chunk with generated text. Decode: (output tokens - 1) / (last - first token "
-        "time). "
+        "TTFT: send -> first chunk with generated text. "
+        "Decode: (output tokens - 1) / (last - first token time). "
         "Formulas: docs/metrics.md. `~` marks a token count that did not come from the server's usage.",
         "",
     ]
@@ -145,14 +145,51 @@ def claims_summary(run: RunDir) -> list[str]:
             )
         )
     throughput = run.path / "throughput.json"
-    if throughput.exists():
-        levels = json.loads(throughput.read_text()).get("levels", {})
+    data = json.loads(throughput.read_text()) if throughput.exists() else {}
+    if data.get("levels"):
         lines.append(
             "many users: "
             + ", ".join(
                 f"{users} user(s) {fmt(level['output_tokens_per_s'], 1)} output tok/s (TTFT p50 "
                 f"{fmt(level['ttft_s']['p50'])} s)"
-                for users, level in sorted(levels.items(), key=lambda item: int(item[0]))
+                for users, level in sorted(data["levels"].items(), key=lambda item: int(item[0]))
             )
+        )
+    if data.get("rates"):
+        lines.append(
+            "open loop: "
+            + ", ".join(
+                f"{rate} req/s "
+                + (
+                    "not offered"
+                    if "skipped" in line
+                    else ("SATURATED" if line["saturated"] else "kept up")
+                    + (", CLIENT BEHIND" if line["client_behind"] else "")
+                    + f" (TTFT p99 {fmt(line['ttft_s']['p99'])} s)"
+                )
+                for rate, line in sorted(data["rates"].items(), key=lambda item: float(item[0]))
+            )
+        )
+    lines += _traffic_summary(run)
+    return lines
+
+
+def _traffic_summary(run: RunDir) -> list[str]:
+    """The console lines of a replayed trace and of returning users."""
+    lines = []
+    trace = run.path / "trace.json"
+    if trace.exists():
+        t = json.loads(trace.read_text())
+        lines.append(
+            f"trace: {t['requests'] - t['failed']}/{t['requests']} ok, TTFT p99 {fmt(t['ttft_s']['p99'])} s; "
+            f"cached tokens reported {t['reported_cached_tokens']}, implied {t['expected_cached_tokens']}"
+        )
+    returning = run.path / "returning.json"
+    if returning.exists():
+        r = json.loads(returning.read_text())
+        verdicts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(r["verdicts"].items()))
+        lines.append(
+            f"returning users: {verdicts}; TTFT on return {fmt(r['ttft_return_s'])} s, fresh "
+            f"{fmt(r['ttft_fresh_s'])} s"
         )
     return lines

@@ -173,8 +173,8 @@ class ServerTokenCounter:
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
             raise ServerUnreachable(
                 f"cannot reach {self.base_url} ({type(exc).__name__}: {exc}) to count tokens with the "
-                "server's "
-                "tokenizer: start the server or fix --url, or count locally with --tokenizer or --gguf"
+                "server's tokenizer: start the server or fix --url, or count locally with --tokenizer or "
+                "--gguf"
             ) from None
         except httpx.TransportError as exc:  # it answered, then broke off or went silent past the timeout
             raise TokenizerError(
