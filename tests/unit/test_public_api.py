@@ -49,6 +49,9 @@ def test_public_names_are_exported() -> None:
         ["audit-cache"],
         ["inspect-checkpoint"],
         ["topology"],
+        ["run"],
+        ["quality"],
+        ["sample-trace"],
     ],
 )
 def test_every_command_has_help(command: list[str]) -> None:
