@@ -83,7 +83,8 @@ def test_report_is_rebuilt_from_files_and_escapes_model_output(results: Path) ->
     (run_dir / "needle.json").write_text(json.dumps(needle))
     markdown_path, html_path = write_campaign_report(results)
     html = html_path.read_text()
-    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "<script>alert" not in html and "&lt;script&gt;alert" in html
+    assert html.count("<script>") == 1  # the page's own sorting and filtering, inline
     assert 'id="evidence"' in html and html.count("data:image/png;base64,") >= 2
     # nothing to fetch: opens offline
     assert "http://" not in html.split("</style>")[0] and "https://" not in html

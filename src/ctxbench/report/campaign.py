@@ -14,13 +14,34 @@ from importlib import resources
 from pathlib import Path
 
 from .. import metrics, stats
-from ..results.evidence import COLUMNS, Row, collect
+from ..results.evidence import COLUMN_GROUPS, COLUMNS, MISSING, Row, collect
 from ..results.store import RunDir
 from .check_sections import ramp_table_rows
 from .decide import Reading, readings
 
 # The page itself (jinja2, autoescaped): a file beside this module, shipped in the wheel.
 TEMPLATE = "evidence.html.j2"
+
+
+@dataclass(frozen=True)
+class Group:
+    """One claim's table on the page: its columns, and the keys of every column no row ran."""
+
+    title: str
+    columns: tuple[tuple[str, str], ...]
+
+
+def groups_of(rows: Sequence[Row]) -> list[Group]:
+    """The claim groups that hold at least one measured cell, each with only its measured columns."""
+    labels = dict(COLUMNS)
+    out = []
+    for title, keys in COLUMN_GROUPS:
+        measured = tuple(
+            (k, labels[k]) for k in keys if any(getattr(r, k).text != MISSING.text for r in rows)
+        )
+        if measured:
+            out.append(Group(title, measured))
+    return out
 
 
 def cell_of(row: Row, key: str) -> tuple[str, str]:
@@ -337,6 +358,10 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None
         title=title,
         rows=rows,
         columns=COLUMNS,
+        groups=groups_of(rows),
+        not_run=[
+            label for key, label in COLUMNS[2:] if all(getattr(r, key).text == MISSING.text for r in rows)
+        ],
         cell_of=cell_of,
         guide=guide,
         figures=figures(results, rows),

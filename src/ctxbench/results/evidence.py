@@ -359,3 +359,25 @@ COLUMNS: Sequence[tuple[str, str]] = (
     ("returning", "returning users"),
     ("quality", "GSM8K (flexible) [95%]"),
 )
+
+
+# The columns by claim: the HTML report draws a table per group, so nine deployments fit without scrolling.
+COLUMN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Claims 1 and 2: capacity and retrieval in a fresh document", ("capacity", "retrieval")),
+    (
+        "Claim 3: the growing conversation",
+        (
+            "recall_alone",
+            "recall_shared",
+            "ttft_alone",
+            "ttft_shared",
+            "decode_alone",
+            "decode_shared",
+            "stall",
+            "cost",
+        ),
+    ),
+    ("Many users", ("throughput", "throughput_cost", "open_loop")),
+    ("Traffic that comes back: a replayed trace, returning users", ("trace", "returning")),
+    ("Quality", ("quality",)),
+)
