@@ -77,9 +77,9 @@ def nine_deployments(dest: Path) -> Path:
     return results
 
 
-if (
-    __name__ == "__main__"
-):  # the README's screenshot: python tests/report_fixture.py docs/report-nine-deployments.png
+# The README's screenshots (the tables, then the first figures):
+#   PYTHONPATH=src python tests/report_fixture.py docs/report-nine-deployments.png docs/report-figures.png
+if __name__ == "__main__":
     import sys
     import tempfile
 
@@ -96,4 +96,10 @@ if (
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(html.as_uri())
             page.screenshot(path=sys.argv[1])
+            if len(sys.argv) > 2:
+                page.evaluate("document.getElementById('controls').style.position = 'static'")
+                top = page.locator("#figures").bounding_box()
+                assert top is not None
+                clip = {"x": 0, "y": top["y"], "width": 1400, "height": 1250}
+                page.screenshot(path=sys.argv[2], full_page=True, clip=clip)
             browser.close()

@@ -1,5 +1,6 @@
 """The evidence page at nine deployments in a real browser (Chromium, headless, driven by Playwright): it fits
-1400 px without scrolling sideways, sorting and filtering work, and nothing it loads leaves the page."""
+1400 px without scrolling sideways, its interactive figures are drawn, sorting and filtering work, no script
+fails, and nothing it loads leaves the page."""
 
 from __future__ import annotations
 
@@ -37,7 +38,13 @@ def test_nine_deployments_fit_sort_filter_and_stay_offline(tmp_path: Path) -> No
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         requested: list[str] = []
         page.on("request", lambda request: requested.append(request.url))
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
         page.goto(html.as_uri())
+        # every figure drawn by the inlined plotly.js: the ramp, the needle heatmap, decode, many users
+        plots = page.locator("#figures .plot")
+        assert plots.count() >= 6
+        assert all(plots.nth(i).locator("svg.main-svg").count() > 0 for i in range(plots.count()))
         # no horizontal overflow: not the page, not any table
         assert page.evaluate("document.documentElement.scrollWidth") <= 1400
         assert page.evaluate(
@@ -78,6 +85,7 @@ def test_nine_deployments_fit_sort_filter_and_stay_offline(tmp_path: Path) -> No
         assert (link.get_attribute("href") or "").endswith("/report.md")
         page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
         browser.close()
+    assert not errors, errors
     outside = [url for url in requested if not url.startswith(("file://", "data:"))]
     assert not outside, outside
     assert requested[0] == html.as_uri()

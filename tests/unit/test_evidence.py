@@ -84,10 +84,25 @@ def test_report_is_rebuilt_from_files_and_escapes_model_output(results: Path) ->
     markdown_path, html_path = write_campaign_report(results)
     html = html_path.read_text()
     assert "<script>alert" not in html and "&lt;script&gt;alert" in html
-    assert html.count("<script>") == 1  # the page's own sorting and filtering, inline
-    assert 'id="evidence"' in html and html.count("data:image/png;base64,") >= 2
-    # nothing to fetch: opens offline
-    assert "http://" not in html.split("</style>")[0] and "https://" not in html
+    # plotly.js inlined once, the figures' data, their drawing, sorting and filtering: all inline
+    assert html.count("<script") == 4 and "Plotly.newPlot" in html
+    figures = json.loads(html.split('id="figure-data">')[1].split("</script>")[0])
+    titles = [f["layout"]["title"]["text"] for f in figures]
+    assert titles[:3] == [
+        "TTFT against context (the conversation ramp)",
+        "Recall per turn (green: the planted fact was found)",
+        "One-shot retrieval by length and depth (share of trials that found the fact)",
+    ]
+    # the page without plotly.js: no link to fetch (the browser test watches the requests), one image
+    page = html.split("<script>", 1)[0] + html.split('<script type="application/json"', 1)[1]
+    assert "http://" not in page and "https://" not in page
+    assert 'id="evidence"' in page and page.count("data:image/png;base64,") == 1  # the 2-user timeline
+    # the Markdown report keeps static figures, as files beside it
+    assert (
+        "![TTFT against context, and recall per turn](figures/ttft-and-recall.png)"
+        in markdown_path.read_text()
+    )
+    assert (results / "figures" / "ttft-and-recall.png").stat().st_size > 1000
     assert "| random-740m-llamacpp-cuda-h200" in markdown_path.read_text()
 
 

@@ -18,6 +18,7 @@ from ..results.evidence import COLUMN_GROUPS, COLUMNS, MISSING, Row, collect
 from ..results.store import RunDir
 from .check_sections import ramp_table_rows
 from .decide import Reading, readings
+from .interactive import figures_json, interactive_figures, plotly_js
 
 # The page itself (jinja2, autoescaped): a file beside this module, shipped in the wheel.
 TEMPLATE = "evidence.html.j2"
@@ -207,7 +208,13 @@ def throughput_comparison(results: Path, run_a: str, run_b: str) -> list[tuple[s
     return rows
 
 
-def markdown(rows: Sequence[Row], guide: Sequence[Reading], title: str, pairs: Sequence[Pair] = ()) -> str:
+def markdown(
+    rows: Sequence[Row],
+    guide: Sequence[Reading],
+    title: str,
+    pairs: Sequence[Pair] = (),
+    figures: Sequence[str] = (),
+) -> str:
     header = [label for _, label in COLUMNS] + ["why"]
     lines = [
         f"# ctxbench evidence: {title}",
@@ -254,18 +261,20 @@ def markdown(rows: Sequence[Row], guide: Sequence[Reading], title: str, pairs: S
         ]
     lines += ["", "## Decision guide", ""]
     lines += [f"- **{r.question}**: {r.answer} ({r.conditions})" for r in guide]
+    if figures:
+        lines += ["", "## Figures", "", *figures]
     return "\n".join(lines) + "\n"
 
 
-def _png(figure) -> str:  # type: ignore[no-untyped-def]
+def _png(figure) -> bytes:  # type: ignore[no-untyped-def]
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
-    return base64.b64encode(buffer.getvalue()).decode()
+    return buffer.getvalue()
 
 
-def figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str]]:
-    """TTFT against context and recall per turn (from ramp1m.csv), decode alone against with 2 users,
-    and each run's 2-user timeline; PNG, base64."""
+def static_figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str, bytes]]:
+    """For the Markdown report: TTFT against context and recall per turn (the ramp's rows), and decode alone
+    against with 2 users; (caption, file name, PNG). The HTML page draws these interactively."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -308,7 +317,7 @@ def figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str]]:
         right.set_title("recall per turn (1 = fact found)")
         right.set_xlabel("turn")
         fig.tight_layout()
-        out.append(("TTFT against context, and recall per turn", _png(fig)))
+        out.append(("TTFT against context, and recall per turn", "ttft-and-recall.png", _png(fig)))
         plt.close(fig)
         decoded = [r for r in rows if r.decode_alone.value is not None]
         if decoded:
@@ -325,17 +334,19 @@ def figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str]]:
             axis.set_ylabel("last-turn decode tok/s (slowest user)")
             axis.legend(fontsize=7)
             fig.tight_layout()
-            out.append(("Decode rate alone against with a second user", _png(fig)))
+            out.append(("Decode rate alone against with a second user", "decode.png", _png(fig)))
             plt.close(fig)
+    return out
+
+
+def timelines(results: Path, rows: Sequence[Row]) -> list[tuple[str, str]]:
+    """Each run's 2-user timeline (drawn when the run's report was written): (caption, base64 PNG)."""
+    out = []
     for row in rows:
         timeline = results / "runs" / row.run_id / "timeline-u2.png"
         if timeline.exists():
-            out.append(
-                (
-                    f"{row.deployment}: prefill and decode of 2 users ({row.run_id})",
-                    base64.b64encode(timeline.read_bytes()).decode(),
-                )
-            )
+            caption = f"{row.deployment}: prefill and decode of 2 users ({row.run_id})"
+            out.append((caption, base64.b64encode(timeline.read_bytes()).decode()))
     return out
 
 
@@ -364,13 +375,21 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None
         ],
         cell_of=cell_of,
         guide=guide,
-        figures=figures(results, rows),
+        plotly_js=plotly_js(),
+        figures=figures_json(interactive_figures(results, rows)),
+        timelines=timelines(results, rows),
         answers=answers,
         pairs=pairs,
         repeats=repeats_table(rows),
         repeated=REPEATED,
     )
     md_path, html_path = results / "report.md", results / "report.html"
-    md_path.write_text(markdown(rows, guide, title, pairs))
+    pictures = static_figures(results, rows)
+    if pictures:
+        (results / "figures").mkdir(exist_ok=True)
+        for _, name, png in pictures:
+            (results / "figures" / name).write_bytes(png)
+    figure_lines = [f"![{caption}](figures/{name})" for caption, name, _ in pictures]
+    md_path.write_text(markdown(rows, guide, title, pairs, figure_lines))
     html_path.write_text(html)
     return md_path, html_path

@@ -1,0 +1,232 @@
+"""The evidence page's interactive figures: Plotly figure specs built from the rows and their runs' files,
+drawn by plotly.js inlined once in the page, so the page stays one file that opens offline (no CDN).
+
+Plotly because one bundle draws every kind the page needs (lines, grouped bars, heatmaps) with hover, zoom
+and legend toggling, from a JSON spec built in Python without a server; its cost is the bundle's size
+(about 5 MB, once a page). The Markdown report keeps the static PNGs (`report/campaign.py`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..results.evidence import Row
+from ..results.store import RunDir
+from .check_sections import ramp_table_rows
+
+LAYOUT = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "height": 380, "template": "plotly_white"}
+
+
+def plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+def _figure(title: str, data: list[dict[str, Any]], **layout: Any) -> dict[str, Any]:
+    return {"data": data, "layout": {**LAYOUT, "title": {"text": title}, **layout}}
+
+
+def _ramp_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
+    lines, recall_rows, recall_z, recall_text = [], [], [], []
+    for row in rows:
+        run = results / "runs" / row.run_id
+        if not (run / "manifest.json").exists():
+            continue
+        ramp = ramp_table_rows(RunDir(run))
+        for users in sorted({r["users"] for r in ramp}, key=int):
+            setting = [r for r in ramp if r["users"] == users]
+            for user in sorted({r["user"] for r in setting}, key=int):
+                mine = sorted((r for r in setting if r["user"] == user), key=lambda r: int(r["turn"]))
+                name = f"{row.deployment}, {users} user{'s' if users != '1' else ''}: user {user}"
+                timed = [r for r in mine if r["ttft_s"]]
+                lines.append(
+                    {
+                        "type": "scatter",
+                        "mode": "lines+markers",
+                        "name": name,
+                        "x": [int(r["context_tokens"]) for r in timed],
+                        "y": [float(r["ttft_s"]) for r in timed],
+                        "hovertemplate": "%{x} tokens: TTFT %{y:.2f} s<extra>" + name + "</extra>",
+                    }
+                )
+                recall_rows.append(name)
+                recall_z.append([None if r["recall"] == "" else int(r["recall"]) for r in mine])
+                recall_text.append([f"turn {r['turn']}, {r['context_tokens']} tokens" for r in mine])
+    if not lines:
+        return []
+    width = max(len(z) for z in recall_z)
+    heat = {
+        "type": "heatmap",
+        "y": recall_rows,
+        "x": [f"turn {t}" for t in range(1, width + 1)],
+        "z": [z + [None] * (width - len(z)) for z in recall_z],
+        "text": [t + [""] * (width - len(t)) for t in recall_text],
+        "zmin": 0,
+        "zmax": 1,
+        "colorscale": [[0, "#e8a0a0"], [1, "#8fd18f"]],
+        "hovertemplate": "%{y}<br>%{text}: %{z}<extra>1 = fact found</extra>",
+        "showscale": False,
+    }
+    return [
+        _figure(
+            "TTFT against context (the conversation ramp)",
+            lines,
+            xaxis={"title": {"text": "context tokens"}, "type": "log"},
+            yaxis={"title": {"text": "TTFT s"}},
+        ),
+        _figure(
+            "Recall per turn (green: the planted fact was found)",
+            [heat],
+            height=120 + 28 * len(recall_rows),
+            xaxis={"type": "category"},
+            yaxis={"type": "category", "automargin": True, "autorange": "reversed"},
+        ),
+    ]
+
+
+def _needle_figure(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
+    cells: dict[tuple[str, int], dict[float, list[bool]]] = {}
+    for row in rows:
+        path = results / "runs" / row.run_id / "needle.json"
+        if not path.exists():
+            continue
+        for trial in json.loads(path.read_text())["trials"]:
+            if trial["found"] is not None:
+                found = cells.setdefault((row.deployment, trial["length"]), {})
+                found.setdefault(trial["depth"], []).append(bool(trial["found"]))
+    if not cells:
+        return []
+    depths = sorted({d for found in cells.values() for d in found})
+    keys = sorted(cells, key=lambda k: (k[0], k[1]))
+    z = [[_share(cells[k].get(d)) for d in depths] for k in keys]
+    heat = {
+        "type": "heatmap",
+        "x": [f"{d:.0%}" for d in depths],
+        "y": [f"{name}: {length} tokens" for name, length in keys],
+        "z": z,
+        "zmin": 0,
+        "zmax": 1,
+        "colorscale": [[0, "#e8a0a0"], [1, "#8fd18f"]],
+        "hovertemplate": "%{y} at depth %{x}: %{z:.0%} found<extra></extra>",
+    }
+    return [
+        _figure(
+            "One-shot retrieval by length and depth (share of trials that found the fact)",
+            [heat],
+            height=140 + 28 * len(keys),
+            xaxis={"title": {"text": "depth of the planted fact"}, "type": "category"},
+            yaxis={"type": "category", "automargin": True, "autorange": "reversed"},
+        )
+    ]
+
+
+def _share(found: list[bool] | None) -> float | None:
+    return None if not found else sum(found) / len(found)
+
+
+def _decode_figure(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    decoded = [r for r in rows if r.decode_alone.value is not None]
+    if not decoded:
+        return []
+    names = [r.deployment for r in decoded]
+    bars = [
+        {"type": "bar", "name": "alone", "x": names, "y": [r.decode_alone.value for r in decoded]},
+        {
+            "type": "bar",
+            "name": "with a second user",
+            "x": names,
+            "y": [r.decode_shared.value for r in decoded],
+        },
+    ]
+    return [
+        _figure(
+            "Last-turn decode alone against with a second user",
+            bars,
+            barmode="group",
+            yaxis={"title": {"text": "tokens/s (slowest user)"}},
+        )
+    ]
+
+
+def _many_users_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
+    closed, latency, rates = [], [], []
+    for row in rows:
+        path = results / "runs" / row.run_id / "throughput.json"
+        if not path.exists():
+            continue
+        data = json.loads(path.read_text())
+        levels = sorted(data.get("levels", {}).items(), key=lambda item: int(item[0]))
+        if levels:
+            users = [int(u) for u, _ in levels]
+            closed.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": row.deployment,
+                    "x": users,
+                    "y": [level["output_tokens_per_s"] for _, level in levels],
+                }
+            )
+            latency.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": row.deployment,
+                    "x": users,
+                    "y": [level["ttft_s"]["p50"] for _, level in levels],
+                }
+            )
+        offered = [
+            (float(rate), line)
+            for rate, line in data.get("rates", {}).items()
+            if "skipped" not in line and line["ttft_s"]["p99"] is not None
+        ]
+        if offered:
+            offered.sort()
+            rates.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": row.deployment,
+                    "x": [rate for rate, _ in offered],
+                    "y": [line["ttft_s"]["p99"] for _, line in offered],
+                    "text": ["saturated" if line["saturated"] else "kept up" for _, line in offered],
+                    "hovertemplate": "%{x} req/s offered: TTFT p99 %{y:.2f} s, %{text}",
+                }
+            )
+    out = []
+    if closed:
+        axis = {"title": {"text": "users (closed loop)"}, "type": "log"}
+        out.append(
+            _figure("Many users: output tokens/s", closed, xaxis=axis, yaxis={"title": {"text": "tokens/s"}})
+        )
+        out.append(_figure("Many users: TTFT p50", latency, xaxis=axis, yaxis={"title": {"text": "s"}}))
+    if rates:
+        out.append(
+            _figure(
+                "Open loop: TTFT p99 against the offered rate",
+                rates,
+                xaxis={"title": {"text": "requests/s offered"}, "type": "log"},
+                yaxis={"title": {"text": "TTFT p99 s"}},
+            )
+        )
+    return out
+
+
+def interactive_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Every figure the rows have data for, as Plotly figure dicts."""
+    return (
+        _ramp_figures(results, rows)
+        + _needle_figure(results, rows)
+        + _decode_figure(rows)
+        + _many_users_figures(results, rows)
+    )
+
+
+def figures_json(figures: list[dict[str, Any]]) -> str:
+    """The figures as JSON that is safe inside a <script> element."""
+    return json.dumps(figures).replace("</", "<\\/")
