@@ -7,12 +7,14 @@ first arrival). The server's side is the lag `end_ns - enqueued_ns`: while the s
 grow over the run; past saturation it grows steadily. For requests served first come first served at a
 rate mu while they arrive at lambda > mu, request k is due at k/lambda and ends near k/mu, so the lag grows
 by (lambda/mu - 1) seconds a second: the slope of lag against due time estimates lambda/mu - 1, whatever the
-latency of one request.
+latency of one request. The slope is a resistant one (medians of thirds), so a single stalled request
+does not read as saturation.
 """
 
 from __future__ import annotations
 
 import random
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -43,17 +45,19 @@ def lateness_s(record: RequestRecord) -> float:
 
 
 def lag_growth(records: Sequence[RequestRecord]) -> float | None:
-    """Least-squares slope of each request's lag (end - due) against its due time: seconds of lag gained
-    a second. About 0 while the server keeps up; lambda/mu - 1 past saturation. None under 3 requests."""
-    points = [(r.enqueued_ns / NS, (r.end_ns - r.enqueued_ns) / NS) for r in records]
+    """How fast each request's lag (end - due) grows with its due time, in seconds a second: about 0 while
+    the server keeps up, lambda/mu - 1 past saturation. Tukey's resistant line: the slope between the
+    medians of the first and the last third (by due time), so one request the host stalled is not a queue
+    that grows, as it would be for a least-squares slope. None under 3 requests."""
+    points = sorted((r.enqueued_ns / NS, (r.end_ns - r.enqueued_ns) / NS) for r in records)
     if len(points) < 3:
         return None
-    mean_x = sum(x for x, _ in points) / len(points)
-    mean_y = sum(y for _, y in points) / len(points)
-    spread = sum((x - mean_x) ** 2 for x, _ in points)
-    if spread == 0:
+    third = (len(points) + 1) // 3  # the outer groups a little larger when n is not a multiple of 3
+    first, last = points[:third], points[-third:]
+    run = statistics.median(x for x, _ in last) - statistics.median(x for x, _ in first)
+    if run <= 0:
         return None
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+    return (statistics.median(y for _, y in last) - statistics.median(y for _, y in first)) / run
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,14 @@ def test_a_server_past_saturation_gains_lag_and_its_sustained_rate_is_recovered(
     assert verdict.saturated and verdict.sustained_per_s == pytest.approx(4.0)
 
 
+def test_one_stalled_request_is_not_a_queue_that_grows() -> None:
+    # 2/s, every answer in 0.3 s, except the last, which the host stalled for 3 s (a least-squares slope
+    # over these 8 requests is 0.5: "saturated" at the threshold the rate sweep's test uses)
+    records = [record(k * 0.5, k * 0.5, k * 0.5 + (3.3 if k == 7 else 0.3)) for k in range(8)]
+    assert lag_growth(records) == pytest.approx(0.0)
+    assert not open_loop(records, 2.0, saturation_lag_growth=0.1, behind_s=behind_threshold_s(2.0)).saturated
+
+
 def test_a_client_that_sent_late_is_named_not_blamed_on_the_server() -> None:
     # the client sent every request 0.3 s late (its loop was busy); the server answered each in 0.1 s
     records = [record(k * 0.5, k * 0.5 + 0.3, k * 0.5 + 0.4) for k in range(10)]
