@@ -12,6 +12,7 @@ from ctxbench import metrics
 from ctxbench.client import Client, Timeouts
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.errors import ContextLimitExceeded
+from ctxbench.records import RequestRecord
 from ctxbench.text.corpus import ProseGenerator
 
 pytestmark = pytest.mark.engine
@@ -45,18 +46,38 @@ async def test_streamed_chat_returns_usage_and_every_token(tiny_server: LlamaSer
     assert all(gap.tokens == gap.chunks for gap in metrics.itl(record))
 
 
+async def outside_prompt_s(client: Client) -> float:
+    """A one-token answer's TTFT less the server's own prompt time: the server's tokenizing, slot work, HTTP
+    and scheduling on this host now, measured just before the request a test compares."""
+    short = await client.chat(ask("Say hi."), max_tokens=1, extra_body=EXACT)
+    assert short.ok and short.server_timings is not None, short.error
+    return max(0.0, (metrics.ttft_s(short) or 0.0) - short.server_timings["prompt_ms"] / 1000)
+
+
+def assert_decode_window_agrees(record: RequestRecord, outside_s: float) -> None:
+    """The decode window the client saw (first to last token, own stamps) within 25% of the server's own,
+    plus, on the late side, twice the time outside the prompt: the server times its decode steps, the client
+    sees them delivered, and under a hog llama-server's HTTP thread hands tokens to the socket late (seen
+    under `make test-stress`: 2,734 against 3,796 tokens/s over a 0.13 s window; 159 against 262)."""
+    timings = record.server_timings
+    rate = metrics.decode_rate(record)
+    assert timings is not None and rate is not None, record
+    tokens = timings["predicted_n"]
+    seen_s, served_s = (tokens - 1) / rate, (tokens - 1) / timings["predicted_per_second"]
+    assert 0.75 * served_s <= seen_s <= 1.25 * served_s + 2 * outside_s, (rate, outside_s, timings)
+
+
 async def test_ttft_and_decode_rate_agree_with_the_servers_own_timings(tiny_server: LlamaServer) -> None:
     """Tolerance: TTFT is at least the server's prompt time and at most prompt time + one decode step
-    + 150 ms + twice the time outside the prompt of a short request just before (the server's tokenizing and
-    slot work, HTTP and scheduling: a hog on every core stretched it to 170 ms); decode rate within 25% of the
-    server's predicted tokens/s."""
+    + 150 ms + twice the time outside the prompt of a short request just before (a hog on every core
+    stretched it to 170 ms); the decode window as `assert_decode_window_agrees` says."""
     async with Client(tiny_server.base_url, "tiny") as client:
-        short = await client.chat(ask("Say hi."), max_tokens=1, extra_body=EXACT)
-        assert short.ok and short.server_timings is not None, short.error
-        outside_s = max(0.0, (metrics.ttft_s(short) or 0.0) - short.server_timings["prompt_ms"] / 1000)
-        # 512 tokens (a quarter of a second or more): long enough that a busy host cannot hand the client the
-        # whole answer in one read, which has no decode rate by definition (64 tokens once came in one read).
-        record = await client.chat(ask(prose(3000, "timings")), max_tokens=512, extra_body=EXACT)
+        outside_s = await outside_prompt_s(client)
+        # 1,024 tokens (a quarter of a second or more): long enough that a busy host cannot hand the client
+        # the whole answer in one read, which has no decode rate by definition (64 tokens once came in one
+        # read), and that the delivery's scheduling is a small part of the window. The prompt (~300 tokens)
+        # leaves room in the 2,048-token slot.
+        record = await client.chat(ask(prose(1500, "timings")), max_tokens=1024, extra_body=EXACT)
     assert record.ok, record.error
     timings = record.server_timings
     assert timings is not None
@@ -66,7 +87,7 @@ async def test_ttft_and_decode_rate_agree_with_the_servers_own_timings(tiny_serv
     prompt_s = timings["prompt_ms"] / 1000
     step_s = timings["predicted_per_token_ms"] / 1000
     assert prompt_s <= ttft <= prompt_s + step_s + 0.150 + 2 * outside_s, (ttft, outside_s, timings)
-    assert rate == pytest.approx(timings["predicted_per_second"], rel=0.25), (rate, timings)
+    assert_decode_window_agrees(record, outside_s)
 
 
 async def test_an_event_loop_held_up_mid_stream_still_measures_the_decode_rate(
@@ -74,7 +95,7 @@ async def test_an_event_loop_held_up_mid_stream_still_measures_the_decode_rate(
 ) -> None:
     """The loop stops for 50 ms at the second token while the server streams on: the events queued meanwhile
     are read together and share one stamp (the record shows it); the decode rate counts only stamps that are
-    their own and stays within 25% of the server's own rate, as in the test above."""
+    their own and the decode window agrees with the server's as in the test above."""
     from ctxbench import client as client_module
 
     original = client_module._Outcome._json_event
@@ -85,22 +106,19 @@ async def test_an_event_loop_held_up_mid_stream_still_measures_the_decode_rate(
         if len(self.chunks) == 2 and seen["text"] == 0:
             seen["text"] = 1
             # The event loop itself stops: nothing reads the socket meanwhile. 50 ms, not more: at ~3,000
-            # tokens/s
-            # of ~350-byte events that is ~50 KB, inside the loopback receive buffer; a longer hold (150 ms)
-            # filled
-            # it, the server's writes then waited, and the arrivals were truly late (1,676 against 3,274
-            # tokens/s).
+            # tokens/s of ~350-byte events that is ~50 KB, inside the loopback receive buffer; a longer hold
+            # (150 ms) filled it, the server's writes then waited, and the arrivals were truly late (1,676
+            # against 3,274 tokens/s).
             time.sleep(0.050)
 
     monkeypatch.setattr(client_module._Outcome, "_json_event", held_up)
     async with Client(tiny_server.base_url, "tiny") as client:
+        outside_s = await outside_prompt_s(client)
         record = await client.chat(ask(prose(1500, "held-up")), max_tokens=1024, extra_body=EXACT)
     assert record.ok, record.error
-    timings = record.server_timings
-    assert timings is not None and seen["text"] == 1
+    assert record.server_timings is not None and seen["text"] == 1
     assert metrics.shared_stamp_events(record) > 0, "the hold-up did not make any events share a stamp"
-    rate = metrics.decode_rate(record)
-    assert rate == pytest.approx(timings["predicted_per_second"], rel=0.25), (rate, timings)
+    assert_decode_window_agrees(record, outside_s)
 
 
 async def test_prompt_over_the_limit_raises_context_limit_exceeded(tiny_server: LlamaServer) -> None:
