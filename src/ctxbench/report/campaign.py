@@ -26,7 +26,7 @@ TEMPLATE = "evidence.html.j2"
 
 @dataclass(frozen=True)
 class Group:
-    """One claim's table on the page: its columns, and the keys of every column no row ran."""
+    """One claim's table on the page: its title and the columns some row measured."""
 
     title: str
     columns: tuple[tuple[str, str], ...]
@@ -368,12 +368,10 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None
     html = env.from_string(page).render(
         title=title,
         rows=rows,
-        columns=COLUMNS,
         groups=groups_of(rows),
         not_run=[
             label for key, label in COLUMNS[2:] if all(getattr(r, key).text == MISSING.text for r in rows)
         ],
-        cell_of=cell_of,
         guide=guide,
         plotly_js=plotly_js(),
         figures=figures_json(interactive_figures(results, rows)),
