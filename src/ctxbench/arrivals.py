@@ -45,11 +45,16 @@ def lateness_s(record: RequestRecord) -> float:
 
 
 def lag_growth(records: Sequence[RequestRecord]) -> float | None:
-    """How fast each request's lag (end - due) grows with its due time, in seconds a second: about 0 while
-    the server keeps up, lambda/mu - 1 past saturation. Tukey's resistant line: the slope between the
-    medians of the first and the last third (by due time), so one request the host stalled is not a queue
-    that grows, as it would be for a least-squares slope. None under 3 requests."""
-    points = sorted((r.enqueued_ns / NS, (r.end_ns - r.enqueued_ns) / NS) for r in records)
+    """How fast the lag of the k-th completion behind the k-th due time grows with that due time, in
+    seconds a second: about 0 while the server keeps up, lambda/mu - 1 past saturation. The k-th end is
+    paired with the k-th due time (the horizontal distance between the arrival and the departure curves),
+    not each request with its own: a server takes requests due within a few ms in whatever order its
+    threads hand them over, and one request's own lag says nothing about the queue then. Tukey's resistant
+    line: the slope between the medians of the first and the last third, so one request the host stalled
+    is not a queue that grows, as it would be for a least-squares slope. None under 3 requests."""
+    due = sorted(r.enqueued_ns / NS for r in records)
+    ends = sorted(r.end_ns / NS for r in records)
+    points = [(d, e - d) for d, e in zip(due, ends, strict=True)]
     if len(points) < 3:
         return None
     third = (len(points) + 1) // 3  # the outer groups a little larger when n is not a multiple of 3

@@ -67,6 +67,22 @@ def test_one_stalled_request_is_not_a_queue_that_grows() -> None:
     assert not open_loop(records, 2.0, saturation_lag_growth=0.1, behind_s=behind_threshold_s(2.0)).saturated
 
 
+def test_a_burst_the_server_took_in_another_order_is_still_a_queue_that_grows() -> None:
+    # 9 requests due 1 ms apart (1000/s), one slot at 0.1 s a request, taken last-due first (the order a
+    # busy server's threads handed them over): each request's own lag falls with its due time
+    records = [record(k / 1000, k / 1000, (9 - k) * 0.1) for k in range(9)]
+    verdict = open_loop(records, 1000.0, saturation_lag_growth=0.1, behind_s=behind_threshold_s(1000.0))
+    assert verdict.lag_growth == pytest.approx((0.1 - 0.001) / 0.001)
+    assert verdict.saturated and verdict.sustained_per_s == pytest.approx(10.0)
+
+
+def test_one_request_stalled_mid_run_moves_the_slope_by_one_gap_at_most() -> None:
+    # 2/s, every answer in 0.3 s, except the fourth, stalled past the end: the k-th end after it is one
+    # request later, so the lag of the last third is one gap (0.5 s) more, over 2.5 s of due times
+    records = [record(k * 0.5, k * 0.5, k * 0.5 + (9.0 if k == 3 else 0.3)) for k in range(8)]
+    assert lag_growth(records) == pytest.approx(0.5 / 2.5)
+
+
 def test_a_client_that_sent_late_is_named_not_blamed_on_the_server() -> None:
     # the client sent every request 0.3 s late (its loop was busy); the server answered each in 0.1 s
     records = [record(k * 0.5, k * 0.5 + 0.3, k * 0.5 + 0.4) for k in range(10)]
