@@ -271,6 +271,48 @@ def by_instant(samples: Iterable[GpuSample]) -> list[list[GpuSample]]:
     return instants
 
 
+@dataclass(frozen=True)
+class GpuSeries:
+    """Telemetry as series over time for a figure: seconds since `t0_ns`, memory (GiB, all GPUs: the
+    largest sample of a bin), power (W, all GPUs: the bin's mean) and SM utilisation (%, mean over GPUs
+    and the bin), and the check each point was taken in. A field no GPU reported is None at that point."""
+
+    seconds: list[float]
+    memory_gib: list[float | None]
+    power_w: list[float | None]
+    sm_util_pct: list[float | None]
+    checks: list[str]
+
+
+def gpu_series(instants: Sequence[Sequence[GpuSample]], t0_ns: int, max_points: int = 1500) -> GpuSeries:
+    """`instants` (from `by_instant`) as at most `max_points` points: consecutive instants of one check are
+    binned together when there are more, so a day of samples stays a figure a browser can draw."""
+    size = max(1, -(-len(instants) // max_points))
+    bins: list[list[Sequence[GpuSample]]] = []
+    for instant in instants:
+        if bins and len(bins[-1]) < size and bins[-1][0][0].check == instant[0].check:
+            bins[-1].append(instant)
+        else:
+            bins.append([instant])
+
+    def total(instant: Sequence[GpuSample], field: str) -> float | None:
+        values = [getattr(s, field) for s in instant]
+        return None if any(v is None for v in values) else float(sum(values))
+
+    def mean(values: Iterable[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return sum(known) / len(known) if known else None
+
+    memory = [[total(i, "memory_used_bytes") for i in b] for b in bins]
+    return GpuSeries(
+        seconds=[(b[0][0].t_ns - t0_ns) / 1e9 for b in bins],
+        memory_gib=[max((m / 2**30 for m in ms if m is not None), default=None) for ms in memory],
+        power_w=[mean(total(i, "power_w") for i in b) for b in bins],
+        sm_util_pct=[mean(mean(s.sm_util_pct for s in i) for i in b) for b in bins],
+        checks=[b[0][0].check for b in bins],
+    )
+
+
 def summarize(samples: Sequence[GpuSample], check: str) -> CheckTelemetry | None:
     """One check's telemetry; energy from the board's counter (last - first, per GPU), else from the
     sampled power integrated over time (trapezoids). None when the check has no sample."""

@@ -129,7 +129,9 @@ random_weights = true
     assert "Log tail" in manifest["failed"]["error"]
     rows = {row.deployment: row for row in collect(campaign.campaign.results)}
     assert rows["broken"].status == "failed" and "the deployment failed" in rows["broken"].reasons[0]
-    assert "FAILED" in (failed_run.path / "report.md").read_text()
+    report = (failed_run.path / "report.md").read_text()
+    assert "## At a glance: FAILED" in report and "Failed because:\n- the deployment failed: " in report
+    assert "**The deployment FAILED**" in report  # and the whole error below, with the log's tail
     again = run_campaign(campaign)  # finished deployments are skipped; the failed one is tried again
     assert [(o.deployment, o.status) for o in again] == [("broken", "failed"), ("fine", "skipped")]
 

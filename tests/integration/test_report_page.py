@@ -41,10 +41,27 @@ def test_nine_deployments_fit_sort_filter_and_stay_offline(tmp_path: Path) -> No
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.goto(html.as_uri())
-        # every figure drawn by the inlined plotly.js: the ramp, the needle heatmap, decode, many users
+        # every figure drawn by the inlined plotly.js: the ramp, the needle heatmap, decode, the 2-user
+        # timelines (five runs recorded one), many users, the GPU over each run that sampled it (four)
         plots = page.locator("#figures .plot")
-        assert plots.count() >= 6
-        assert all(plots.nth(i).locator("svg.main-svg").count() > 0 for i in range(plots.count()))
+        drawn = [plots.nth(i).locator("text.gtitle").text_content() or "" for i in range(plots.count())]
+        assert drawn[:4] == [
+            "TTFT against context (the conversation ramp)",
+            "Recall per turn (green: the planted fact was found)",
+            "One-shot retrieval by length and depth (share of trials that found the fact)",
+            "Last-turn decode alone against with a second user",
+        ]
+        assert sum(title.endswith(": two users, prefill and decode") for title in drawn) == 5
+        assert sum(title.startswith("Many users:") for title in drawn) == 2
+        gpu = [title.split(":")[0] for title in drawn if title.endswith("GPU over the run (NVIDIA H200)")]
+        assert gpu == ["4l1024-1m-capacity", "4l1024-1m-ramp", "4l1024-1m-rest", "4l1024-1m-rest-again"]
+
+        # a GPU panel under the timeline where the ramp was sampled, and none where it was not
+        def panels(name: str) -> int:
+            plot = plots.nth(drawn.index(f"{name}: two users, prefill and decode"))
+            return plot.locator(".yaxislayer-above .y3tick").count()  # the GPU memory axis ticks
+
+        assert panels("4l1024-1m-rest") > 0 and panels("740m-256k-session1") == 0
         # no horizontal overflow: not the page, not any table
         assert page.evaluate("document.documentElement.scrollWidth") <= 1400
         assert page.evaluate(

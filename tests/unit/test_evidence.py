@@ -96,7 +96,17 @@ def test_report_is_rebuilt_from_files_and_escapes_model_output(results: Path) ->
     # the page without plotly.js: no link to fetch (the browser test watches the requests), one image
     page = html.split("<script>", 1)[0] + html.split('<script type="application/json"', 1)[1]
     assert "http://" not in page and "https://" not in page
-    assert 'id="evidence"' in page and page.count("data:image/png;base64,") == 1  # the 2-user timeline
+    assert 'id="evidence"' in page and "data:image/png;base64," not in page
+    # the 2-user timeline is a figure too: one prefill bar and one decode bar per request of that ramp
+    (drawn,) = [f for f in figures if f["layout"]["title"]["text"].endswith("two users, prefill and decode")]
+    prefill, decode = drawn["data"][:2]
+    requests = [r for r in RunDir(run_dir).records() if r.labels.get("users") == "2"]
+    assert len(prefill["x"]) == len(decode["x"]) == len(requests) == 16
+    first = min(requests, key=lambda r: r.sent_ns)
+    assert prefill["base"][requests.index(first)] == 0.0
+    assert prefill["x"][requests.index(first)] == pytest.approx(
+        (first.chunks[0].arrived_ns - first.sent_ns) / 1e9
+    )
     # the Markdown report keeps static figures, as files beside it
     assert (
         "![TTFT against context, and recall per turn](figures/ttft-and-recall.png)"

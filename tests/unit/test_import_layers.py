@@ -36,6 +36,7 @@ STAGES: list[tuple[str, ...]] = [
     (
         "results",
         "report.run_report",
+        "report.glance",
         "report.check_sections",
         "report.returning",
         "report.counters",

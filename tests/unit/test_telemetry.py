@@ -16,6 +16,8 @@ from ctxbench.telemetry import (
     GpuSample,
     GpuSampler,
     TelemetryFormatError,
+    by_instant,
+    gpu_series,
     read_telemetry,
     summarize,
 )
@@ -171,6 +173,25 @@ def test_without_an_energy_counter_power_is_integrated_over_time() -> None:
     assert figure is not None
     assert figure.energy_j == pytest.approx(200.0 + 600.0) and figure.energy_source == "power x time"
     assert summarize(samples, "needle") is None
+
+
+def test_a_long_run_is_binned_within_a_check_keeping_its_peak_memory() -> None:
+    # 10 instants of two GPUs (GPU 1 reports no power from t = 4 s), 6 in the ramp, 4 in the needle check;
+    # at most 4 points: bins of 3 instants that never straddle two checks
+    samples = [
+        s
+        for t in range(10)
+        for s in (
+            sample(t, "ramp" if t < 6 else "needle", 0, memory_gib=10 + t, power=100.0 * t),
+            sample(t, "ramp" if t < 6 else "needle", 1, memory_gib=1, power=None if t >= 4 else 50.0),
+        )
+    ]
+    series = gpu_series(by_instant(samples), t0_ns=0, max_points=4)
+    assert series.seconds == [0, 3, 6, 9] and series.checks == ["ramp", "ramp", "needle", "needle"]
+    assert series.memory_gib == [13, 16, 19, 20]  # the largest sum of both GPUs in each bin
+    # power: the mean of the bin's instants where both GPUs reported; none did from t = 4 s on
+    assert series.power_w == [pytest.approx(150.0), pytest.approx(350.0), None, None]
+    assert series.sm_util_pct == [50, 50, 50, 50]
 
 
 def test_a_file_of_another_version_is_refused_with_its_path(tmp_path: Path) -> None:

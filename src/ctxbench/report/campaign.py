@@ -5,7 +5,6 @@ offline). Every name and model answer is escaped: the HTML is built with jinja2'
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 from collections.abc import Sequence
@@ -339,17 +338,6 @@ def static_figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str, b
     return out
 
 
-def timelines(results: Path, rows: Sequence[Row]) -> list[tuple[str, str]]:
-    """Each run's 2-user timeline (drawn when the run's report was written): (caption, base64 PNG)."""
-    out = []
-    for row in rows:
-        timeline = results / "runs" / row.run_id / "timeline-u2.png"
-        if timeline.exists():
-            caption = f"{row.deployment}: prefill and decode of 2 users ({row.run_id})"
-            out.append((caption, base64.b64encode(timeline.read_bytes()).decode()))
-    return out
-
-
 def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None) -> tuple[Path, Path]:
     """Write `<results>/report.md` and `<results>/report.html` from the files alone."""
     from jinja2 import Environment
@@ -375,7 +363,6 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None
         guide=guide,
         plotly_js=plotly_js(),
         figures=figures_json(interactive_figures(results, rows)),
-        timelines=timelines(results, rows),
         answers=answers,
         pairs=pairs,
         repeats=repeats_table(rows),

@@ -15,7 +15,9 @@ from typing import Any
 
 from ..results.evidence import Row
 from ..results.store import RunDir
+from ..telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, by_instant, gpu_series, read_telemetry
 from .check_sections import ramp_table_rows
+from .timeline import gpu_axes, gpu_traces, timeline, timeline_figure
 
 LAYOUT = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "height": 380, "template": "plotly_white"}
 
@@ -217,13 +219,91 @@ def _many_users_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, An
     return out
 
 
+def _timeline_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Each run's ramp with two users at once, as a timeline: where one user's decode slows while the other
+    prefills, with the GPU underneath when the run sampled it."""
+    out = []
+    for row in rows:
+        path = results / "runs" / row.run_id
+        if not (path / "manifest.json").exists():
+            continue
+        records = [
+            r
+            for r in RunDir(path).records()
+            if r.labels.get("check") == "ramp" and r.labels.get("users") == "2"
+        ]
+        telemetry = read_telemetry(path / TELEMETRY_FILE)
+        gpu = [s for s in telemetry.samples if s.check == "ramp"] if telemetry else []
+        drawn = timeline(records, gpu)
+        if drawn is not None:
+            figure = timeline_figure(drawn, f"{row.deployment}: two users, prefill and decode")
+            figure["layout"] = {**LAYOUT, **figure["layout"]}
+            out.append(figure)
+    return out
+
+
+def _telemetry_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Each run's GPU telemetry over the whole run, each check a shaded band named at its top."""
+    out = []
+    for row in rows:
+        telemetry = read_telemetry(results / "runs" / row.run_id / TELEMETRY_FILE)
+        if telemetry is None or not telemetry.samples:
+            continue
+        instants = by_instant(telemetry.samples)
+        series = gpu_series(instants, instants[0][0].t_ns)
+        bands, shapes, notes = _check_bands(series.seconds, series.checks), [], []
+        for k, (check, start, end) in enumerate(bands):
+            shapes.append(
+                {
+                    "type": "rect",
+                    "xref": "x",
+                    "yref": "paper",
+                    "x0": start,
+                    "x1": end,
+                    "y0": 0,
+                    "y1": 1,
+                    "fillcolor": "#1f77b4" if k % 2 else "#ff7f0e",
+                    "opacity": 0.08,
+                    "line": {"width": 0},
+                }
+            )
+            notes.append(
+                {"x": start, "y": 1, "xref": "x", "yref": "paper", "text": check, "showarrow": False}
+            )
+        names = ", ".join(telemetry.gpu_names())
+        out.append(
+            _figure(
+                f"{row.deployment}: GPU over the run ({names})",
+                gpu_traces(series, "y", "y2"),
+                xaxis={"title": {"text": "seconds since the first sample"}},
+                shapes=shapes,
+                annotations=notes,
+                **gpu_axes([0.0, 1.0], "yaxis", "yaxis2"),
+            )
+        )
+    return out
+
+
+def _check_bands(seconds: Sequence[float], checks: Sequence[str]) -> list[tuple[str, float, float]]:
+    """(check, first second, last second) of each stretch of points taken in one check."""
+    bands: list[tuple[str, float, float]] = []
+    for second, check in zip(seconds, checks, strict=True):
+        if bands and bands[-1][0] == check:
+            bands[-1] = (check, bands[-1][1], second)
+        else:
+            bands.append((check, second, second))
+    return [band for band in bands if band[0] != BETWEEN_CHECKS]
+
+
 def interactive_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
     """Every figure the rows have data for, as Plotly figure dicts."""
     return (
         _ramp_figures(results, rows)
         + _needle_figure(results, rows)
         + _decode_figure(rows)
+        + _timeline_figures(results, rows)
         + _many_users_figures(results, rows)
+        + _telemetry_figures(results, rows)
     )
 
 

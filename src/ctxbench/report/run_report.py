@@ -18,6 +18,7 @@ from .check_sections import (
     trace_section,
 )
 from .counters import counters_section
+from .glance import glance_section
 from .returning import returning_section
 from .tables import fmt, markdown_table, relative, request_row
 
@@ -28,8 +29,10 @@ def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
     records = list(run.records())
     summary = metrics.summarize(records)
     engine = manifest.get("engine", {})
-    lines = [
-        f"# ctxbench run: {manifest.get('deployment', '?')}",
+    lines = [f"# ctxbench run: {manifest.get('deployment', '?')}", *glance_section(run, records)]
+    lines += [
+        "",
+        "## The run",
         "",
         f"- Run `{run.run_id}`; source of every number below: `{relative(run.requests_path)}`.",
         f"- Engine: {engine.get('name', '?')} {engine.get('version', '')}; model "

@@ -1,16 +1,19 @@
 """The ramp timeline: per user, prefill bars and decode bars on one time axis, with the decode rate
 drawn over the decode bars, so that a reader sees one user's decode slow while another prefills; where
 the run sampled its GPUs, their memory, power and SM utilisation are drawn underneath on the same axis
-(both clocks are the process's `perf_counter_ns`). Written as PNG and SVG, from the run's files alone.
+(both clocks are the process's `perf_counter_ns`). Drawn from the run's files alone, twice from the same
+spans: as PNG and SVG for the Markdown report, and as a Plotly figure for the evidence page.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..records import RequestRecord
-from ..telemetry import GpuSample, by_instant
+from ..telemetry import GpuSample, GpuSeries, by_instant, gpu_series
 
 NS = 1e9
 PREFILL_COLOUR = "#d95f02"
@@ -32,6 +35,61 @@ def decode_rate_series(record: RequestRecord, bin_s: float, t0_ns: int) -> tuple
     return centres, [c / bin_s for c in counts]
 
 
+@dataclass(frozen=True)
+class Span:
+    """One request on the timeline, in seconds since the first request was sent."""
+
+    user: int
+    turn: str
+    context_tokens: str  # the turn's planned prompt length, "" when the record does not say
+    sent_s: float
+    first_s: float  # first token (the end of prefill)
+    last_s: float  # last token
+    rate_s: list[float]  # decode-rate bins: centres
+    rate_per_s: list[float]  # and chunks a second in each
+
+
+@dataclass(frozen=True)
+class Timeline:
+    spans: list[Span]
+    users: list[int]
+    gpu: GpuSeries | None  # the samples inside the requests' span, None when there are none
+
+
+def timeline(records: Sequence[RequestRecord], gpu: Sequence[GpuSample] = ()) -> Timeline | None:
+    """The spans of the records that carry a `user` label, and the GPU samples taken meanwhile; None when
+    no record does."""
+    drawn = [r for r in records if "user" in r.labels]
+    if not drawn:
+        return None
+    t0 = min(r.sent_ns for r in drawn)
+    t1 = max(r.end_ns for r in drawn)
+    bin_s = max(RATE_BIN_S, (t1 - t0) / NS / 400)
+    spans = []
+    for record in drawn:
+        first = record.chunks[0].arrived_ns if record.chunks else record.end_ns
+        last = record.chunks[-1].arrived_ns if record.chunks else first
+        xs, ys = decode_rate_series(record, bin_s, t0)
+        spans.append(
+            Span(
+                user=int(record.labels["user"]),
+                turn=record.labels.get("turn", "?"),
+                context_tokens=record.labels.get("planned_tokens", ""),
+                sent_s=(record.sent_ns - t0) / NS,
+                first_s=(first - t0) / NS,
+                last_s=(last - t0) / NS,
+                rate_s=xs,
+                rate_per_s=ys,
+            )
+        )
+    instants = [i for i in by_instant(gpu) if t0 <= i[0].t_ns <= t1]
+    return Timeline(
+        spans=spans,
+        users=sorted({s.user for s in spans}),
+        gpu=gpu_series(instants, t0) if instants else None,
+    )
+
+
 def draw_timeline(
     records: Sequence[RequestRecord], stem: Path, title: str, gpu: Sequence[GpuSample] = ()
 ) -> list[Path]:
@@ -42,45 +100,25 @@ def draw_timeline(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    drawn = [r for r in records if "user" in r.labels]
-    if not drawn:
+    drawn = timeline(records, gpu)
+    if drawn is None:
         return []
-    t0 = min(r.sent_ns for r in drawn)
-    users = sorted({int(r.labels["user"]) for r in drawn})
-    t1 = max(r.end_ns for r in drawn)
-    bin_s = max(RATE_BIN_S, (t1 - t0) / NS / 400)
-    instants = [i for i in by_instant(gpu) if t0 <= i[0].t_ns <= t1]
-    rows = len(users) + (1 if instants else 0)
+    rows = len(drawn.users) + (1 if drawn.gpu else 0)
     fig, axes = plt.subplots(rows, 1, figsize=(11, 1.9 * rows + 1.0), sharex=True, squeeze=False)
-    if instants:
-        _draw_gpu(axes[-1, 0], instants, t0)
-    for axis, user in zip(axes[:, 0], users, strict=False):  # the GPU panel, when drawn, is the last row
-        mine = [r for r in drawn if int(r.labels["user"]) == user]
+    if drawn.gpu:
+        _draw_gpu(axes[-1, 0], drawn.gpu)
+    for axis, user in zip(axes[:, 0], drawn.users, strict=False):  # the GPU panel, when drawn, is last
         rate_axis = axis.twinx()
-        for record in mine:
-            first = record.chunks[0].arrived_ns if record.chunks else record.end_ns
-            last = record.chunks[-1].arrived_ns if record.chunks else first
-            axis.barh(
-                0,
-                (first - record.sent_ns) / NS,
-                left=(record.sent_ns - t0) / NS,
-                height=0.5,
-                color=PREFILL_COLOUR,
-                edgecolor="black",
-                linewidth=0.3,
-            )
-            axis.barh(
-                0,
-                (last - first) / NS,
-                left=(first - t0) / NS,
-                height=0.5,
-                color=DECODE_COLOUR,
-                edgecolor="black",
-                linewidth=0.3,
-            )
-            axis.text((record.sent_ns - t0) / NS, 0.33, f"t{record.labels.get('turn', '?')}", fontsize=7)
-            xs, ys = decode_rate_series(record, bin_s, t0)
-            rate_axis.plot(xs, ys, color="black", linewidth=0.8)
+        for span in (s for s in drawn.spans if s.user == user):
+            for left, right, colour in (
+                (span.sent_s, span.first_s, PREFILL_COLOUR),
+                (span.first_s, span.last_s, DECODE_COLOUR),
+            ):
+                axis.barh(
+                    0, right - left, left=left, height=0.5, color=colour, edgecolor="black", linewidth=0.3
+                )
+            axis.text(span.sent_s, 0.33, f"t{span.turn}", fontsize=7)
+            rate_axis.plot(span.rate_s, span.rate_per_s, color="black", linewidth=0.8)
         axis.set_yticks([])
         axis.set_ylabel(f"user {user}", rotation=0, labelpad=28)
         axis.set_ylim(-0.5, 0.5)
@@ -109,18 +147,114 @@ def draw_timeline(
     return paths
 
 
-def _draw_gpu(axis, instants: Sequence[Sequence[GpuSample]], t0: int) -> None:  # type: ignore[no-untyped-def]
+def timeline_figure(drawn: Timeline, title: str) -> dict[str, Any]:
+    """The same timeline as a Plotly figure: bars per user (hover: turn, context, prefill and decode
+    seconds), each user's decode rate underneath, and the GPU panel at the bottom when there is one."""
+    bars: list[dict[str, Any]] = []
+    for name, colour, start, end, what in (
+        ("prefill", PREFILL_COLOUR, "sent_s", "first_s", "prefill (send -> first token)"),
+        ("decode", DECODE_COLOUR, "first_s", "last_s", "decode (first -> last token)"),
+    ):
+        spans = drawn.spans
+        bars.append(
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": what,
+                "legendgroup": name,
+                "marker": {"color": colour, "line": {"color": "black", "width": 0.3}},
+                "y": [f"user {s.user}" for s in spans],
+                "base": [getattr(s, start) for s in spans],
+                "x": [getattr(s, end) - getattr(s, start) for s in spans],
+                "customdata": [[s.turn, s.context_tokens or "?"] for s in spans],
+                "hovertemplate": "%{y}, turn %{customdata[0]} (%{customdata[1]} tokens): "
+                + name
+                + " %{x:.2f} s from %{base:.1f} s<extra></extra>",
+            }
+        )
+    rates = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": f"user {user}: decode tok/s",
+            "yaxis": "y2",
+            "x": [x for s in drawn.spans if s.user == user for x in [*s.rate_s, None]],
+            "y": [y for s in drawn.spans if s.user == user for y in [*s.rate_per_s, None]],
+            "hovertemplate": "%{x:.1f} s: %{y:.0f} tok/s<extra>user " + str(user) + "</extra>",
+        }
+        for user in drawn.users
+    ]
+    gpu = gpu_traces(drawn.gpu, "y3", "y4") if drawn.gpu else []
+    domains = ([0.62, 1.0], [0.34, 0.56], [0.0, 0.26]) if gpu else ([0.45, 1.0], [0.0, 0.38], None)
+    layout: dict[str, Any] = {
+        "barmode": "overlay",
+        "height": 560 if gpu else 420,
+        "xaxis": {"title": {"text": "seconds since the first request"}, "anchor": "y3" if gpu else "y2"},
+        "yaxis": {"domain": domains[0], "type": "category", "autorange": "reversed"},
+        "yaxis2": {"domain": domains[1], "title": {"text": "decode tok/s"}, "rangemode": "tozero"},
+    }
+    if gpu:
+        layout |= gpu_axes(domains[2])
+    return {"data": bars + rates + gpu, "layout": {"title": {"text": title}, **layout}}
+
+
+def gpu_traces(series: GpuSeries, memory_axis: str, power_axis: str) -> list[dict[str, Any]]:
+    """GPU memory (GiB) on one axis, power (W) and SM utilisation (%) on another, over time."""
+    return [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "fill": "tozeroy",
+            "name": "GPU memory GiB (largest)",
+            "yaxis": memory_axis,
+            "line": {"color": "#7570b3", "width": 0.8},
+            "x": series.seconds,
+            "y": series.memory_gib,
+            "customdata": series.checks,
+            "hovertemplate": "%{x:.1f} s (%{customdata}): %{y:.1f} GiB<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "GPU power W",
+            "yaxis": power_axis,
+            "line": {"color": "#e7298a", "width": 0.8},
+            "x": series.seconds,
+            "y": series.power_w,
+            "hovertemplate": "%{x:.1f} s: %{y:.0f} W<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "SM utilisation %",
+            "yaxis": power_axis,
+            "line": {"color": "#666666", "width": 0.6, "dash": "dot"},
+            "x": series.seconds,
+            "y": series.sm_util_pct,
+            "hovertemplate": "%{x:.1f} s: %{y:.0f}% SM<extra></extra>",
+        },
+    ]
+
+
+def gpu_axes(domain: list[float], memory: str = "yaxis3", power: str = "yaxis4") -> dict[str, Any]:
+    anchor = memory.replace("yaxis", "y")
+    return {
+        memory: {"domain": domain, "title": {"text": "GiB"}, "rangemode": "tozero"},
+        power: {"overlaying": anchor, "side": "right", "title": {"text": "W / %"}, "rangemode": "tozero"},
+    }
+
+
+def _draw_gpu(axis, series: GpuSeries) -> None:  # type: ignore[no-untyped-def]
     """GPU memory (GiB, left axis), power (W) and SM utilisation (%, right axis) over time."""
-    xs = [(i[0].t_ns - t0) / NS for i in instants]
-    memory = [sum(s.memory_used_bytes or 0 for s in i) / 2**30 for i in instants]
-    axis.fill_between(xs, memory, color="#7570b3", alpha=0.35, linewidth=0)
+    memory = [m or 0 for m in series.memory_gib]
+    axis.fill_between(series.seconds, memory, color="#7570b3", alpha=0.35, linewidth=0)
     axis.set_ylabel("GPU memory GiB", fontsize=8)
     axis.set_ylim(bottom=0)
     right = axis.twinx()
-    power = [sum(s.power_w or 0 for s in i) for i in instants]
-    util = [sum(s.sm_util_pct or 0 for s in i) / len(i) for i in instants]
-    right.plot(xs, power, color="#e7298a", linewidth=0.8, label="power W")
-    right.plot(xs, util, color="#666666", linewidth=0.6, linestyle=":", label="SM util %")
+    right.plot(series.seconds, series.power_w, color="#e7298a", linewidth=0.8, label="power W")
+    right.plot(
+        series.seconds, series.sm_util_pct, color="#666666", linewidth=0.6, linestyle=":", label="SM util %"
+    )
     right.set_ylim(bottom=0)
     right.set_ylabel("W / %", fontsize=8)
     right.legend(loc="upper left", fontsize=7, ncols=2)

@@ -1,0 +1,124 @@
+"""A run at a glance: the first screen of its report says what passed, what did not and why.
+
+One line per thing the run checked, in the order of the claims: a verdict (pass or FAIL where the claim has a
+written pass condition, "measured" where the figure is for the reader to judge, "not judged" for the recall of
+random weights), the result as the evidence
+table writes it (the same cells: `results.evidence.evidence_row`), why it did not pass (which depths, turns
+or requests), and the file it came from; then the run's status and the reasons for it (docs/validation.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..records import RequestRecord
+from ..results.evidence import Cell, Row, evidence_row
+from ..results.store import RunDir
+from .check_sections import ramp_table_rows
+
+PASS, FAIL, MEASURED = "pass", "**FAIL**", "measured"
+NOISE, UNSCORED = "not judged: random weights", "not scored"
+SHOWN = 3  # misses named before "and N more"
+
+
+def glance_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
+    """The report's first section: a table of verdicts, then the status and its reasons."""
+    results = run.path.parent.parent
+    row = evidence_row(results, run)
+    lines = [
+        "",
+        f"## At a glance: {row.status.upper()}",
+        "",
+        "| check | verdict | result | why not | source |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {check} | {verdict} | {cell.text} | {why} | `{_source(results, run, cell)}` |"
+        for check, verdict, cell, why in _verdicts(run, row, records)
+    ]
+    if row.reasons:
+        lines += ["", f"{row.status.capitalize()} because:", *(f"- {reason}" for reason in row.reasons)]
+    else:
+        lines += ["", "Validated: every rule of docs/validation.md holds."]
+    return lines
+
+
+def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[tuple[str, str, Cell, str]]:
+    # recall of random weights is noise: shown, not judged
+    judged = NOISE if row.random_weights else None
+    out: list[tuple[str, str, Cell, str]] = []
+    if row.capacity.source:
+        holds = row.capacity.text.startswith("holds")
+        out.append(("1 capacity", PASS if holds else FAIL, row.capacity, ""))
+    if row.retrieval.source:
+        misses = _needle_misses(run)
+        verdict = judged or (FAIL if misses else PASS)
+        out.append(("2 retrieval, fresh document", verdict, row.retrieval, _named(misses)))
+    lost = _ramp_losses(run, records)
+    for users, cell in (("1", row.recall_alone), ("2", row.recall_shared)):
+        if cell.source:
+            misses = lost.get(users, [])
+            scored = not cell.text.endswith("/0")
+            verdict = (judged or (FAIL if misses else PASS)) if scored else UNSCORED
+            out.append((f"3 recall, {'alone' if users == '1' else '2 users'}", verdict, cell, _named(misses)))
+    for check, cell in (
+        ("3 decode under another user's prefill", row.stall),
+        ("many users, closed loop", row.throughput),
+        ("many users, open loop", row.open_loop),
+        ("trace replay", row.trace),
+        ("returning users", row.returning),
+        ("quality", row.quality),
+    ):
+        if cell.source:
+            behind = "client behind" in cell.text
+            out.append((check, MEASURED, cell, "the client fell behind its schedule" if behind else ""))
+    # the capacity check's request over the limit is meant to be refused: not a failure
+    probes = [r for r in records if r.labels.get("prompt") == "over_limit"]
+    failed = [r for r in records if not r.ok and r not in probes]
+    kinds = Counter(r.error.kind for r in failed if r.error is not None)
+    text = f"{len(records)} sent, {len(failed)} failed" + (
+        " (the over-limit probe refused, as it should be, not counted)" if probes else ""
+    )
+    why = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+    if records:
+        out.append(("requests", FAIL if failed else PASS, Cell(text, str(run.requests_path)), why))
+    return out
+
+
+def _needle_misses(run: RunDir) -> list[str]:
+    path = run.path / "needle.json"
+    trials = json.loads(path.read_text())["trials"] if path.exists() else []
+    return [
+        f"{t['length']} tokens at depth {t['depth']:.0%} (answered {str(t['answer'])[:24]!r})"
+        for t in trials
+        if t["found"] is False
+    ]
+
+
+def _ramp_losses(run: RunDir, records: Sequence[RequestRecord]) -> dict[str, list[str]]:
+    lost: dict[str, list[str]] = {}
+    for r in ramp_table_rows(run, records):
+        if r["recall"] == "0":
+            lost.setdefault(r["users"], []).append(
+                f"user {r['user']} turn {r['turn']} at {r['context_tokens']} tokens"
+            )
+    return lost
+
+
+def _named(misses: Sequence[str]) -> str:
+    more = len(misses) - SHOWN
+    text = "; ".join(misses[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
+    return " ".join(text.split()).replace("|", "\\|")  # a model's answer stays inside its table cell
+
+
+def _source(results: Path, run: RunDir, cell: Cell) -> str:
+    """The cell's file as seen from the run's report (the evidence names it from the results directory)."""
+    path = Path(cell.source)
+    path = path if path.is_absolute() else results / path
+    try:
+        return str(path.relative_to(run.path))
+    except ValueError:
+        return str(Path("..", "..") / path.relative_to(results))
