@@ -64,10 +64,10 @@ def campaign_record(campaign: Campaign) -> dict[str, object]:
     return data
 
 
-def _append_state(
-    path: Path, deployment: str, status: Status, run_id: str | None, error: str | None = None, repeat: int = 1
-) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def state_line(
+    deployment: str, status: Status, run_id: str | None, error: str | None = None, repeat: int = 1
+) -> str:
+    """One line of the campaign's state file."""
     entry = {
         "deployment": deployment,
         "repeat": repeat,
@@ -76,8 +76,14 @@ def _append_state(
         "error": error,
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    return json.dumps(entry) + "\n"
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append and fsync: the state survives a crash right after."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
-        handle.write(json.dumps(entry) + "\n")
+        handle.write(line)
         handle.flush()
         os.fsync(handle.fileno())
 
@@ -179,9 +185,42 @@ def run_campaign(
         check_gpus(campaign, selected, available_gpus())
     path = state_path(campaign, results)
     write_json_atomic(path.with_suffix(".json"), campaign_record(campaign))
-    state = read_state(path)
-    outcomes = []
+    outcomes: list[Outcome] = []
+    for work in pending(campaign, results, selected, force, on_status):
+        if isinstance(work, Outcome):
+            outcomes.append(work)
+            continue
+        deployment, repeat, resume = work
+        outcomes.append(
+            run_deployment(
+                campaign,
+                deployment,
+                results,
+                lambda line: append_line(path, line),
+                resume,
+                on_status,
+                on_request_done,
+                repeat,
+            )
+        )
+    return outcomes
+
+
+Work = tuple[Deployment, int, Path | None]  # a deployment, its repeat, the run directory it resumes
+
+
+def pending(
+    campaign: Campaign,
+    results: Path,
+    selected: list[Deployment],
+    force: bool,
+    on_status: Callable[[str], None],
+) -> list[Outcome | Work]:
+    """In the file's order, each deployment and repeat: skipped (finished earlier, unless `force`), or to run,
+    resuming its interrupted run directory when the state file names one."""
+    state = read_state(state_path(campaign, results))
     repeats = campaign.campaign.repeats
+    out: list[Outcome | Work] = []
     for deployment in selected:
         for repeat in range(1, repeats + 1):
             previous = state.get(state_key(deployment.name, repeat), {})
@@ -190,30 +229,31 @@ def run_campaign(
                 on_status(
                     f"{label}: finished earlier in run {previous['run_id']}; skipped (--force redoes it)"
                 )
-                outcomes.append(Outcome(deployment.name, "skipped", previous.get("run_id")))
+                out.append(Outcome(deployment.name, "skipped", previous.get("run_id")))
                 continue
             resume = None
             if previous.get("status") == "started" and previous.get("run_id"):
                 candidate = results / "runs" / previous["run_id"]
                 resume = candidate if (candidate / "manifest.json").exists() else None
-            outcomes.append(
-                _run_deployment(
-                    campaign, deployment, results, path, resume, on_status, on_request_done, repeat
-                )
-            )
-    return outcomes
+            out.append((deployment, repeat, resume))
+    return out
 
 
-def _run_deployment(
+def run_deployment(
     campaign: Campaign,
     deployment: Deployment,
     results: Path,
-    state: Path,
+    write_state: Callable[[str], None],
     resume: Path | None,
     on_status: Callable[[str], None],
     on_request_done: Callable[[], None],
     repeat: int = 1,
+    *,
+    placement: dict[str, object] | None = None,
+    on_run: Callable[[RunDir], None] = lambda run: None,
 ) -> Outcome:
+    """One deployment (one repeat): start it, run its checks, stop it; its state lines go to `write_state`.
+    `placement` (where a cluster ran it) goes into the manifest; `on_run` is given the run directory."""
     run_id: str | None = resume.name if resume else None
     try:
         plan = plan_deployment(deployment)
@@ -222,7 +262,8 @@ def _run_deployment(
         def started(run: RunDir) -> None:
             nonlocal run_id
             run_id = run.run_id
-            _append_state(state, deployment.name, "started", run.run_id, repeat=repeat)
+            write_state(state_line(deployment.name, "started", run.run_id, repeat=repeat))
+            on_run(run)
 
         if resume is not None:
             on_status(f"{deployment.name}: resuming run {resume.name}")
@@ -242,6 +283,7 @@ def _run_deployment(
                 },
                 "price_per_gpu_hour": campaign.campaign.price_per_gpu_hour,
                 "repeats": campaign.campaign.repeats,
+                **({"placement": placement} if placement else {}),
             },
             on_status=on_status,
             on_request_done=on_request_done,
@@ -251,8 +293,8 @@ def _run_deployment(
             telemetry_interval_s=campaign.campaign.gpu_telemetry_interval_s,
         )
     except CtxbenchError as exc:
-        _append_state(state, deployment.name, "failed", run_id, str(exc)[-4000:], repeat=repeat)
+        write_state(state_line(deployment.name, "failed", run_id, str(exc)[-4000:], repeat=repeat))
         on_status(f"{deployment.name}: FAILED: {str(exc).splitlines()[0]}")
         return Outcome(deployment.name, "failed", run_id, str(exc))
-    _append_state(state, deployment.name, "done", run.run_id, repeat=repeat)
+    write_state(state_line(deployment.name, "done", run.run_id, repeat=repeat))
     return Outcome(deployment.name, "done", run.run_id)

@@ -62,6 +62,11 @@ class _Deployment(_Strict):
     # The *name* of the environment variable holding an API key, never the key: requests send it as a
     # bearer token, a launched engine gets `--api-key`, and manifests, logs and reports never show it.
     api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    # On a Ray cluster (`ctxbench run --ray`): custom resources the deployment's task asks for beside one GPU
+    # per entry of `gpus`, e.g. {"H200" = 1} for a node of that kind (docs/distributed.md).
+    ray_resources: dict[
+        Annotated[str, Field(min_length=1, max_length=100)], Annotated[float, Field(gt=0)]
+    ] = Field(default_factory=dict)
     checks: dict[str, dict[str, Any] | Literal[False]] = Field(default_factory=dict)
 
     @field_validator("checks")

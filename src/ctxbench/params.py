@@ -139,6 +139,9 @@ class ThroughputParams(_Strict):
     # writes them. One process's loop reaches each socket later the more streams it holds
     # (docs/performance.md).
     client_processes: int = Field(1, ge=1, le=256)
+    # Or over this many Ray actors, on the nodes that can reach the server (needs `ctxbench run --ray`;
+    # docs/distributed.md); 0: not over Ray.
+    ray_actors: int = Field(0, ge=0, le=1024)
 
     def request_count(self) -> int:
         """Requests the check sends when that is known in advance (request counts, not durations)."""

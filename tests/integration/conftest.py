@@ -5,6 +5,7 @@ A missing engine or model fails the tests (it never skips them): `make test` pre
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +13,10 @@ import pytest
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
 from ctxbench.engines.models import TinyModel, demo_model_path, tiny_model
+
+# Ray reads this when it is imported: without it, its nodes and driver take the machine's outward address, and
+# the tests stay on loopback (test_ray_cluster.py starts its nodes on 127.0.0.1).
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 TINY_SLOT_CONTEXT = 2048
 TINY_SLOTS = 2

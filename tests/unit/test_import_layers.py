@@ -43,7 +43,7 @@ STAGES: list[tuple[str, ...]] = [
         "report.tables",
         "report.timeline",
     ),
-    ("suite", "campaign", "demo"),
+    ("suite", "campaign", "demo", "distributed"),
     ("report",),
     ("cli", "__main__", "__init__"),
 ]

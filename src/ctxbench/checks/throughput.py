@@ -134,7 +134,11 @@ async def run_throughput(
         if unit in done:
             continue
         snapshot(unit, "before")
-        if params.client_processes > 1 and users > 1:
+        if params.ray_actors > 0:
+            from .throughput_ray import users_over_ray
+
+            records = await users_over_ray(client, prompts, params, run, scope, users, on_request)
+        elif params.client_processes > 1 and users > 1:
             records = await _users_in_processes(client, prompts, params, run, scope, users, on_request)
         else:
             started = time.perf_counter()

@@ -49,6 +49,15 @@ def run(
     results: Annotated[
         Path | None, typer.Option("--results", help="Results directory (default: the file's `results`).")
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="Run each deployment as a task on this Ray cluster (host:port, or 'auto'); results come "
+            "back here as they are written (docs/distributed.md). Needs pip install 'ctxbench[ray]'.",
+        ),
+    ] = None,
 ) -> None:
     """Run a campaign: per deployment, start it, run the checks, stop it. Rerun to resume."""
     from ..campaign import dry_run as plan_lines
@@ -62,11 +71,12 @@ def run(
             return
     except CtxbenchError as exc:
         raise _fail(exc) from exc
-    _run_campaign(campaign, results or campaign.campaign.results, deployment or [], force=force)
+    _run_campaign(campaign, results or campaign.campaign.results, deployment or [], force=force, ray=ray)
 
 
-def _run_campaign(campaign, results: Path, names: list[str], *, force: bool) -> None:  # type: ignore[no-untyped-def]
+def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray: str | None = None) -> None:  # type: ignore[no-untyped-def]
     from ..campaign import run_campaign
+    from ..distributed import run_campaign_on_ray
     from ..report.campaign import write_campaign_report
     from ..suite import request_count
 
@@ -77,14 +87,21 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool) -> 
     total = sum(request_count(campaign.checks_for(d)) for d in selected)
     with _progress() as progress:
         task = progress.add_task("requests", total=total)
+        status = lambda m: progress.console.print(m, highlight=False, markup=False)  # noqa: E731
         try:
-            outcomes = run_campaign(
-                campaign,
-                results=results,
-                names=names,
-                force=force,
-                on_status=lambda m: progress.console.print(m, highlight=False, markup=False),
-                on_request_done=lambda: progress.advance(task),
+            outcomes = (
+                run_campaign_on_ray(
+                    campaign, ray, results=results, names=names, force=force, on_status=status
+                )
+                if ray
+                else run_campaign(
+                    campaign,
+                    results=results,
+                    names=names,
+                    force=force,
+                    on_status=status,
+                    on_request_done=lambda: progress.advance(task),
+                )
             )
         except CtxbenchError as exc:
             raise _fail(exc) from exc

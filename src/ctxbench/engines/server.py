@@ -202,6 +202,11 @@ class EngineServer:
         return True
 
     @property
+    def pid(self) -> int | None:
+        """The engine process's id while it runs (None before `start` and after `stop`)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 

@@ -14,7 +14,7 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -142,6 +142,8 @@ class RunDir:
         self.path = path
         self.attempt = attempt
         self._syncer: _Syncer | None = None  # its thread starts with the first record
+        # Called with each unit marked finished, after it is on disk (a mirrored run sends it on at once).
+        self.on_completed: Callable[[str], None] | None = None
 
     @classmethod
     def create(cls, results: Path, run_id: str) -> RunDir:
@@ -196,6 +198,8 @@ class RunDir:
             )
             handle.flush()
             os.fsync(handle.fileno())
+        if self.on_completed is not None:
+            self.on_completed(unit)
 
     def append(self, record: RequestRecord) -> None:
         """Append one record: written and flushed before returning (a killed process loses nothing), fsynced

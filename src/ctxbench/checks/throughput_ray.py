@@ -1,0 +1,202 @@
+"""Many users over Ray actors: one level's users spread over `ray_actors` actors on the nodes of a cluster,
+each driving the same asyncio users as one process does (`throughput.run_user`), all starting together.
+
+Placement: the actors go round-robin over the alive nodes that can reach the server. A URL on loopback is
+reachable only from the nodes with the same address as the one running the check (on a real cluster: that
+node alone, so run the engine on a routable address or point an external deployment at one to use more);
+any other URL from every node. Ray places each actor on its node (`NodeAffinitySchedulingStrategy`); ctxbench
+only says which.
+
+The start: every actor makes its client and says hello (its host, node and clock), then the driver names a
+wall-clock instant 0.5 s ahead and each actor starts its users at that instant on its own clock. Records come
+back one by one as each request ends (a Ray streaming generator), are written to the run here, and carry
+`client_actor`, `client_host` and `client_node` labels. Stamps are `perf_counter_ns`, a clock of its host: a
+record from another host is moved onto this host's clock by the difference of the two hosts' (wall -
+monotonic) offsets, so it is as right as the hosts' wall clocks agree (NTP: about a millisecond); durations
+within a record (TTFT, TPOT, decode) are exact either way. Percentiles are computed from the merged raw
+records, never from merged histograms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..client import Client
+from ..errors import CtxbenchError
+from ..params import ThroughputParams
+from ..records import RequestRecord
+from ..results.store import RunDir
+from ..router import Router
+from .throughput import PromptMaker, WorkerJob, client_settings, make_client, run_user
+
+START_AHEAD_S = 0.5  # from naming the start instant to it: every actor hears of it before it comes
+
+
+def clock() -> dict[str, Any]:
+    """This host's name and the offset of its wall clock from its monotonic one."""
+    return {"host": socket.gethostname(), "offset_ns": time.time_ns() - time.perf_counter_ns()}
+
+
+def shifted(record: RequestRecord, by_ns: int) -> RequestRecord:
+    """The record with every stamp moved by `by_ns` (onto another host's monotonic clock)."""
+    if by_ns == 0:
+        return record
+    return record.model_copy(
+        update={
+            "enqueued_ns": record.enqueued_ns + by_ns,
+            "sent_ns": record.sent_ns + by_ns,
+            "first_byte_ns": None if record.first_byte_ns is None else record.first_byte_ns + by_ns,
+            "end_ns": record.end_ns + by_ns,
+            "chunks": tuple(c.model_copy(update={"arrived_ns": c.arrived_ns + by_ns}) for c in record.chunks),
+        }
+    )
+
+
+class _QueueRun(RunDir):
+    """The run as an actor sees it: the same request ids; records go to a queue the generator drains."""
+
+    def __init__(self, job: WorkerJob, queue: asyncio.Queue[RequestRecord | None]) -> None:
+        super().__init__(job.run_path, job.attempt)
+        self.queue = queue
+
+    def append(self, record: RequestRecord) -> None:
+        self.queue.put_nowait(record)
+
+
+class LoadActor:
+    """Some users of one level; a Ray actor (`users_over_ray` makes it one)."""
+
+    def __init__(self, job: WorkerJob) -> None:
+        self.job = job
+        self.client: Client | Router | None = None
+
+    async def hello(self) -> dict[str, Any]:
+        import ray
+
+        self.client = make_client(self.job.client)
+        return {**clock(), "node": ray.get_runtime_context().get_node_id()}
+
+    async def run(self, start_wall_ns: int) -> AsyncIterator[str]:
+        """Start the users at `start_wall_ns` (wall clock) and yield each record as JSON as it ends."""
+        job, client = self.job, self.client
+        assert client is not None, "hello() makes the client"
+        started = time.perf_counter() + (start_wall_ns - time.time_ns()) / 1e9
+        await asyncio.sleep(max(0.0, started - time.perf_counter()))
+        queue: asyncio.Queue[RequestRecord | None] = asyncio.Queue()
+        run = _QueueRun(job, queue)
+
+        async def users() -> None:
+            try:
+                await asyncio.gather(
+                    *(
+                        run_user(client, job.prompts, job.params, run, job.scope, job.users, u, started, None)
+                        for u in job.user_ids
+                    )
+                )
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.create_task(users())
+        async with client:
+            while (record := await queue.get()) is not None:
+                yield record.model_dump_json()
+            await task  # a user's exception reaches the driver as the generator's error
+
+
+def reachable_nodes(url: str, here: str) -> list[dict[str, Any]]:
+    """The alive nodes that can reach `url`, the node `here` (this task's) first."""
+    import ray
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    own = next((n for n in nodes if n["NodeID"] == here), None)
+    host = urlsplit(url).hostname or ""
+    if own is not None and (host == "localhost" or host.startswith("127.")):
+        nodes = [n for n in nodes if n["NodeManagerAddress"] == own["NodeManagerAddress"]]
+    return sorted(nodes, key=lambda n: n["NodeID"] != here)
+
+
+async def users_over_ray(
+    client: Client | Router,
+    prompts: PromptMaker,
+    params: ThroughputParams,
+    run: RunDir,
+    scope: tuple[str, ...],
+    users: int,
+    on_request: Callable[[RequestRecord], None] | None,
+) -> list[RequestRecord]:
+    """One level's users over `params.ray_actors` actors; their records written here as they come back."""
+    try:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    except ImportError:
+        raise CtxbenchError(
+            "many users: ray_actors needs Ray: pip install 'ctxbench[ray]', and run on a cluster "
+            "(ctxbench run FILE --ray ADDRESS)."
+        ) from None
+    if not ray.is_initialized():
+        raise CtxbenchError(
+            f"many users: ray_actors = {params.ray_actors} needs a Ray cluster: run the campaign with "
+            "`ctxbench run FILE --ray ADDRESS` (or set ray_actors = 0)."
+        )
+    settings = client_settings(client)
+    url = settings["clients"][0]["base_url"]
+    here = ray.get_runtime_context().get_node_id()
+    nodes = reachable_nodes(url, here)
+    count = min(params.ray_actors, users)
+    remote = ray.remote(LoadActor)
+    actors = [
+        remote.options(
+            num_cpus=1,  # one actor a core: one asyncio loop saturates a core first (docs/performance.md)
+            scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[k % len(nodes)]["NodeID"], soft=False),
+        ).remote(
+            WorkerJob(
+                settings,
+                prompts,
+                params,
+                run.path,
+                run.attempt,
+                scope,
+                users,
+                k,
+                tuple(range(k, users, count)),
+            )
+        )
+        for k in range(count)
+    ]
+    records: list[RequestRecord] = []
+    try:
+        hellos = await asyncio.gather(*(actor.hello.remote() for actor in actors))
+        mine = clock()
+
+        async def collect(index: int, actor: Any, start_wall_ns: int) -> None:
+            hello = hellos[index]
+            by_ns = 0 if hello["host"] == mine["host"] else hello["offset_ns"] - mine["offset_ns"]
+            labels = {
+                "client_actor": str(index),
+                "client_host": hello["host"],
+                "client_node": hello["node"][:12],
+            }
+            async for ref in actor.run.options(num_returns="streaming").remote(start_wall_ns):
+                record = shifted(RequestRecord.model_validate_json(await ref), by_ns)
+                record = record.model_copy(update={"labels": {**record.labels, **labels}})
+                run.append(record)
+                records.append(record)
+                if on_request is not None:
+                    on_request(record)
+
+        start = time.time_ns() + int(START_AHEAD_S * 1e9)
+        await asyncio.gather(*(collect(k, actor, start) for k, actor in enumerate(actors)))
+    except ray.exceptions.RayError as exc:
+        raise CtxbenchError(
+            f"many users, {users} users over {count} Ray actors: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}; the records that came back are kept."
+        ) from None
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+    return records

@@ -1,0 +1,199 @@
+"""A campaign over a Ray cluster (`ctxbench run FILE --ray ADDRESS`): each deployment is a Ray task that asks
+for one GPU per entry of its `gpus` and its `ray_resources`, and Ray schedules it on any node that has them.
+
+The node finds (or builds) its engine, starts it, runs the checks and stops it, exactly as `ctxbench run`
+does on one machine, in a run directory on its own disk; `results.mirror.Tail` sends that directory to the
+driver's results directory as it is written, through a `Mirror` actor on the driver's node (the only writer
+there, the campaign's state file included). A deployment whose node is lost keeps the state "started" with
+its run id: `ctxbench run` again resumes that run from the driver's copy on whichever node Ray picks, its
+finished units skipped. Ray does the scheduling; ctxbench only says what each task needs. Model and engine
+paths are the node's: they must exist at the same path on every node that has the resources.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .campaign import Outcome, Work, campaign_record, pending, read_state, run_deployment, state_key
+from .campaign import state_path as campaign_state_path
+from .config import Campaign, Deployment, ExternalDeployment
+from .errors import CtxbenchError
+from .results.mirror import Mirror, Tail
+from .results.store import write_json_atomic
+
+TAIL_INTERVAL_S = 1.0
+
+
+class RayNotInstalled(CtxbenchError):
+    """`--ray` without Ray: says how to install the extra."""
+
+
+def require_ray() -> ModuleType:
+    try:
+        import ray
+    except ImportError:
+        raise RayNotInstalled(
+            "--ray: Ray is not installed in this environment. Install the extra: pip install 'ctxbench[ray]' "
+            "(the same version on every node of the cluster)."
+        ) from None
+    return ray
+
+
+def connect(address: str) -> ModuleType:
+    """Join the cluster at `address` as its driver (a no-op when already joined)."""
+    ray = require_ray()
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, namespace="ctxbench", log_to_driver=True)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise CtxbenchError(
+                f"--ray {address}: cannot join the Ray cluster ({str(exc).splitlines()[0]}). Start it with "
+                "`ray start --head` and give its address (host:port), or 'auto' on a node of it."
+            ) from None
+    return ray
+
+
+def run_campaign_on_ray(
+    campaign: Campaign,
+    address: str,
+    *,
+    results: Path | None = None,
+    names: list[str] | None = None,
+    force: bool = False,
+    on_status: Callable[[str], None] = lambda message: None,
+) -> list[Outcome]:
+    """Every selected deployment (and repeat) as a Ray task, all at once; Ray runs each where it fits and as
+    many together as the cluster holds. Returns the outcomes in the file's order."""
+    ray = connect(address)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    results = (results or campaign.campaign.results).resolve()
+    state = campaign_state_path(campaign, results)
+    write_json_atomic(state.with_suffix(".json"), campaign_record(campaign))
+    mirror = (
+        ray.remote(Mirror)
+        .options(
+            num_cpus=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(
+                ray.get_runtime_context().get_node_id(), soft=False
+            ),
+        )
+        .remote(str(results))
+    )
+    task = ray.remote(deployment_task)
+    work = pending(campaign, results, campaign.select(names or []), force, on_status)
+    refs: dict[Any, Work] = {}
+    for item in work:
+        if isinstance(item, Outcome):
+            continue
+        deployment, repeat, resume = item
+        gpus = 0 if isinstance(deployment, ExternalDeployment) else len(deployment.gpus)  # nothing launched
+        options = {"num_cpus": 1, "num_gpus": gpus, "resources": dict(deployment.ray_resources)}
+        on_status(f"{deployment.name}: submitted to the Ray cluster ({_needs(options)})")
+        relative_state = str(state.relative_to(results))
+        ref = task.options(max_retries=0, **options).remote(
+            campaign, deployment.name, repeat, resume.name if resume else None, mirror, relative_state
+        )
+        refs[ref] = item
+    done: dict[tuple[str, int], Outcome] = {}
+    waiting = list(refs)
+    while waiting:
+        ready, waiting = ray.wait(waiting, num_returns=1)
+        for ref in ready:
+            deployment, repeat, _ = refs[ref]
+            try:
+                outcome = Outcome(**ray.get(ref))
+            except ray.exceptions.RayError as exc:
+                outcome = _lost(state, deployment, repeat, exc)
+            label = f"{deployment.name}" + (f" (repeat {repeat})" if repeat > 1 else "")
+            on_status(
+                f"{label}: {outcome.status}" + (f": {outcome.error.splitlines()[0]}" if outcome.error else "")
+            )
+            done[(deployment.name, repeat)] = outcome
+    ray.kill(mirror)
+    outcomes: list[Outcome] = []
+    for item in work:
+        outcomes.append(item if isinstance(item, Outcome) else done[(item[0].name, item[1])])
+    return outcomes
+
+
+def _needs(options: dict[str, Any]) -> str:
+    parts = [f"{options['num_gpus']} GPU"] + [f"{v:g} {k}" for k, v in options["resources"].items()]
+    return ", ".join(parts)
+
+
+def _lost(state: Path, deployment: Deployment, repeat: int, exc: Exception) -> Outcome:
+    """A task that did not return (its node or worker died): its state stays "started", so running the
+    campaign again resumes the run from what the driver holds."""
+    run_id = read_state(state).get(state_key(deployment.name, repeat), {}).get("run_id")
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    error = (
+        f"the Ray task running it did not finish ({type(exc).__name__}: {first}). What it measured is in "
+        + (
+            f"run {run_id}; `ctxbench run` again resumes it."
+            if run_id
+            else "no run yet; `ctxbench run` again."
+        )
+    )
+    return Outcome(deployment.name, "failed", run_id, error)
+
+
+def deployment_task(
+    campaign: Campaign, name: str, repeat: int, resume_id: str | None, mirror: Any, state: str
+) -> dict[str, Any]:
+    """On the node Ray picked: run one deployment in a local results directory mirrored to the driver's."""
+    import ray
+
+    (deployment,) = campaign.select([name])
+    gpus = ray.get_gpu_ids()
+    if deployment.gpus and gpus:  # Ray's GPUs for this task, in the order the deployment lists its own
+        deployment = deployment.model_copy(update={"gpus": [int(g) for g in gpus[: len(deployment.gpus)]]})
+    local = Path(tempfile.mkdtemp(prefix="ctxbench-ray-"))
+
+    def send(method: str, args: tuple[object, ...]) -> None:
+        ray.get(getattr(mirror, method).remote(*args))
+
+    try:
+        resume = None
+        if resume_id is not None:
+            resume = local / "runs" / resume_id
+            for relative, data in ray.get(mirror.files.remote(resume_id)).items():
+                (resume / relative).parent.mkdir(parents=True, exist_ok=True)
+                (resume / relative).write_bytes(data)
+        tail = Tail(local, send, TAIL_INTERVAL_S)
+        tail.already_sent()
+        tail.start()
+
+        def attach(run: Any) -> None:
+            run.on_completed = tail.flush
+
+        try:
+            outcome = run_deployment(
+                campaign,
+                deployment,
+                local,
+                lambda line: send("append", (state, line.encode())),
+                resume,
+                lambda message: print(message, flush=True),  # Ray forwards a task's output to the driver
+                lambda: None,
+                repeat,
+                placement={
+                    "executor": "ray",
+                    "node": ray.get_runtime_context().get_node_id(),
+                    "host": socket.gethostname(),
+                    "gpus": [str(g) for g in gpus],
+                },
+                on_run=attach,
+            )
+        finally:
+            tail.stop()
+        return asdict(outcome)
+    finally:
+        shutil.rmtree(local, ignore_errors=True)

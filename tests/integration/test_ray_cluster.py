@@ -1,0 +1,184 @@
+"""Campaigns and load over a real local Ray cluster (a head and worker nodes on 127.0.0.1, started here, each
+a raylet of its own; a custom resource stands in for a GPU): deployments on the nodes that have what they ask
+for, their run directories mirrored back as they are written, a node lost mid-check and the campaign resumed,
+and a many-users level over two actors on two nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+from ctxbench.campaign import read_state, run_campaign, state_path
+from ctxbench.config import load_campaign
+from ctxbench.distributed import run_campaign_on_ray
+from ctxbench.engines.models import TinyModel
+from ctxbench.results.evidence import collect
+from ctxbench.results.store import RunDir
+
+from .test_campaign_llamacpp import RESUMABLE, _final_counts, campaign_file
+
+pytestmark = pytest.mark.engine
+
+NODE = {"num_cpus": 2, "object_store_memory": 80 * 2**20, "include_dashboard": False}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    # Loopback only (conftest.py sets what Ray reads for it as it is imported)
+    assert os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0"
+    head = Cluster(initialize_head=True, head_node_args={**NODE, "node_ip_address": "127.0.0.1"})
+    head.add_node(**NODE, node_ip_address="127.0.0.1", resources={"gpu_standin": 1, "node_a": 1})
+    head.add_node(**NODE, node_ip_address="127.0.0.1", resources={"gpu_standin": 1, "node_b": 1})
+    ray.init(address=head.address, namespace="ctxbench", log_to_driver=False)
+    yield head
+    ray.shutdown()
+    head.shutdown()
+
+
+def node_with(resource: str) -> str:
+    (node,) = [n["NodeID"] for n in ray.nodes() if n["Alive"] and resource in n["Resources"]]
+    return node
+
+
+TWO = """
+[checks.capacity]
+[checks.needle]
+lengths = [512]
+depths = [0.5]
+max_tokens = 8
+[checks.ramp]
+start = 256
+end = 512
+turns = 2
+users = [1, 2]
+max_tokens = 8
+stagger_s = 0.2
+[checks.throughput]
+levels = [4]
+requests_per_user = 2
+warmup_requests = 1
+prompt_tokens = 128
+output_tokens = 8
+ray_actors = {actors}
+{deployments}
+"""
+
+DEPLOYMENT = """
+[[deployments]]
+name = "{name}"
+engine = "llamacpp"
+model = "{gguf}"
+tokenizer = "{tokenizer}"
+ctx_size = 4096
+parallel = 2
+random_weights = true
+ray_resources = {{ {resource} = 1 }}
+"""
+
+
+def evidence(results: Path) -> list[tuple[Any, ...]]:
+    """The evidence rows without what differs from one run to the next (run ids, timings)."""
+    rows = collect(results)
+    return sorted(
+        (
+            r.deployment,
+            r.status,
+            r.reasons,
+            r.capacity.text,
+            r.retrieval.text,
+            r.recall_alone.text,
+            r.recall_shared.text,
+            tuple(name for name, value in vars(r).items() if getattr(value, "source", None)),
+        )
+        for r in rows
+    )
+
+
+def test_two_deployments_on_two_nodes_give_the_evidence_of_one_process_and_users_spread_over_actors(
+    cluster: Cluster, tmp_path: Path, tiny: TinyModel
+) -> None:
+    deployments = "".join(
+        DEPLOYMENT.format(name=name, gguf=tiny.gguf, tokenizer=tiny.tokenizer_dir, resource=resource)
+        for name, resource in (("on-a", "node_a"), ("on-b", "node_b"))
+    )
+    (tmp_path / "ray").mkdir()
+    path = campaign_file(tmp_path / "ray", TWO.format(actors=2, deployments=deployments))
+    statuses: list[str] = []
+    outcomes = run_campaign_on_ray(load_campaign(path), cluster.address, on_status=statuses.append)
+    assert [(o.deployment, o.status) for o in outcomes] == [("on-a", "done"), ("on-b", "done")], statuses
+    results = tmp_path / "ray" / "results"
+    for outcome, resource in zip(outcomes, ("node_a", "node_b"), strict=True):
+        assert outcome.run_id is not None
+        run = RunDir(results / "runs" / outcome.run_id)
+        placement = json.loads((run.path / "manifest.json").read_text())["placement"]
+        assert placement["executor"] == "ray" and placement["node"] == node_with(resource)
+        assert (run.path / "report.md").exists() and (run.path / "units.jsonl").exists()
+        # the level's 4 users over 2 actors on two nodes: every request came back, labelled where it ran
+        level = [r for r in run.records() if r.labels.get("check") == "throughput"]
+        assert len(level) == 4 * (2 + 1)
+        assert sorted({r.labels["client_actor"] for r in level}) == ["0", "1"]
+        nodes = {r.labels["client_node"] for r in level}
+        assert len(nodes) == 2 and node_with(resource)[:12] in nodes
+        summary = json.loads((run.path / "throughput.json").read_text())["levels"]["4"]
+        assert summary["requests"] == 4 * 2 and summary["failed"] == 0
+    state = read_state(state_path(load_campaign(path), results))
+    assert {k: v["status"] for k, v in state.items()} == {"on-a": "done", "on-b": "done"}
+
+    (tmp_path / "one").mkdir()
+    alone = campaign_file(tmp_path / "one", TWO.format(actors=0, deployments=deployments))
+    assert [o.status for o in run_campaign(load_campaign(alone))] == ["done", "done"]
+    assert evidence(results) == evidence(tmp_path / "one" / "results")
+    level = [r for r in RunDir(next((tmp_path / "one" / "results" / "runs").iterdir())).records()]
+    assert len([r for r in level if r.labels.get("check") == "throughput"]) == 4 * (2 + 1)
+
+
+def test_a_node_lost_mid_check_loses_no_finished_unit_and_the_campaign_resumes(
+    cluster: Cluster, tmp_path: Path, tiny: TinyModel
+) -> None:
+    whole = RESUMABLE.format(gguf=tiny.gguf, tokenizer=tiny.tokenizer_dir)
+    body = whole + "ray_resources = { victim = 1 }\n"  # a key of the file's one deployment
+    (tmp_path / "whole").mkdir()
+    run_campaign(load_campaign(campaign_file(tmp_path / "whole", whole)))
+    expected = _final_counts(tmp_path / "whole" / "results")
+
+    node = cluster.add_node(**NODE, node_ip_address="127.0.0.1", resources={"victim": 1})
+    (tmp_path / "cut").mkdir()
+    path = campaign_file(tmp_path / "cut", body)
+    results = tmp_path / "cut" / "results"
+    outcomes: list[Any] = []
+    driver = threading.Thread(
+        target=lambda: outcomes.extend(run_campaign_on_ray(load_campaign(path), cluster.address))
+    )
+    driver.start()
+    deadline = time.monotonic() + 300
+    units: set[str] = set()
+    while time.monotonic() < deadline and "needle" not in units:
+        runs = list((results / "runs").glob("*/units.jsonl"))
+        units = RunDir(runs[0].parent).completed_units() if runs else set()
+        time.sleep(0.05)
+    assert "needle" in units, "the needle check did not finish in time"
+    cluster.remove_node(node, allow_graceful=False)  # mid-ramp: the node and its engine are gone
+    driver.join(timeout=120)
+    (lost,) = outcomes
+    assert lost.status == "failed" and "resumes it" in (lost.error or "")
+    assert read_state(state_path(load_campaign(path), results))["tiny"]["status"] == "started"
+    run = RunDir(results / "runs" / lost.run_id)
+    assert {"capacity", "needle"} <= run.completed_units()  # what finished is here, with what it measured
+    assert (run.path / "capacity.json").exists() and (run.path / "needle.json").exists()
+
+    cluster.add_node(**NODE, node_ip_address="127.0.0.1", resources={"victim": 1})
+    statuses: list[str] = []
+    (again,) = run_campaign_on_ray(load_campaign(path), cluster.address, on_status=statuses.append)
+    assert again.status == "done" and again.run_id == lost.run_id, statuses
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    assert len(manifest["attempts"]) == 2
+    assert _final_counts(results) == expected
