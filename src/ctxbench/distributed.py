@@ -1,7 +1,8 @@
 """A campaign over a Ray cluster (`ctxbench run FILE --ray ADDRESS`): each deployment is a Ray task that asks
 for one GPU per entry of its `gpus` and its `ray_resources`, and Ray schedules it on any node that has them.
 
-The node finds (or builds) its engine, starts it, runs the checks and stops it, exactly as `ctxbench run`
+The node finds its engine in its cache (a llama.cpp build it lacks is built there, as `ctxbench engine build`
+does), starts it, runs the checks and stops it, exactly as `ctxbench run`
 does on one machine, in a run directory on its own disk; `results.mirror.Tail` sends that directory to the
 driver's results directory as it is written, through a `Mirror` actor on the driver's node (the only writer
 there, the campaign's state file included). A deployment whose node is lost keeps the state "started" with
@@ -21,7 +22,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .campaign import Outcome, Work, campaign_record, pending, read_state, run_deployment, state_key
+from .campaign import (
+    Outcome,
+    Work,
+    campaign_record,
+    pending,
+    read_state,
+    run_deployment,
+    state_key,
+    state_line,
+)
 from .campaign import state_path as campaign_state_path
 from .config import Campaign, Deployment, ExternalDeployment
 from .errors import CtxbenchError
@@ -155,10 +165,20 @@ def deployment_task(
     gpus = ray.get_gpu_ids()
     if deployment.gpus and gpus:  # Ray's GPUs for this task, in the order the deployment lists its own
         deployment = deployment.model_copy(update={"gpus": [int(g) for g in gpus[: len(deployment.gpus)]]})
-    local = Path(tempfile.mkdtemp(prefix="ctxbench-ray-"))
 
     def send(method: str, args: tuple[object, ...]) -> None:
         ray.get(getattr(mirror, method).remote(*args))
+
+    if deployment.engine == "llamacpp" and getattr(deployment, "binary", None) is None:
+        from .engines.build import LlamaCppBuild, build_llamacpp
+
+        try:
+            build_llamacpp(LlamaCppBuild(variant=deployment.build))  # found in this node's cache, else built
+        except CtxbenchError as exc:
+            error = f"on {socket.gethostname()}: {exc}"
+            send("append", (state, state_line(name, "failed", resume_id, error, repeat).encode()))
+            return asdict(Outcome(name, "failed", resume_id, error))
+    local = Path(tempfile.mkdtemp(prefix="ctxbench-ray-"))
 
     try:
         resume = None
