@@ -77,8 +77,9 @@ def nine_deployments(dest: Path) -> Path:
     return results
 
 
-# The README's screenshots (the tables, then the first figures):
-#   PYTHONPATH=src python tests/report_fixture.py docs/report-nine-deployments.png docs/report-figures.png
+# The README's screenshots (the tables, the first figures, a 2-user timeline with the GPU under it):
+#   PYTHONPATH=src python tests/report_fixture.py docs/report-nine-deployments.png docs/report-figures.png \
+#       docs/report-timeline.png
 if __name__ == "__main__":
     import sys
     import tempfile
@@ -102,4 +103,7 @@ if __name__ == "__main__":
                 assert top is not None
                 clip = {"x": 0, "y": top["y"], "width": 1400, "height": 1250}
                 page.screenshot(path=sys.argv[2], full_page=True, clip=clip)
+            if len(sys.argv) > 3:
+                title = "4l1024-1m-rest: two users, prefill and decode"
+                page.locator("#figures .plot", has_text=title).first.screenshot(path=sys.argv[3])
             browser.close()
