@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -182,3 +184,21 @@ def test_a_node_lost_mid_check_loses_no_finished_unit_and_the_campaign_resumes(
     manifest = json.loads((run.path / "manifest.json").read_text())
     assert len(manifest["attempts"]) == 2
     assert _final_counts(results) == expected
+
+
+def test_the_run_command_takes_a_ray_address(cluster: Cluster, tmp_path: Path, tiny: TinyModel) -> None:
+    body = "[checks.capacity]\n" + DEPLOYMENT.format(
+        name="cli", gguf=tiny.gguf, tokenizer=tiny.tokenizer_dir, resource="node_b"
+    )
+    path = campaign_file(tmp_path, body)
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxbench", "run", str(path), "--ray", cluster.address],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "cli: submitted to the Ray cluster (0 GPU, 1 node_b)" in done.stdout and "cli: done" in done.stdout
+    (manifest,) = (tmp_path / "results" / "runs").glob("*/manifest.json")
+    assert json.loads(manifest.read_text())["placement"]["node"] == node_with("node_b")
+    assert (tmp_path / "results" / "report.html").exists() and "capacity: holds" in done.stdout
