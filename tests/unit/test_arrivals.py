@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from ctxbench.arrivals import behind_threshold_s, due_times, lag_growth, open_loop
 from ctxbench.params import ThroughputParams
-from ctxbench.records import RequestRecord
+from ctxbench.records import Chunk, RequestRecord
 
 NS = 1_000_000_000
 
@@ -74,6 +74,21 @@ def test_a_burst_the_server_took_in_another_order_is_still_a_queue_that_grows() 
     verdict = open_loop(records, 1000.0, saturation_lag_growth=0.1, behind_s=behind_threshold_s(1000.0))
     assert verdict.lag_growth == pytest.approx((0.1 - 0.001) / 0.001)
     assert verdict.saturated and verdict.sustained_per_s == pytest.approx(10.0)
+
+
+def test_a_request_departs_with_its_last_token_not_when_a_busy_client_ends_it() -> None:
+    # 8 requests due 1 ms apart, their last tokens 20 ms apart (one slot), all ended by the client loop at
+    # 0.3 s together: the ends alone show no queue
+    records = [
+        record(k / 1000, k / 1000, 0.3).model_copy(
+            update={"chunks": (Chunk(arrived_ns=int((k + 1) * 0.02 * NS)),)}
+        )
+        for k in range(8)
+    ]
+    ended = [r.model_copy(update={"chunks": ()}) for r in records]
+    assert lag_growth(ended) == pytest.approx(-1.0)  # every lag shorter by the gap: "no queue"
+    verdict = open_loop(records, 1000.0, saturation_lag_growth=0.5, behind_s=behind_threshold_s(1000.0))
+    assert verdict.saturated and verdict.lag_growth == pytest.approx((0.02 - 0.001) / 0.001)
 
 
 def test_one_request_stalled_mid_run_moves_the_slope_by_one_gap_at_most() -> None:
