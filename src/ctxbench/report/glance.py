@@ -51,7 +51,7 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
     judged = NOISE if row.random_weights else None
     out: list[tuple[str, str, Cell, str]] = []
     if row.capacity.source:
-        holds = row.capacity.text.startswith("holds")
+        holds = json.loads((run.path / "capacity.json").read_text())["holds"]
         out.append(("1 capacity", PASS if holds else FAIL, row.capacity, ""))
     if row.retrieval.source:
         misses = _needle_misses(run)

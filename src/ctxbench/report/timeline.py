@@ -151,11 +151,11 @@ def timeline_figure(drawn: Timeline, title: str) -> dict[str, Any]:
     """The same timeline as a Plotly figure: bars per user (hover: turn, context, prefill and decode
     seconds), each user's decode rate underneath, and the GPU panel at the bottom when there is one."""
     bars: list[dict[str, Any]] = []
+    spans = drawn.spans
     for name, colour, start, end, what in (
         ("prefill", PREFILL_COLOUR, "sent_s", "first_s", "prefill (send -> first token)"),
         ("decode", DECODE_COLOUR, "first_s", "last_s", "decode (first -> last token)"),
     ):
-        spans = drawn.spans
         bars.append(
             {
                 "type": "bar",
