@@ -275,6 +275,26 @@ def load_campaign(path: Path, *, check_paths: bool = True) -> Campaign:
     return campaign
 
 
+def require_cluster_for_actors(path: Path, campaign: Campaign, names: list[str]) -> None:
+    """`ray_actors` runs a level's users on Ray actors, so a run without `--ray` refuses it before any engine
+    starts, at the line that sets it."""
+    for index, deployment in enumerate(campaign.deployments):
+        if names and deployment.name not in names:
+            continue
+        throughput = campaign.checks_for(deployment).throughput
+        if throughput is None or not throughput.ray_actors:
+            continue
+        override = deployment.checks.get("throughput")
+        here = isinstance(override, dict) and "ray_actors" in override
+        loc = ("deployments", index, "checks", "throughput", "ray_actors") if here else ()
+        where = _where(path, path.read_text(), loc or ("checks", "throughput", "ray_actors"))
+        raise CampaignFileError(
+            f"{where}: ray_actors = {throughput.ray_actors} (deployment {deployment.name!r}) runs the users "
+            "on Ray actors, which needs a cluster: run `ctxbench run FILE --ray ADDRESS`, or set "
+            "ray_actors = 0."
+        )
+
+
 def _check_local_paths(path: Path, text: str, index: int, deployment: _Deployment) -> None:
     model = getattr(deployment, "model", None)
     if isinstance(deployment, ExternalDeployment) or model is None or model in BUILTIN_MODELS:

@@ -34,7 +34,7 @@ from .campaign import (
 )
 from .campaign import state_path as campaign_state_path
 from .config import Campaign, Deployment, ExternalDeployment
-from .errors import CtxbenchError
+from .errors import CtxbenchError, ServerUnreachable
 from .results.mirror import Mirror, Tail
 from .results.store import write_json_atomic
 
@@ -56,10 +56,27 @@ def require_ray() -> ModuleType:
     return ray
 
 
+def listening(address: str, timeout_s: float = 5.0) -> None:
+    """A host:port address must accept a TCP connection: Ray itself retries an address where nothing listens
+    for minutes before it gives up. 'auto' and ray:// addresses are left to Ray."""
+    host, colon, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not colon or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ServerUnreachable(
+            f"--ray {address}: nothing accepts connections there ({exc.strerror or exc}). Give the address "
+            "`ray start --head` printed (host:port of the head node's GCS, 6379 by default), or 'auto' on a "
+            "node of the cluster."
+        ) from None
+
+
 def connect(address: str) -> ModuleType:
     """Join the cluster at `address` as its driver (a no-op when already joined)."""
     ray = require_ray()
     if not ray.is_initialized():
+        listening(address)
         try:
             ray.init(address=address, namespace="ctxbench", log_to_driver=True)
         except (ConnectionError, RuntimeError, ValueError) as exc:

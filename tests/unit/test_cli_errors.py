@@ -278,3 +278,46 @@ def test_a_server_that_answers_then_breaks_off_is_a_tokenizer_error_not_unreacha
         listener.close()
     with pytest.raises(ServerUnreachable):
         ServerTokenCounter(f"http://127.0.0.1:{closed_port()}", "m", timeout_s=5)
+
+
+ACTORS = """
+[campaign]
+name = "actors"
+
+[checks.throughput]
+levels = [2]
+{base}
+
+[[deployments]]
+name = "far"
+engine = "external"
+urls = ["http://127.0.0.1:{port}"]
+{override}
+"""
+
+
+@pytest.mark.parametrize(
+    ("base", "override", "line"),
+    [("ray_actors = 2", "", 7), ("", "[deployments.checks.throughput]\nray_actors = 2", 14)],
+)
+def test_ray_actors_without_a_cluster_is_refused_before_anything_starts(
+    base: str, override: str, line: int, tmp_path: Path
+) -> None:
+    """The level's users would run on Ray actors: without `--ray` the run stops at once (exit 2, not the
+    unreachable server's 3), naming the line that asked for actors, wherever it is set."""
+    path = tmp_path / "actors.toml"
+    path.write_text(ACTORS.format(base=base, override=override, port=closed_port()))
+    done = ctxbench("run", str(path), cwd=tmp_path)
+    assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+    assert f"{path}:{line}:" in done.stderr and "ray_actors = 2 (deployment 'far')" in done.stderr
+    assert "--ray ADDRESS" in done.stderr and not (tmp_path / "results").exists()
+
+
+def test_a_ray_address_where_nothing_listens_is_unreachable_at_once(tmp_path: Path) -> None:
+    """Ray would retry such an address for minutes; the run says so in one line, exit 3."""
+    pytest.importorskip("ray")
+    path = tmp_path / "one.toml"
+    path.write_text(ACTORS.format(base="", override="", port=closed_port()))
+    done = ctxbench("run", str(path), "--ray", f"127.0.0.1:{closed_port()}", cwd=tmp_path)
+    assert done.returncode == EXIT_UNREACHABLE, done.stdout + done.stderr
+    assert "nothing accepts connections there" in done.stderr and "Traceback" not in done.stderr

@@ -61,7 +61,7 @@ def run(
 ) -> None:
     """Run a campaign: per deployment, start it, run the checks, stop it. Rerun to resume."""
     from ..campaign import dry_run as plan_lines
-    from ..config import load_campaign
+    from ..config import load_campaign, require_cluster_for_actors
 
     try:
         campaign = load_campaign(campaign_file, check_paths=not dry_run)
@@ -69,6 +69,8 @@ def run(
             for line in plan_lines(campaign, deployment or []):
                 console.print(line, highlight=False, markup=False, soft_wrap=True)
             return
+        if not ray:
+            require_cluster_for_actors(campaign_file, campaign, deployment or [])
     except CtxbenchError as exc:
         raise _fail(exc) from exc
     _run_campaign(campaign, results or campaign.campaign.results, deployment or [], force=force, ray=ray)
