@@ -17,6 +17,13 @@ from ctxbench.engines.models import TinyModel, demo_model_path, tiny_model
 # Ray reads this when it is imported: without it, its nodes and driver take the machine's outward address, and
 # the tests stay on loopback (test_ray_cluster.py starts its nodes on 127.0.0.1).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# Every llama-server the tests start (and those `ctxbench` subprocesses start) computes on one thread. With
+# its default, a thread per core, each step's threads wait for one another, and on a host whose cores are
+# busy (these tests run beside their own client, other servers and, under `make test-stress`, a busy loop
+# per core) one descheduled thread holds the others up: the tiny model's 32-token decode went from 7.6 ms
+# to 43 ms at the median and 319 ms at p99 (benchmarks/engine_threads.py), and a 2.6 s stall at 2 requests/s
+# read as saturation. The tests are of ctxbench, not of llama.cpp's thread pool under contention.
+os.environ.setdefault("LLAMA_ARG_THREADS", "1")
 
 TINY_SLOT_CONTEXT = 2048
 TINY_SLOTS = 2
