@@ -95,3 +95,35 @@ def test_without_ray_the_error_says_how_to_install_it(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(RayNotInstalled, match=r"pip install 'ctxbench\[ray\]'"):
         require_ray()
+
+
+def test_a_unit_finished_during_a_flush_waits_for_its_files(tmp_path: Path) -> None:
+    """The check goes on while a flush runs: here it writes needle.json and marks the needle unit finished
+    just after the flush listed the files (in the middle of its first send). The driver must not hold the
+    unit without its file, or a node lost then would lose what the unit measured (seen once over Ray under
+    the stress harness)."""
+    node, driver, tail, sent = pair(tmp_path)
+    run = node / "runs" / "r1"
+    (run / "units.jsonl").write_text('{"unit": "capacity"}\n')
+    (run / "capacity.json").write_text("{}")
+    (node / "ramp1m.csv").write_text("run_id,turn\n")
+    send = tail.send
+
+    def check_ends_meanwhile(method: str, args: tuple[object, ...]) -> None:
+        if not (run / "needle.json").exists():
+            (run / "needle.json").write_text('{"found": 1}')
+            with (node / "ramp1m.csv").open("a") as handle:
+                handle.write("r1,1\n")
+            with (run / "units.jsonl").open("a") as handle:
+                handle.write('{"unit": "needle"}\n')
+        send(method, args)
+
+    tail.send = check_ends_meanwhile
+    tail.flush()
+    mirrored = driver / "runs" / "r1"
+    assert (mirrored / "units.jsonl").read_text() == '{"unit": "capacity"}\n'
+    assert not (mirrored / "needle.json").exists()
+    tail.flush()  # the next flush (the unit's own, or the timer's) sends the file, then the unit
+    assert sent[-1] == "write runs/r1/units.jsonl"
+    assert (mirrored / "units.jsonl").read_text().endswith('{"unit": "needle"}\n')
+    assert (mirrored / "needle.json").read_text() == '{"found": 1}'

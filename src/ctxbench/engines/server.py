@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,14 +87,27 @@ def port_in_use(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux to SIGTERM it when ctxbench dies, even by SIGKILL, so that no
-    server outlives the run that started it (elsewhere this does nothing; `stop` and atexit still apply).
-    Linux ties this to the thread that started the server: start servers from a thread that outlives them."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
+# The signal an engine gets when ctxbench dies without stopping it (SIGKILL of ctxbench: nobody is left to
+# escalate). SIGTERM lets an engine stop the workers it started (vLLM, SGLang). llama-server has none, and its
+# graceful shutdown can hang when the signal comes while a request is being decoded: under the stress harness
+# one was still serving 8 minutes after its SIGTERM and exited only at a second signal ("Received second
+# interrupt, terminating immediately"). It gets SIGKILL.
+DEATH_SIGNALS = {"llamacpp": signal.SIGKILL}
+
+
+def _die_with_parent(death_signal: int) -> Callable[[], None]:
+    """For the child, before exec: ask Linux to send it `death_signal` when ctxbench dies, even by SIGKILL,
+    so that no server outlives the run that started it (elsewhere this does nothing; `stop` and atexit still
+    apply). Linux ties this to the thread that started the server: start servers from a thread that outlives
+    them."""
+
+    def ask() -> None:
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, death_signal)
+        except (OSError, AttributeError):
+            pass
+
+    return ask
 
 
 class EngineServer:
@@ -163,7 +177,7 @@ class EngineServer:
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,
                     env={**os.environ, **self.spec.env},
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=_die_with_parent(DEATH_SIGNALS.get(self.spec.engine, signal.SIGTERM)),
                 )
         except OSError as exc:
             raise EngineNotReady(

@@ -4,8 +4,9 @@ A deployment that runs as a Ray task on some node writes its run directory on th
 at home; `Tail` sends what changed to the driver's `Mirror` (a Ray actor on the driver's node; both classes
 here are plain, `distributed.py` makes the actor). Files that only grow (records, units, telemetry, logs) go
 as the bytes past what was sent, at their offset (a repeated send writes the same bytes again); any other
-file goes whole when its size or time changes, written atomically. `units.jsonl` goes last, and again the
-moment a unit is marked finished: when the driver holds a finished unit it holds what the unit measured, so
+file goes whole when its size or time changes, written atomically. `units.jsonl` goes last (as long as it
+was when the flush began, so a unit finished meanwhile waits for its files), and again the moment a unit is
+marked finished: when the driver holds a finished unit it holds what the unit measured, so
 a node lost afterwards loses nothing finished and the campaign resumes from the driver's copy.
 
 A table the whole campaign shares (`ramp1m.csv`) goes as its new rows, appended under the driver's header.
@@ -114,28 +115,34 @@ class Tail:
             self.flush()
 
     def flush(self, _unit: str = "") -> None:
-        """Send everything that changed; `units.jsonl` after the rest."""
+        """Send everything that changed; `units.jsonl` after the rest, and only as long as it was before the
+        rest was listed: a unit's line is written after its files, so every unit sent has its files listed
+        and sent before it (the check goes on writing while a flush runs)."""
         with self._lock:
             runs = self.local / "runs"
+            units = {p: p.stat().st_size for p in runs.glob(f"*/{LAST}")} if runs.exists() else {}
             files = sorted(p for p in runs.rglob("*") if p.is_file()) if runs.exists() else []
-            for path in sorted(files, key=lambda p: p.name == LAST):
-                if path.name.endswith(".partial"):
-                    continue
-                self._send_file(path, str(path.relative_to(self.local)))
+            for path in files:
+                if path.name != LAST and not path.name.endswith(".partial"):
+                    self._send_file(path, str(path.relative_to(self.local)))
             for name in TABLES:
                 self._send_rows(self.local / name, name)
+            for path, size in sorted(units.items()):
+                self._send_file(path, str(path.relative_to(self.local)), size)
 
-    def _send_file(self, path: Path, relative: str) -> None:
+    def _send_file(self, path: Path, relative: str, upto: int | None = None) -> None:
+        """A file's change; a growing one's bytes up to `upto` (default: all there are now)."""
         try:
             stat = path.stat()
         except FileNotFoundError:  # replaced between the listing and now: the next flush sends it
             return
         if path.name.endswith(GROWING):
             sent = self._sent.get(path, 0)
-            if stat.st_size > sent:
+            size = stat.st_size if upto is None else min(upto, stat.st_size)
+            if size > sent:
                 with path.open("rb") as handle:
                     handle.seek(sent)
-                    data = handle.read(stat.st_size - sent)
+                    data = handle.read(size - sent)
                 self.send("write", (relative, sent, data))
                 self._sent[path] = sent + len(data)
         elif self._seen.get(path) != (stat.st_size, stat.st_mtime_ns):
