@@ -142,6 +142,8 @@ class ThroughputParams(_Strict):
     # Or over this many Ray actors, on the nodes that can reach the server (needs `ctxbench run --ray`;
     # docs/distributed.md); 0: not over Ray.
     ray_actors: int = Field(0, ge=0, le=1024)
+    # A level's actors wait this long for their CPUs (all at once) and as long again to start; then it fails.
+    ray_wait_s: float = Field(600.0, gt=0, le=24 * 3600)
 
     def request_count(self) -> int:
         """Requests the check sends when that is known in advance (request counts, not durations)."""

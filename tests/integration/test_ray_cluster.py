@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import ray
 from ray.cluster_utils import Cluster
+from ray.util import placement_group, remove_placement_group
 
 from ctxbench.campaign import read_state, run_campaign, state_path
 from ctxbench.config import load_campaign
@@ -26,11 +27,13 @@ from ctxbench.engines.models import TinyModel
 from ctxbench.results.evidence import collect
 from ctxbench.results.store import RunDir
 
-from .test_campaign_llamacpp import RESUMABLE, _final_counts, campaign_file
+from .test_campaign_llamacpp import RESUMABLE, _final_counts, campaign_file, the_run
 
 pytestmark = pytest.mark.engine
 
 NODE = {"num_cpus": 2, "object_store_memory": 80 * 2**20, "include_dashboard": False}
+# A worker: its deployment's task holds a CPU, a level's actors one each (Ray's logical CPUs, not cores)
+WORKER = {**NODE, "num_cpus": 3}
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +41,8 @@ def cluster() -> Iterator[Cluster]:
     # Loopback only (conftest.py sets what Ray reads for it as it is imported)
     assert os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0"
     head = Cluster(initialize_head=True, head_node_args={**NODE, "node_ip_address": "127.0.0.1"})
-    head.add_node(**NODE, node_ip_address="127.0.0.1", resources={"gpu_standin": 1, "node_a": 1})
-    head.add_node(**NODE, node_ip_address="127.0.0.1", resources={"gpu_standin": 1, "node_b": 1})
+    head.add_node(**WORKER, node_ip_address="127.0.0.1", resources={"gpu_standin": 1, "node_a": 1})
+    head.add_node(**WORKER, node_ip_address="127.0.0.1", resources={"gpu_standin": 1, "node_b": 1})
     ray.init(address=head.address, namespace="ctxbench", log_to_driver=False)
     yield head
     ray.shutdown()
@@ -124,12 +127,12 @@ def test_two_deployments_on_two_nodes_give_the_evidence_of_one_process_and_users
         placement = json.loads((run.path / "manifest.json").read_text())["placement"]
         assert placement["executor"] == "ray" and placement["node"] == node_with(resource)
         assert (run.path / "report.md").exists() and (run.path / "units.jsonl").exists()
-        # the level's 4 users over 2 actors on two nodes: every request came back, labelled where it ran
+        # the level's 4 users over 2 actors spread over two nodes (both deployments' levels at once, each
+        # placed whole): every request came back, labelled where it ran
         level = [r for r in run.records() if r.labels.get("check") == "throughput"]
         assert len(level) == 4 * (2 + 1)
         assert sorted({r.labels["client_actor"] for r in level}) == ["0", "1"]
-        nodes = {r.labels["client_node"] for r in level}
-        assert len(nodes) == 2 and node_with(resource)[:12] in nodes
+        assert len({r.labels["client_node"] for r in level}) == 2
         summary = json.loads((run.path / "throughput.json").read_text())["levels"]["4"]
         assert summary["requests"] == 4 * 2 and summary["failed"] == 0
     state = read_state(state_path(load_campaign(path), results))
@@ -143,6 +146,57 @@ def test_two_deployments_on_two_nodes_give_the_evidence_of_one_process_and_users
     assert len([r for r in level if r.labels.get("check") == "throughput"]) == 4 * (2 + 1)
 
 
+CROWDED = (
+    """
+[checks.throughput]
+levels = [3]
+requests_per_user = 1
+warmup_requests = 0
+prompt_tokens = 128
+output_tokens = 4
+ray_actors = 3
+ray_wait_s = 2
+"""
+    + DEPLOYMENT
+)
+
+
+def test_a_level_whose_actors_cannot_all_be_placed_fails_in_ray_wait_s_and_runs_once_they_can(
+    cluster: Cluster, tmp_path: Path, tiny: TinyModel
+) -> None:
+    # Every CPU held but node_a's: its deployment's task takes one of its 3, so the level's 3 actors find 2.
+    # Placed one by one, two would hold those while the third waited for ever (the hang of stress run 4).
+    others = [n for n in ray.nodes() if n["Alive"] and "node_a" not in n["Resources"]]
+    hold = placement_group(
+        [{"CPU": n["Resources"]["CPU"]} for n in others],
+        bundle_label_selector=[{"ray.io/node-id": n["NodeID"]} for n in others],
+    )
+    ray.get(hold.ready(), timeout=120)  # the earlier tests' actors give their CPUs back as they go
+    body = CROWDED.format(name="crowded", gguf=tiny.gguf, tokenizer=tiny.tokenizer_dir, resource="node_a")
+    path = campaign_file(tmp_path, body)
+    outcomes: list[Any] = []
+    driver = threading.Thread(
+        target=lambda: outcomes.extend(run_campaign_on_ray(load_campaign(path), cluster.address))
+    )
+    try:
+        driver.start()
+        driver.join(timeout=300)
+        assert not driver.is_alive(), "the level waited past its ray_wait_s"
+    finally:
+        remove_placement_group(hold)
+    (crowded,) = outcomes
+    assert crowded.status == "failed", crowded
+    error = crowded.error or ""
+    assert "Ray did not find 3 free CPUs" in error and "ray_wait_s = 2 s" in error, error
+    results = tmp_path / "results"
+    assert read_state(state_path(load_campaign(path), results))["crowded"]["status"] == "failed"
+
+    (again,) = run_campaign_on_ray(load_campaign(path), cluster.address)
+    assert again.status == "done", again.error  # a failed deployment is tried again, in a new run
+    level = [r for r in the_run(results, again.run_id).records() if r.labels.get("check") == "throughput"]
+    assert sorted(r.labels["client_actor"] for r in level) == ["0", "1", "2"]
+
+
 def test_a_node_lost_mid_check_loses_no_finished_unit_and_the_campaign_resumes(
     cluster: Cluster, tmp_path: Path, tiny: TinyModel
 ) -> None:
@@ -152,7 +206,7 @@ def test_a_node_lost_mid_check_loses_no_finished_unit_and_the_campaign_resumes(
     run_campaign(load_campaign(campaign_file(tmp_path / "whole", whole)))
     expected = _final_counts(tmp_path / "whole" / "results")
 
-    node = cluster.add_node(**NODE, node_ip_address="127.0.0.1", resources={"victim": 1})
+    node = cluster.add_node(**WORKER, node_ip_address="127.0.0.1", resources={"victim": 1})
     (tmp_path / "cut").mkdir()
     path = campaign_file(tmp_path / "cut", body)
     results = tmp_path / "cut" / "results"
@@ -177,7 +231,7 @@ def test_a_node_lost_mid_check_loses_no_finished_unit_and_the_campaign_resumes(
     assert {"capacity", "needle"} <= run.completed_units()  # what finished is here, with what it measured
     assert (run.path / "capacity.json").exists() and (run.path / "needle.json").exists()
 
-    cluster.add_node(**NODE, node_ip_address="127.0.0.1", resources={"victim": 1})
+    cluster.add_node(**WORKER, node_ip_address="127.0.0.1", resources={"victim": 1})
     statuses: list[str] = []
     (again,) = run_campaign_on_ray(load_campaign(path), cluster.address, on_status=statuses.append)
     assert again.status == "done" and again.run_id == lost.run_id, statuses

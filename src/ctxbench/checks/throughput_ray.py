@@ -1,11 +1,13 @@
 """Many users over Ray actors: one level's users spread over `ray_actors` actors on the nodes of a cluster,
 each driving the same asyncio users as one process does (`throughput.run_user`), all starting together.
 
-Placement: the actors go round-robin over the alive nodes that can reach the server. A URL on loopback is
-reachable only from the nodes with the same address as the one running the check (on a real cluster: that
-node alone, so run the engine on a routable address or point an external deployment at one to use more);
-any other URL from every node. Ray places each actor on its node (`NodeAffinitySchedulingStrategy`); ctxbench
-only says which.
+Placement: a level's actors are placed all at once or not at all, one placement group of a CPU a bundle
+spread over the nodes that can reach the server. A URL on loopback is reachable only from the nodes with the
+same address as the one running the check (on a real cluster: that node alone, so run the engine on a routable
+address or point an external deployment at one to use more); any other URL from every node. Actors placed one
+by one could each hold a CPU while a level's last actor waits for one another level holds, and both levels
+would wait for ever (two deployments' levels did, on 2 free CPUs). The group waits at most `ray_wait_s` for
+its CPUs and the actors as long again to start; then the level fails, saying what it asked and what was free.
 
 The start: every actor makes its client and says hello (its host, node and clock), then the driver names a
 wall-clock instant 0.5 s ahead and each actor starts its users at that instant on its own clock. Records come
@@ -114,10 +116,36 @@ def reachable_nodes(url: str, here: str) -> list[dict[str, Any]]:
 
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     own = next((n for n in nodes if n["NodeID"] == here), None)
-    host = urlsplit(url).hostname or ""
-    if own is not None and (host == "localhost" or host.startswith("127.")):
+    if own is not None and on_loopback(url):
         nodes = [n for n in nodes if n["NodeManagerAddress"] == own["NodeManagerAddress"]]
     return sorted(nodes, key=lambda n: n["NodeID"] != here)
+
+
+def on_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    return host == "localhost" or host.startswith("127.")
+
+
+def bundles(count: int, url: str, nodes: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """A CPU an actor (one asyncio loop saturates a core first: docs/performance.md); on loopback, on a node
+    of the check's own address (Ray gives every node the resource `node:<address>`)."""
+    where = {f"node:{nodes[0]['NodeManagerAddress']}": 0.001} if on_loopback(url) else {}
+    return [{"CPU": 1.0, **where} for _ in range(count)]
+
+
+async def _within(awaitable: Any, seconds: float, failure: str) -> Any:
+    try:
+        return await asyncio.wait_for(awaitable, seconds)
+    except TimeoutError:
+        raise CtxbenchError(failure) from None
+
+
+def _free_cpus(nodes: list[dict[str, Any]]) -> str:
+    import ray
+
+    free = ray.available_resources().get("CPU", 0.0)
+    total = sum(n["Resources"].get("CPU", 0.0) for n in nodes)
+    return f"{free:g} CPUs free in the cluster, {total:g} on the {len(nodes)} nodes that can reach the server"
 
 
 async def users_over_ray(
@@ -132,7 +160,8 @@ async def users_over_ray(
     """One level's users over `params.ray_actors` actors; their records written here as they come back."""
     try:
         import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        from ray.util import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
     except ImportError:
         raise CtxbenchError(
             "many users: ray_actors needs Ray: pip install 'ctxbench[ray]', and run on a cluster "
@@ -148,29 +177,49 @@ async def users_over_ray(
     here = ray.get_runtime_context().get_node_id()
     nodes = reachable_nodes(url, here)
     count = min(params.ray_actors, users)
-    remote = ray.remote(LoadActor)
-    actors = [
-        remote.options(
-            num_cpus=1,  # one actor a core: one asyncio loop saturates a core first (docs/performance.md)
-            scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[k % len(nodes)]["NodeID"], soft=False),
-        ).remote(
-            WorkerJob(
-                settings,
-                prompts,
-                params,
-                run.path,
-                run.attempt,
-                scope,
-                users,
-                k,
-                tuple(range(k, users, count)),
-            )
+    what = f"many users, {users} users over {count} Ray actors"
+    if sum(n["Resources"].get("CPU", 0.0) for n in nodes) < count:
+        raise CtxbenchError(
+            f"{what}: they need a CPU each on the nodes that can reach {url}, and those have fewer "
+            f"({_free_cpus(nodes)}). Lower ray_actors, add nodes, or serve on a routable address."
         )
-        for k in range(count)
-    ]
+    group = placement_group(bundles(count, url, nodes), strategy="SPREAD")
+    remote = ray.remote(LoadActor)
+    actors: list[Any] = []
     records: list[RequestRecord] = []
     try:
-        hellos = await asyncio.gather(*(actor.hello.remote() for actor in actors))
+        await _within(
+            asyncio.wrap_future(group.ready().future()),
+            params.ray_wait_s,
+            f"{what}: Ray did not find {count} free CPUs on the nodes that can reach {url} within "
+            f"ray_wait_s = {params.ray_wait_s:g} s ({_free_cpus(nodes)}); other work holds them. Free them, "
+            "lower ray_actors or raise ray_wait_s, and run the campaign again.",
+        )
+        actors = [
+            remote.options(
+                num_cpus=1,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=k),
+            ).remote(
+                WorkerJob(
+                    settings,
+                    prompts,
+                    params,
+                    run.path,
+                    run.attempt,
+                    scope,
+                    users,
+                    k,
+                    tuple(range(k, users, count)),
+                )
+            )
+            for k in range(count)
+        ]
+        hellos = await _within(
+            asyncio.gather(*(actor.hello.remote() for actor in actors)),
+            params.ray_wait_s,
+            f"{what}: placed, but not all of them started within ray_wait_s = {params.ray_wait_s:g} s "
+            "(each makes its client and says hello); see the Ray worker logs of those nodes.",
+        )
         mine = clock()
 
         async def collect(index: int, actor: Any, start_wall_ns: int) -> None:
@@ -192,11 +241,14 @@ async def users_over_ray(
         start = time.time_ns() + int(START_AHEAD_S * 1e9)
         await asyncio.gather(*(collect(k, actor, start) for k, actor in enumerate(actors)))
     except ray.exceptions.RayError as exc:
+        # an actor's own error (a RayTaskError wraps it; its text starts with the actor's process title)
+        cause = exc.cause if isinstance(exc, ray.exceptions.RayTaskError) else exc
+        said = str(cause).splitlines()[0] if str(cause) else ""
         raise CtxbenchError(
-            f"many users, {users} users over {count} Ray actors: {type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}; the records that came back are kept."
+            f"{what}: {type(cause).__name__}: {said}; the records that came back are kept."
         ) from None
     finally:
         for actor in actors:
             ray.kill(actor)
+        remove_placement_group(group)
     return records

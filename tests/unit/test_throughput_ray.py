@@ -1,0 +1,22 @@
+"""Where a level's Ray actors may go (the placement itself is tested on a real cluster:
+tests/integration/test_ray_cluster.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxbench.checks.throughput_ray import bundles
+
+NODES = [
+    {"NodeID": "own", "NodeManagerAddress": "10.0.0.7"},
+    {"NodeID": "other", "NodeManagerAddress": "10.0.0.8"},
+]
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080", "http://localhost:8080/v1", "http://127.0.2.9:1"])
+def test_a_server_on_loopback_keeps_every_actor_on_an_address_of_the_checks_own(url: str) -> None:
+    assert bundles(3, url, NODES) == [{"CPU": 1.0, "node:10.0.0.7": 0.001}] * 3
+
+
+def test_a_routable_server_lets_the_actors_go_to_any_node_with_a_free_cpu() -> None:
+    assert bundles(2, "http://10.0.0.9:8000", NODES) == [{"CPU": 1.0}] * 2
