@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from ctxbench.checks.throughput_ray import bundles
+from ctxbench.checks.throughput_ray import bundles, require_cpus
+from ctxbench.errors import CtxbenchError
 
 NODES = [
-    {"NodeID": "own", "NodeManagerAddress": "10.0.0.7"},
-    {"NodeID": "other", "NodeManagerAddress": "10.0.0.8"},
+    {"NodeID": "own", "NodeManagerAddress": "10.0.0.7", "Resources": {"CPU": 2.0}},
+    {"NodeID": "other", "NodeManagerAddress": "10.0.0.8", "Resources": {"CPU": 1.0, "GPU": 1.0}},
 ]
 
 
@@ -20,3 +21,12 @@ def test_a_server_on_loopback_keeps_every_actor_on_an_address_of_the_checks_own(
 
 def test_a_routable_server_lets_the_actors_go_to_any_node_with_a_free_cpu() -> None:
     assert bundles(2, "http://10.0.0.9:8000", NODES) == [{"CPU": 1.0}] * 2
+
+
+def test_more_actors_than_the_reachable_nodes_have_cpus_are_refused_at_once_naming_them() -> None:
+    require_cpus("level", 3, "http://10.0.0.9:8000", NODES)  # 3 CPUs in all: they fit
+    with pytest.raises(CtxbenchError) as raised:
+        require_cpus("many users, 4 users over 4 Ray actors", 4, "http://10.0.0.9:8000", NODES)
+    said = str(raised.value)
+    assert said.startswith("many users, 4 users over 4 Ray actors: they need a CPU each")
+    assert "those 2 have 3 in all" in said and "Lower ray_actors" in said

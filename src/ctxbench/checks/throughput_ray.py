@@ -133,6 +133,16 @@ def bundles(count: int, url: str, nodes: list[dict[str, Any]]) -> list[dict[str,
     return [{"CPU": 1.0, **where} for _ in range(count)]
 
 
+def require_cpus(what: str, count: int, url: str, nodes: list[dict[str, Any]]) -> None:
+    """More actors than the nodes that can reach `url` have CPUs in all would wait for ever: refused now."""
+    total = sum(n["Resources"].get("CPU", 0.0) for n in nodes)
+    if total < count:
+        raise CtxbenchError(
+            f"{what}: they need a CPU each on the nodes that can reach {url}, and those {len(nodes)} have "
+            f"{total:g} in all. Lower ray_actors, add nodes, or serve on a routable address."
+        )
+
+
 async def _within(awaitable: Any, seconds: float, failure: str) -> Any:
     try:
         return await asyncio.wait_for(awaitable, seconds)
@@ -178,11 +188,7 @@ async def users_over_ray(
     nodes = reachable_nodes(url, here)
     count = min(params.ray_actors, users)
     what = f"many users, {users} users over {count} Ray actors"
-    if sum(n["Resources"].get("CPU", 0.0) for n in nodes) < count:
-        raise CtxbenchError(
-            f"{what}: they need a CPU each on the nodes that can reach {url}, and those have fewer "
-            f"({_free_cpus(nodes)}). Lower ray_actors, add nodes, or serve on a routable address."
-        )
+    require_cpus(what, count, url, nodes)
     group = placement_group(bundles(count, url, nodes), strategy="SPREAD")
     remote = ray.remote(LoadActor)
     actors: list[Any] = []
