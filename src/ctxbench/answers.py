@@ -1,6 +1,6 @@
-"""What a server's answer means beyond its tokens: OpenAI-style `usage` (cached tokens included) and an
-error body turned into a typed `RequestError` (a context-limit rejection with the limit and the prompt's
-size where the server states them, in vLLM's, SGLang's or llama.cpp's words)."""
+"""What a server's answer means: which streamed choice carries a token, OpenAI-style `usage` (cached
+tokens included) and an error body turned into a typed `RequestError` (a context-limit rejection with the
+limit and the prompt's size where the server states them, in vLLM's, SGLang's or llama.cpp's words)."""
 
 from __future__ import annotations
 
@@ -72,3 +72,38 @@ def _first_int(patterns: Sequence[re.Pattern[str]], text: str) -> int | None:
         if match:
             return int(match.group(1))
     return None
+
+
+def token_of(choice: Mapping[str, Any], *, closing: bool) -> tuple[str, str, str] | None:
+    """(text, reasoning, tool-call text) of a choice that carries a token, None for one that does not.
+
+    A token event has a content, reasoning or tool-call field, even an empty one (vLLM sends a token that
+    decodes to no visible text yet as `"content": ""`). Not a token: the role announcement without text
+    that opens a chat stream, and a closing event with nothing but the finish reason (llama.cpp's
+    `"delta": {}` or `"text": ""`); each arrives with a token event, so no arrival is lost."""
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        content = delta.get("content")
+        reasoning = delta.get("reasoning_content", delta.get("reasoning"))
+        tool = _tool_call_text(delta.get("tool_calls"))
+        if content is None and reasoning is None and not tool:
+            return None
+        token = (str(content or ""), str(reasoning or ""), tool)
+        announcement = "role" in delta
+    else:
+        text = choice.get("text")
+        if text is None:
+            return None
+        token, announcement = (str(text), "", ""), False
+    return None if not any(token) and (announcement or closing) else token
+
+
+def _tool_call_text(calls: object) -> str:
+    if not isinstance(calls, list):
+        return ""
+    parts = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            parts += [str(function.get("name") or ""), str(function.get("arguments") or "")]
+    return "".join(parts) or ("(tool call)" if calls else "")

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import TypeAdapter
 
-from .answers import http_error, usage_of
+from .answers import http_error, token_of, usage_of
 from .gc_pause import NO_FULL_COLLECTIONS
 from .records import Chunk, RequestError, RequestRecord, Usage
 from .sse import SseDecoder
@@ -223,7 +223,7 @@ class _Outcome:
         self.first_byte_ns: int | None = None
         self.end_ns = 0
         self.status: int | None = None
-        self.chunks: list[tuple[int, str, str]] = []
+        self.chunks: list[tuple[int, str, str, str]] = []
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
         self.timings: dict[str, Any] | None = None
@@ -335,16 +335,12 @@ class _Outcome:
         if not isinstance(choice, dict):
             self.malformed.append(data[:_MALFORMED_KEEP_CHARS])
             return
-        if choice.get("finish_reason"):
-            self.finish_reason = str(choice["finish_reason"])
-        delta = choice.get("delta")
-        if isinstance(delta, dict):
-            text = delta.get("content") or ""
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
-        else:
-            text, reasoning = choice.get("text") or "", ""
-        if text or reasoning:
-            self.chunks.append((arrived_ns, text, reasoning))
+        finish = choice.get("finish_reason")
+        if finish:
+            self.finish_reason = str(finish)
+        token = token_of(choice, closing=bool(finish))
+        if token is not None:
+            self.chunks.append((arrived_ns, *token))
 
     def record(self, *, retried: bool = False, retry_reason: str | None = None) -> RequestRecord:
         attempt = self.attempt
@@ -364,7 +360,10 @@ class _Outcome:
             # One validation call for all chunks: 40% less time than a model per chunk, paid when a stream
             # ends.
             chunks=_CHUNKS.validate_python(
-                [{"arrived_ns": t, "text": text, "reasoning": r} for t, text, r in self.chunks]
+                [
+                    {"arrived_ns": t, "text": text, "reasoning": r, "tool_call": tool}
+                    for t, text, r, tool in self.chunks
+                ]
             ),
             usage=self.usage,
             finish_reason=self.finish_reason,

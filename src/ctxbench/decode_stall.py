@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from .metrics import NS, first_token_ns, output_tokens
+from .metrics import NS, first_token_ns, implausible, output_tokens
 from .records import RequestRecord
 
 
@@ -76,9 +76,10 @@ def stall(
     about a rate and counts as outside. Each decode step is the gap between two consecutive chunks
     and carries that chunk's tokens (`usage` / chunks); a gap that straddles a window edge splits
     its tokens in proportion to the time on each side. Rate inside = tokens inside / time inside;
-    likewise outside. Returns None when `record` did not decode (fewer than 2 chunks).
+    likewise outside. Returns None when `record` did not decode (fewer than 2 chunks) or its timing cannot
+    be true (`metrics.implausible`).
     """
-    if len(record.chunks) < 2:
+    if len(record.chunks) < 2 or implausible(record) is not None:
         return None
     start, end = record.chunks[0].arrived_ns, record.chunks[-1].arrived_ns
     gaps = sorted(b.arrived_ns - a.arrived_ns for a, b in pairwise(record.chunks))

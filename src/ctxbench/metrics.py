@@ -37,8 +37,39 @@ class Gap:
 
 
 def first_token_ns(record: RequestRecord) -> int | None:
-    """Arrival of the first chunk, None when none came."""
+    """Arrival of the first token event (empty text included), None when none came."""
     return record.chunks[0].arrived_ns if record.chunks else None
+
+
+# The most tokens one streamed event carries on average: llama.cpp streams an event per token even when it
+# accepts a speculative draft, vLLM and SGLang one per step of at most num_speculative_tokens + 1 (16 is
+# llama.cpp's default --draft-max). A reply whose events carry more cannot have been stamped token by token.
+MAX_TOKENS_PER_EVENT = 16
+
+
+def implausible(record: RequestRecord) -> str | None:
+    """Why this record's timing cannot be true, None when it can (docs/metrics.md, "Records that cannot be
+    true"): a first token before the send or after the stream's last byte, or more output tokens than its
+    token events can carry (`MAX_TOKENS_PER_EVENT` a event: the client missed events, so a decode window
+    between the few it saw would give a rate above any the server ran at). Such a record keeps its counts;
+    its TTFT, decode rate, TPOT and ITL are left out of every table."""
+    first = first_token_ns(record)
+    if first is not None and not record.sent_ns <= first <= record.end_ns:
+        where = "before the send" if first < record.sent_ns else "after the stream's last byte"
+        return f"first token {where}"
+    tokens = output_tokens(record)
+    events = len(record.chunks)
+    if tokens is not None and tokens.source == "usage" and events and tokens.tokens > 1:
+        if (tokens.tokens - 1) > MAX_TOKENS_PER_EVENT * max(events - 1, 1):
+            return (
+                f"{tokens.tokens} output tokens over {events} token event(s): more than "
+                f"{MAX_TOKENS_PER_EVENT} a event, so the events seen cannot time the decode"
+            )
+    return None
+
+
+def _timed(record: RequestRecord) -> bool:
+    return implausible(record) is None
 
 
 def queue_s(record: RequestRecord) -> float:
@@ -47,13 +78,24 @@ def queue_s(record: RequestRecord) -> float:
 
 
 def ttft_s(record: RequestRecord) -> float | None:
-    """TTFT = (arrival of the first chunk carrying non-empty generated text) - send.
+    """TTFT = (arrival of the first token event) - send, empty text included.
 
-    Reasoning text counts as generated text. Matches vLLM `bench serve` and AIPerf (first
-    non-empty content); GuideLLM also starts at request send.
+    A token event is any streamed choice with a content, reasoning or tool-call field (`records.Chunk`):
+    vLLM streams one per token, and its first token may decode to no visible text. Matches vLLM `bench
+    serve` (0.32 stamps the first event with a choice; the role announcement it also counts arrives with
+    the first token on vLLM, SGLang and llama.cpp) and AIPerf; GuideLLM also starts at request send.
+    `first_text_s` is the time to the first visible text. None for a record that cannot be true
+    (`implausible`).
     """
     first = first_token_ns(record)
-    return None if first is None else (first - record.sent_ns) / NS
+    return None if first is None or not _timed(record) else (first - record.sent_ns) / NS
+
+
+def first_text_s(record: RequestRecord) -> float | None:
+    """Time to first visible text = (arrival of the first token event with non-empty text or reasoning) -
+    send: what a user reading the stream waits for. Equals TTFT unless the first tokens decode to nothing."""
+    first = next((c.arrived_ns for c in record.chunks if c.text or c.reasoning or c.tool_call), None)
+    return None if first is None or not _timed(record) else (first - record.sent_ns) / NS
 
 
 def e2e_s(record: RequestRecord) -> float:
@@ -62,7 +104,7 @@ def e2e_s(record: RequestRecord) -> float:
 
 
 def output_tokens(record: RequestRecord) -> TokenCount | None:
-    """Output tokens = `usage.completion_tokens`; fallback: the number of text chunks (marked `chunks`)."""
+    """Output tokens = `usage.completion_tokens`; fallback: the number of token events (marked `chunks`)."""
     if record.usage is not None and record.usage.completion_tokens is not None:
         return TokenCount(record.usage.completion_tokens, "usage")
     if record.chunks:
@@ -88,8 +130,8 @@ def engine_prompt_s(record: RequestRecord) -> float | None:
 
 
 def decode_time_s(record: RequestRecord) -> float | None:
-    """Decode time = last text chunk arrival - first text chunk arrival."""
-    if len(record.chunks) < 2:
+    """Decode time = last token event's arrival - first token event's arrival."""
+    if len(record.chunks) < 2 or not _timed(record):
         return None
     return (record.chunks[-1].arrived_ns - record.chunks[0].arrived_ns) / NS
 
@@ -118,10 +160,11 @@ def shared_stamp_events(record: RequestRecord) -> int:
 def decode_rate(record: RequestRecord) -> float | None:
     """Decode rate (per user) = (output tokens - 1) / (last token time - first token time), tokens/s.
 
-    The first token is excluded because its time is TTFT. Unlike 1/TPOT in vLLM `bench serve`,
-    the window ends at the last text chunk, not at the end of the stream (the trailing usage
-    chunk and [DONE] are not decoding). Equals AIPerf's "output token throughput per user" when
-    the stream ends with the last token.
+    The first token is excluded because its time is TTFT. Token times are token events' arrivals, empty
+    text included (`records.Chunk`). Unlike 1/TPOT in vLLM `bench serve`, the window ends at the last
+    token event, not at the end of the stream (the trailing usage chunk and [DONE] are not decoding).
+    Equals AIPerf's "output token throughput per user" when the stream ends with the last token. None for
+    a record that cannot be true (`implausible`).
 
     Where the first chunks arrived in one read (`own_stamps`), the window starts at the last of them,
     the first chunk whose stamp is its own, and counts the tokens after it: (output tokens - 1) x
@@ -130,7 +173,7 @@ def decode_rate(record: RequestRecord) -> float | None:
     """
     tokens = output_tokens(record)
     chunks = record.chunks
-    if tokens is None or tokens.tokens < 2 or len(chunks) < 2:
+    if tokens is None or tokens.tokens < 2 or len(chunks) < 2 or not _timed(record):
         return None
     start = own_stamps(record)[0]
     window = (chunks[-1].arrived_ns - chunks[start].arrived_ns) / NS
@@ -142,7 +185,7 @@ def decode_rate(record: RequestRecord) -> float | None:
 def tpot_s(record: RequestRecord) -> float | None:
     """TPOT = (E2E latency - TTFT) / (output tokens - 1). Matches vLLM `bench serve` TPOT and
     AIPerf/GuideLLM inter-token latency; GuideLLM's own "TPOT" (E2E / output tokens) includes TTFT.
-    """
+    None for a record that cannot be true (TTFT is None then)."""
     tokens = output_tokens(record)
     ttft = ttft_s(record)
     if tokens is None or ttft is None or tokens.tokens < 2:
@@ -151,13 +194,18 @@ def tpot_s(record: RequestRecord) -> float | None:
 
 
 def itl(record: RequestRecord) -> list[Gap]:
-    """ITL = the gaps between consecutive text chunks, each with its token count when known.
+    """ITL = the gaps between consecutive token events (empty text included), each with its token count
+    when known.
 
     A chunk's token count is known (1) when the server's completion tokens equal the number of
-    text chunks, i.e. one token per chunk; otherwise `tokens` is None. Chunks that arrived in one read
+    token events, i.e. one token per event; otherwise `tokens` is None. Chunks that arrived in one read
     with a later one (`own_stamps`) are not gap ends: the gap spans them and counts their tokens. Matches vLLM
-    `bench serve` ITL (per-chunk gaps) and AIPerf's inter-chunk latency.
+    `bench serve` ITL (per-event gaps, empty events included) but for one gap: vLLM also counts the gap
+    from its role announcement to the first token, which ctxbench does not (both arrive together), and
+    AIPerf's inter-chunk latency. Empty for a record that cannot be true (`implausible`).
     """
+    if not _timed(record):
+        return []
     chunks = record.chunks
     tokens = output_tokens(record)
     per_chunk = (
@@ -236,7 +284,7 @@ def summarize(records: Sequence[RequestRecord]) -> Summary:
 
 
 def tokens_per_chunk(record: RequestRecord) -> float | None:
-    """Output tokens / text chunks. Above 1 when the server streams several tokens at once, as speculative
+    """Output tokens / token events. Above 1 when the server streams several tokens at once, as speculative
     decoding does when it accepts a draft: then chunk gaps (ITL) arrive in bursts and are not per token."""
     tokens = output_tokens(record)
     if tokens is None or not record.chunks:

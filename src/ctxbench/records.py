@@ -33,11 +33,18 @@ class _Frozen(BaseModel):
 
 
 class Chunk(_Frozen):
-    """One streamed SSE event that carried generated text, stamped when its bytes arrived."""
+    """One streamed SSE event that carried a generated token, stamped when its bytes arrived.
+
+    A token event is any choice with a content, reasoning or tool-call field, empty text included: vLLM
+    streams one event per token, and a token that decodes to no visible text yet (half of a multi-byte
+    character, a special token) arrives as `"content": ""`. Left out: the role announcement that opens
+    a chat stream with no text and the closing event that carries only the finish reason (llama.cpp's
+    `"delta": {}`); both arrive with a token event, first and last (docs/metrics.md)."""
 
     arrived_ns: int
     text: str = ""
     reasoning: str = ""
+    tool_call: str = ""  # a tool-call delta's function name and argument text
 
 
 class Usage(_Frozen):

@@ -69,6 +69,79 @@ async def test_stream_is_recorded_with_usage_cached_tokens_and_finish_reason() -
     )
 
 
+def vllm_event(content: str, finish: str | None = None, role: bool = False) -> dict[str, object]:
+    delta: dict[str, object] = {"content": content}
+    if role:
+        delta = {"role": "assistant", "content": ""}
+    return {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+
+async def test_every_token_event_counts_empty_text_included_as_vllm_streams_them() -> None:
+    # vLLM: a role announcement, then one event per token; two tokens decode to no visible text yet
+    events = [
+        vllm_event("", role=True),
+        vllm_event(""),
+        vllm_event("\u00e9"),
+        vllm_event(""),
+        vllm_event("t", "length"),
+        {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4}},
+    ]
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=chunked(*(sse(e, done=False) for e in events), sse(done=True)))
+
+    async with client_for(handler) as client:
+        record = await client.chat([{"role": "user", "content": "x"}], max_tokens=4)
+    assert record.ok and record.text == "\u00e9t"
+    assert [c.text for c in record.chunks] == ["", "\u00e9", "", "t"]  # the role announcement is no token
+    assert record.usage is not None and record.usage.completion_tokens == len(record.chunks)
+
+
+async def test_llamacpp_role_and_closing_events_are_not_tokens_but_tool_calls_are() -> None:
+    events = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {"reasoning_content": ""}, "finish_reason": None}]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]},
+                    "finish_reason": None,
+                }
+            ]
+        },
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=sse(*events))
+
+    async with client_for(handler) as client:
+        record = await client.chat([{"role": "user", "content": "x"}])
+    assert [(c.text, c.reasoning, c.tool_call) for c in record.chunks] == [
+        ("a", "", ""),
+        ("", "", ""),
+        ("", "", "f{}"),
+    ]
+    assert record.finish_reason == "stop" and record.text == "a"
+
+
+async def test_a_completions_closing_event_with_empty_text_is_no_token() -> None:
+    events = [
+        {"choices": [{"text": "a"}]},
+        {"choices": [{"text": ""}]},
+        {"choices": [{"text": "", "finish_reason": "length"}]},
+    ]
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=sse(*events))
+
+    async with client_for(handler) as client:
+        record = await client.complete("prompt", max_tokens=2)
+    assert [c.text for c in record.chunks] == ["a", ""]
+
+
 async def test_text_completions_read_choice_text() -> None:
     async def handler(request: httpx.Request) -> httpx.Response:
         assert request.url.path == "/v1/completions"

@@ -143,3 +143,29 @@ def test_a_held_up_read_mid_stream_leaves_the_rate_as_measured() -> None:
     assert metrics.own_stamps(r) == [0, 1, 4, 5, 6]
     assert metrics.decode_rate(r) == pytest.approx(6 / 0.300)
     assert [g.tokens for g in metrics.itl(r)] == [1, 3, 1, 1]
+
+
+def test_ttft_counts_a_first_token_without_visible_text_and_first_text_is_apart() -> None:
+    r = record([100, 150, 400], completion=3)
+    r = r.model_copy(update={"chunks": (r.chunks[0].model_copy(update={"text": ""}), *r.chunks[1:])})
+    assert metrics.ttft_s(r) == pytest.approx(0.100)
+    assert metrics.first_text_s(r) == pytest.approx(0.150)
+
+
+def test_a_reply_whose_events_cannot_carry_its_tokens_has_no_timing() -> None:
+    # The case: 64 tokens, only two events seen 0.88 ms apart (the empty ones were dropped).
+    r = record([100, 100.88], completion=64, end_ms=486)
+    reason = metrics.implausible(r)
+    assert reason is not None and "64 output tokens over 2 token event(s)" in reason
+    assert metrics.decode_rate(r) is None and metrics.ttft_s(r) is None and metrics.itl(r) == []
+    # The same reply with an event per token is measured: 63 tokens over 0.385 s
+    every = record([100 + 385 * i / 63 for i in range(64)], completion=64, end_ms=486)
+    assert metrics.implausible(every) is None
+    assert metrics.decode_rate(every) == pytest.approx(63 / 0.385)
+
+
+def test_a_first_token_after_the_last_byte_cannot_be_true() -> None:
+    r = record([500, 600], completion=2, end_ms=400)
+    assert metrics.implausible(r) == "first token after the stream's last byte"
+    assert metrics.ttft_s(r) is None and metrics.decode_rate(r) is None
+    assert metrics.summarize([r]).ttft_s.n == 0

@@ -49,9 +49,10 @@ class CacheAudit:
     findings: tuple[Finding, ...]
     fresh_requests: int
     median_prefill_tokens_per_s: float | None
-    records_cached_tokens: int
+    records_cached_tokens: int | None  # None: no record's usage reported cached tokens (not 0)
     metrics_cached_tokens: float | None  # the engine's counter, after - before; None if it has none
-    ramp_hit_ratio: dict[str, float]  # users setting -> cached / intended over turns 2.., intended reuse
+    # users setting -> cached / intended over turns 2.. (intended reuse), over the turns that reported it
+    ramp_hit_ratio: dict[str, float]
     # A replayed trace: the cached tokens its shared blocks imply (an unbounded cache) and those reported.
     trace_expected_tokens: int | None = None
     trace_reported_tokens: int | None = None
@@ -115,12 +116,19 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
         findings=tuple(findings),
         fresh_requests=len(fresh),
         median_prefill_tokens_per_s=median,
-        records_cached_tokens=sum(metrics.cached_tokens(r) or 0 for r in records),
+        records_cached_tokens=reported_cached_tokens(records),
         metrics_cached_tokens=None if before is None or after is None else after - before,
         ramp_hit_ratio=_hit_ratios(records),
         trace_expected_tokens=sum(int(r.labels["expected_cached_tokens"]) for r in trace) if trace else None,
-        trace_reported_tokens=sum(metrics.cached_tokens(r) or 0 for r in trace) if trace else None,
+        trace_reported_tokens=reported_cached_tokens(trace),
     )
+
+
+def reported_cached_tokens(records: list[RequestRecord]) -> int | None:
+    """The cached tokens the records' `usage` reported, summed; None when none of them reported any (vLLM
+    without `--enable-prompt-tokens-details`): not reported is not zero."""
+    reported = [c for c in (metrics.cached_tokens(r) for r in records) if c is not None]
+    return sum(reported) if reported else None
 
 
 def _trace_findings(records: list[RequestRecord]) -> list[Finding]:
@@ -148,9 +156,10 @@ def _hit_ratios(records: list[RequestRecord]) -> dict[str, float]:
     sums: dict[str, list[int]] = {}
     for record in records:
         intended = int(record.labels.get("intended_cached_tokens", "0") or 0)
-        if record.labels.get("check") == "ramp" and intended > 0:
+        cached = metrics.cached_tokens(record)
+        if record.labels.get("check") == "ramp" and intended > 0 and cached is not None:
             entry = sums.setdefault(record.labels["users"], [0, 0])
-            entry[0] += min(metrics.cached_tokens(record) or 0, intended)
+            entry[0] += min(cached, intended)
             entry[1] += intended
     return {users: hit / intended for users, (hit, intended) in sums.items() if intended}
 

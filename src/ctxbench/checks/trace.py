@@ -158,8 +158,12 @@ def trace_summary(records: list[RequestRecord], params: TraceParams, attempt: in
     reported = [metrics.cached_tokens(r) for r in ok]
     sharing = [r for r in ok if int(r.labels["expected_cached_tokens"]) > 0]
     served = [
-        r for r in sharing if (metrics.cached_tokens(r) or 0) >= 0.9 * int(r.labels["expected_cached_tokens"])
+        r
+        for r in sharing
+        if (cached := metrics.cached_tokens(r)) is not None
+        and cached >= 0.9 * int(r.labels["expected_cached_tokens"])
     ]
+    unreported = any(metrics.cached_tokens(r) is None for r in sharing)
     late = [lateness_s(r) for r in records]
     return {
         "spec": params.model_dump(mode="json"),
@@ -172,7 +176,7 @@ def trace_summary(records: list[RequestRecord], params: TraceParams, attempt: in
         # requests whose leading blocks the trace says an earlier request left in the cache, and how many of
         # them the server served at least 90% of those blocks from its cache
         "sharing_requests": len(sharing),
-        "sharing_served": len(served),
+        "sharing_served": None if unreported else len(served),  # None: the server reported no cached tokens
         "prompt_tokens": sum(metrics.prompt_tokens(r) or 0 for r in ok),
         "attempt": attempt,
         "request_ids": [r.request_id for r in records],

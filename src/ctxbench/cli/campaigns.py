@@ -192,8 +192,8 @@ def audit_cache(
         rate = audit.median_prefill_tokens_per_s
         console.print(
             f"{audit.run_id}: {audit.fresh_requests} fresh prompts, median prefill "
-            f"{'n/a' if rate is None else f'{rate:.0f} tokens/s'}; cached tokens reported "
-            f"{audit.records_cached_tokens}, "
+            f"{'n/a' if rate is None else f'{rate:.0f} tokens/s'}; cached tokens in usage "
+            f"{'not reported' if audit.records_cached_tokens is None else audit.records_cached_tokens}, "
             "engine counter "
             f"{'n/a' if audit.metrics_cached_tokens is None else f'{audit.metrics_cached_tokens:.0f}'}; "
             f"{len(audit.findings)} finding(s)",
@@ -208,8 +208,9 @@ def audit_cache(
                 highlight=False,
             )
         if audit.trace_expected_tokens is not None:
+            reported = audit.trace_reported_tokens
             console.print(
-                f"  trace: {audit.trace_reported_tokens} cached tokens reported, "
+                f"  trace: {'not reported' if reported is None else reported} cached tokens in usage, "
                 f"{audit.trace_expected_tokens} implied by its shared blocks (an unbounded cache; the chat "
                 "template's opening comes on top)",
                 highlight=False,

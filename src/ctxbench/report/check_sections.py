@@ -191,7 +191,7 @@ def needle_section(run: RunDir) -> list[str]:
                     str(t["length"]),
                     f"{t['depth']:.2f}",
                     str(t["prompt_tokens"] or "n/a"),
-                    str(t["cached_tokens"] or 0),
+                    "not reported" if t["cached_tokens"] is None else str(t["cached_tokens"]),
                     fmt(t["ttft_s"]),
                     t["skipped"] and "skipped" or t["error"] and "failed" or ("yes" if t["found"] else "no"),
                     str(t["expected"] or ""),
@@ -271,7 +271,7 @@ def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
                     r["turn"],
                     r["context_tokens"] or "n/a",
                     r["new_prompt_tokens"] or "n/a",
-                    f"{r['cached_tokens'] or 'n/a'} ({r['intended_cached_tokens']})",
+                    f"{r['cached_tokens'] or 'not reported'} ({r['intended_cached_tokens']})",
                     _number(r["ttft_s"], 2),
                     _number(r["decode_tokens_per_s"], 1),
                     {"1": "yes", "0": "no"}.get(r["recall"], "n/a"),
@@ -323,9 +323,13 @@ def trace_section(run: RunDir) -> list[str]:
         f"{fmt(t['tpot_s']['p50'], 4)} / {fmt(t['tpot_s']['p99'], 4)} s; client late p99 "
         f"{fmt(t['lateness_p99_s'], 4)} s; lag growth {fmt(t['lag_growth'])} s/s.",
         f"- Prefix cache: the trace's shared blocks imply {expected} cached tokens (an unbounded cache); the "
-        f"server reported {'n/a' if reported is None else reported}{ratio}. Of {t['sharing_requests']} "
-        f"requests whose leading blocks an earlier request had sent, {t['sharing_served']} were served 90% "
-        "or more of them from the cache.",
+        f"server reported {'none (not reported)' if reported is None else reported}{ratio}. Of "
+        f"{t['sharing_requests']} requests whose leading blocks an earlier request had sent, "
+        + (
+            f"{t['sharing_served']} were served 90% or more of them from the cache."
+            if reported is not None
+            else "how many were served from the cache is not reported."
+        ),
         f"\nSource: `{relative(path)}`; each record's `labels.expected_cached_tokens` in "
         f"`{relative(run.requests_path)}`.",
     ]

@@ -70,8 +70,9 @@ def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
         f"(output tokens from {', '.join(sorted(summary.output_tokens_source)) or 'n/a'}).",
         "",
         markdown_table([request_row(r) for r in records]),
+        *_implausible_lines(records),
         "",
-        "TTFT: send -> first chunk with generated text. "
+        "TTFT: send -> first token event (empty text included). "
         "Decode: (output tokens - 1) / (last - first token time). "
         "Formulas: docs/metrics.md. `~` marks a token count that did not come from the server's usage.",
         "",
@@ -196,3 +197,16 @@ def _traffic_summary(run: RunDir) -> list[str]:
             f"{fmt(r['ttft_fresh_s'])} s"
         )
     return lines
+
+
+def _implausible_lines(records: Sequence[RequestRecord]) -> list[str]:
+    """The records whose timing cannot be true (`metrics.implausible`): left out of every table, said here."""
+    flagged = [(r.request_id, reason) for r in records if (reason := metrics.implausible(r)) is not None]
+    if not flagged:
+        return []
+    return [
+        "",
+        f"{len(flagged)} record(s) left out of every timing figure, because their timing cannot be true "
+        '(docs/metrics.md, "Records that cannot be true"):',
+        *(f"- `{request_id}`: {reason}" for request_id, reason in flagged),
+    ]

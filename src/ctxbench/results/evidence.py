@@ -16,22 +16,12 @@ from typing import Literal
 
 from .. import decode_stall, metrics
 from ..config import DEFAULT_PRICE_PER_GPU_HOUR
+from .cell import MISSING, Cell
 from .ramp_table import RAMP_TABLE, run_rows
 from .store import RunDir
+from .traffic_cells import returning_cell, trace_cell
 
 Status = Literal["validated", "provisional", "failed"]
-
-
-@dataclass(frozen=True)
-class Cell:
-    """A value and the file it came from (relative to the results directory)."""
-
-    text: str
-    source: str = ""
-    value: float | None = None
-
-
-MISSING = Cell("not run")
 
 
 @dataclass(frozen=True)
@@ -120,6 +110,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         deployment=str(manifest.get("deployment", "")),
         source_file=_rel(results, run.requests_path),
     )
+    facts["implausible"] = sum(1 for r in records if metrics.implausible(r) is not None)
     facts["token_fallback"] = any(
         (out := metrics.output_tokens(r)) is not None and out.source != "usage" for r in records if r.ok
     )
@@ -164,8 +155,11 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
                 for r in setting
             )
             cost = cost_per_million(price, gpus, seconds, processed)
+            # a server that reports no cached tokens: every prompt token is counted as new, and said so
+            unreported = all(metrics.cached_tokens(r) is None for r in setting)
+            which = "prompt (cached not reported)" if unreported else "new prompt"
             cells["cost"] = Cell(
-                f"${cost:.2f}/M tokens (new prompt + output, 2-user ramp, {gpus} GPU at ${price:.2f}/h)"
+                f"${cost:.2f}/M tokens ({which} + output, 2-user ramp, {gpus} GPU at ${price:.2f}/h)"
                 if cost is not None
                 else "n/a (no GPU count)",
                 _rel(results, run.requests_path),
@@ -173,8 +167,8 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
             )
     cells.update(_throughput_cells(results, run, gpus, price))
     cells.update(_open_loop_cell(results, run))
-    cells.update(_trace_cell(results, run))
-    cells.update(_returning_cell(results, run))
+    cells.update(trace_cell(results, run))
+    cells.update(returning_cell(results, run))
     cells.update(_quality_cell(results, run.run_id))
     from ..audits.prefix_cache import audit_run
 
@@ -252,39 +246,6 @@ def _open_loop_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     return {"open_loop": Cell("; ".join(parts), _rel(results, path), max(kept) if kept else 0.0)}
 
 
-def _trace_cell(results: Path, run: RunDir) -> dict[str, Cell]:
-    """A replayed trace: TTFT p99 and the prefix-cache hits reported against those its blocks imply."""
-    path = run.path / "trace.json"
-    if not path.exists():
-        return {}
-    t = json.loads(path.read_text())
-    p99 = t["ttft_s"]["p99"]
-    reported, expected = t["reported_cached_tokens"], t["expected_cached_tokens"]
-    share = reported / expected if reported is not None and expected else None
-    hits = "n/a" if share is None else f"{share:.0%} of implied cache hits"
-    text = (
-        f"{t['requests'] - t['failed']}/{t['requests']} ok, "
-        f"TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s, "
-        f"{hits} ({t['sharing_served']}/{t['sharing_requests']} returning prefixes served)"
-    )
-    return {"trace": Cell(text, _rel(results, path), share)}
-
-
-def _returning_cell(results: Path, run: RunDir) -> dict[str, Cell]:
-    """Returning users: how many found their history cached, and the median TTFT on return against fresh."""
-    path = run.path / "returning.json"
-    if not path.exists():
-        return {}
-    data = json.loads(path.read_text())
-    total = len(data["conversations"])
-    cached = data["verdicts"].get("cached", 0)
-    back, fresh = data["ttft_return_s"], data["ttft_fresh_s"]
-    times = "" if back is None or fresh is None else f", TTFT {back:.2f} s on return vs {fresh:.2f} s fresh"
-    return {
-        "returning": Cell(f"{cached}/{total} found their history cached{times}", _rel(results, path), cached)
-    }
-
-
 def _quality_cell(results: Path, run_id: str) -> dict[str, Cell]:
     """GSM8K accuracy (flexible scoring) with its Wilson 95% interval, n, endpoint and few-shot count."""
     from ..checks.quality import QUALITY_FILE, run_summaries
@@ -322,6 +283,11 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
         reasons.append(f"one-shot retrieval {retrieval[0]}/{retrieval[1]} is below n/n")
     if facts.get("cache_findings"):
         reasons.append(f"the cache audit has {facts['cache_findings']} finding(s) (`ctxbench audit-cache`)")
+    if facts.get("implausible"):
+        reasons.append(
+            f"{facts['implausible']} record(s) have a timing that cannot be true, left out of every figure "
+            "(the run report names them)"
+        )
     if facts.get("token_fallback"):
         reasons.append("some token counts came from a fallback, not the server's usage")
     if facts.get("needle_count_errors") or facts.get("count_error") not in (None, 0):

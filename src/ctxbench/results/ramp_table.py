@@ -112,7 +112,7 @@ def record_row(
         "turn": labels.get("turn", ""),
         "target_tokens": labels.get("target_tokens", ""),
         "context_tokens": _s(prompt),
-        "new_prompt_tokens": _s(None if prompt is None else prompt - (cached or 0)),
+        "new_prompt_tokens": _s(None if prompt is None or cached is None else prompt - cached),
         "cached_tokens": _s(cached),
         "intended_cached_tokens": labels.get("intended_cached_tokens", ""),
         "ttft_s": _s(metrics.ttft_s(record)),

@@ -1,0 +1,68 @@
+"""The evidence cells of traffic that comes back: a replayed trace and returning users. Both rest on the
+cached tokens a server reports in `usage`; where it reports none the cell says "not reported", never 0/N,
+carries no value (so no reading ranks it), and shows the engine's own prefix-cache counter beside it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..report.counters import counter_deltas
+from .cell import Cell
+from .store import RunDir
+
+
+def trace_cell(results: Path, run: RunDir) -> dict[str, Cell]:
+    """A replayed trace: TTFT p99 and the prefix-cache hits reported against those its blocks imply."""
+    path = run.path / "trace.json"
+    if not path.exists():
+        return {}
+    t = json.loads(path.read_text())
+    p99 = t["ttft_s"]["p99"]
+    reported, expected = t["reported_cached_tokens"], t["expected_cached_tokens"]
+    share = reported / expected if reported is not None and expected else None
+    if reported is None:
+        hits = f"cached tokens not reported{engine_hits(run, 'trace')}"
+    else:
+        served = "n/a" if share is None else f"{share:.0%} of implied cache hits"
+        hits = f"{served} ({t['sharing_served']}/{t['sharing_requests']} returning prefixes served)"
+    text = (
+        f"{t['requests'] - t['failed']}/{t['requests']} ok, "
+        f"TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s, {hits}"
+    )
+    return {"trace": Cell(text, str(path.relative_to(results)), share)}
+
+
+def engine_hits(run: RunDir, check: str) -> str:
+    """ "; the server's prefix-cache counter: +N tokens" over one check, or "" where `/metrics` has none:
+    what stands beside a cached-token figure the server's `usage` did not report."""
+    hits = counter_deltas(run).get(check, {}).get("prefix_cache_hits")
+    return "" if hits is None else f"; the server's prefix-cache counter: +{hits:.0f} tokens"
+
+
+def returning_cell(results: Path, run: RunDir) -> dict[str, Cell]:
+    """Returning users: how many found their history cached, and the median TTFT on return against fresh.
+    Where the server reported no cached tokens the count is not reported (never 0/N) and has no value, so
+    no reading ranks it."""
+    path = run.path / "returning.json"
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    verdicts = data["verdicts"]
+    judged = sum(n for verdict, n in verdicts.items() if verdict not in ("not reported", "failed"))
+    cached = verdicts.get("cached", 0)
+    back, fresh = data["ttft_return_s"], data["ttft_fresh_s"]
+    times = "" if back is None or fresh is None else f", TTFT {back:.2f} s on return vs {fresh:.2f} s fresh"
+    unreported = verdicts.get("not reported", 0)
+    if not judged and unreported:
+        text = f"cached tokens not reported ({unreported} returns){engine_hits(run, 'returning')}{times}"
+        return {"returning": Cell(text, str(path.relative_to(results)))}
+    total = len(data["conversations"])
+    missing = f" ({unreported} not reported)" if unreported else ""
+    return {
+        "returning": Cell(
+            f"{cached}/{total} found their history cached{missing}{times}",
+            str(path.relative_to(results)),
+            cached,
+        )
+    }
