@@ -74,13 +74,14 @@ def _first_int(patterns: Sequence[re.Pattern[str]], text: str) -> int | None:
     return None
 
 
-def token_of(choice: Mapping[str, Any], *, closing: bool) -> tuple[str, str, str] | None:
+def token_of(choice: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """(text, reasoning, tool-call text) of a choice that carries a token, None for one that does not.
 
     A token event has a content, reasoning or tool-call field, even an empty one (vLLM sends a token that
-    decodes to no visible text yet as `"content": ""`). Not a token: the role announcement without text
-    that opens a chat stream, and a closing event with nothing but the finish reason (llama.cpp's
-    `"delta": {}` or `"text": ""`); each arrives with a token event, so no arrival is lost."""
+    decodes to no visible text yet as `"content": ""`, its last token with the finish reason). Not a token:
+    the role announcement without text that opens a chat stream, and llama.cpp's closing `"delta": {}`.
+    llama.cpp's closing event in completions (`"text": ""` with the finish reason) looks like vLLM's last
+    token; `closing_event` tells them apart by the server's own token count."""
     delta = choice.get("delta")
     if isinstance(delta, dict):
         content = delta.get("content")
@@ -89,13 +90,15 @@ def token_of(choice: Mapping[str, Any], *, closing: bool) -> tuple[str, str, str
         if content is None and reasoning is None and not tool:
             return None
         token = (str(content or ""), str(reasoning or ""), tool)
-        announcement = "role" in delta
-    else:
-        text = choice.get("text")
-        if text is None:
-            return None
-        token, announcement = (str(text), "", ""), False
-    return None if not any(token) and (announcement or closing) else token
+        return None if not any(token) and "role" in delta else token
+    text = choice.get("text")
+    return None if text is None else (str(text), "", "")
+
+
+def closing_event(empty_finish_last: bool, events: int, completion_tokens: int | None) -> bool:
+    """Whether the last token event is a closing event, not a token: it carried only the finish reason and
+    the server counted one token fewer than the events (llama.cpp's completions stream ends so)."""
+    return empty_finish_last and completion_tokens is not None and events == completion_tokens + 1
 
 
 def _tool_call_text(calls: object) -> str:

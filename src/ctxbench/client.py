@@ -18,7 +18,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import TypeAdapter
 
-from .answers import http_error, token_of, usage_of
+from .answers import closing_event, http_error, token_of, usage_of
 from .gc_pause import NO_FULL_COLLECTIONS
 from .records import Chunk, RequestError, RequestRecord, Usage
 from .sse import SseDecoder
@@ -224,6 +224,7 @@ class _Outcome:
         self.end_ns = 0
         self.status: int | None = None
         self.chunks: list[tuple[int, str, str, str]] = []
+        self.empty_finish_last = False  # the last token event carried only the finish reason
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
         self.timings: dict[str, Any] | None = None
@@ -338,12 +339,16 @@ class _Outcome:
         finish = choice.get("finish_reason")
         if finish:
             self.finish_reason = str(finish)
-        token = token_of(choice, closing=bool(finish))
+        token = token_of(choice)
         if token is not None:
             self.chunks.append((arrived_ns, *token))
+            self.empty_finish_last = bool(finish) and not any(token)
 
     def record(self, *, retried: bool = False, retry_reason: str | None = None) -> RequestRecord:
         attempt = self.attempt
+        completion = self.usage.completion_tokens if self.usage is not None else None
+        if closing_event(self.empty_finish_last, len(self.chunks), completion):
+            self.chunks.pop()
         return RequestRecord(
             request_id=attempt.request_id,
             endpoint=attempt.endpoint,

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict
 
 from .errors import ContextLimitExceeded, RequestFailed
 
-RECORD_VERSION = 1
+# 2: `chunks` holds every token event, empty text included, and `tool_call`; 1 kept only events with text.
+RECORD_VERSION = 2
 
 ErrorKind = Literal[
     "context_limit",  # HTTP 4xx saying the prompt is over the server's limit
@@ -38,8 +39,8 @@ class Chunk(_Frozen):
     A token event is any choice with a content, reasoning or tool-call field, empty text included: vLLM
     streams one event per token, and a token that decodes to no visible text yet (half of a multi-byte
     character, a special token) arrives as `"content": ""`. Left out: the role announcement that opens
-    a chat stream with no text and the closing event that carries only the finish reason (llama.cpp's
-    `"delta": {}`); both arrive with a token event, first and last (docs/metrics.md)."""
+    a chat stream with no text and a closing event that carries only the finish reason (llama.cpp's);
+    both arrive with a token event, first and last (docs/metrics.md, "Token events")."""
 
     arrived_ns: int
     text: str = ""

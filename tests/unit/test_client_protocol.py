@@ -127,19 +127,28 @@ async def test_llamacpp_role_and_closing_events_are_not_tokens_but_tool_calls_ar
     assert record.finish_reason == "stop" and record.text == "a"
 
 
-async def test_a_completions_closing_event_with_empty_text_is_no_token() -> None:
-    events = [
+async def test_an_empty_finish_event_is_a_token_unless_the_servers_count_says_it_closes() -> None:
+    # llama.cpp completions: 2 tokens, then a closing event with empty text, the finish reason and usage;
+    # vLLM: the last of 2 tokens is empty and carries the finish reason, usage comes apart
+    llamacpp = [
         {"choices": [{"text": "a"}]},
         {"choices": [{"text": ""}]},
-        {"choices": [{"text": "", "finish_reason": "length"}]},
+        {"choices": [{"text": "", "finish_reason": "length"}], "usage": {"completion_tokens": 2}},
     ]
+    vllm = [
+        {"choices": [{"text": "a"}]},
+        {"choices": [{"text": "", "finish_reason": "length"}]},
+        {"choices": [], "usage": {"completion_tokens": 2}},
+    ]
+    for events, texts in ((llamacpp, ["a", ""]), (vllm, ["a", ""])):
 
-    async def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=sse(*events))
+        async def handler(request: httpx.Request, events: list[object] = events) -> httpx.Response:
+            return httpx.Response(200, content=sse(*events))
 
-    async with client_for(handler) as client:
-        record = await client.complete("prompt", max_tokens=2)
-    assert [c.text for c in record.chunks] == ["a", ""]
+        async with client_for(handler) as client:
+            record = await client.complete("prompt", max_tokens=2)
+        assert [c.text for c in record.chunks] == texts
+        assert record.usage is not None and record.usage.completion_tokens == len(record.chunks)
 
 
 async def test_text_completions_read_choice_text() -> None:

@@ -40,6 +40,7 @@ STAGES: list[tuple[str, ...]] = [
         "report.check_sections",
         "report.returning",
         "report.counters",
+        "report.agreement",
         "report.tables",
         "report.timeline",
     ),

@@ -51,7 +51,7 @@ async def run_probe(
             messages,
             max_tokens=params.max_tokens,
             request_id=run.request_id(f"{phase}-{label}"),
-            labels={"phase": phase, "prompt": label},
+            labels={"check": "probe", "phase": phase, "prompt": label},
             extra_body=SAMPLING,
             enqueued_ns=enqueued_ns,
         )

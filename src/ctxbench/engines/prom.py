@@ -54,6 +54,20 @@ COMMON_METRICS: dict[str, tuple[str, ...]] = {
         "vllm:spec_decode_num_accepted_tokens_total",
         "llamacpp:spec_decode_num_accepted_tokens_total",
     ),
+    # What ctxbench's records are checked against (report/agreement.py). Engines count prompt tokens two
+    # ways: vLLM and SGLang every prompt token, llama.cpp only those it computed (its cache hits left out).
+    "requests": ("vllm:request_success_total", "sglang:num_requests_total"),
+    "prompt_tokens_all": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
+    "prompt_tokens_computed": ("vllm:request_prefill_kv_computed_tokens_sum", "llamacpp:prompt_tokens_total"),
+    "cached_tokens": (
+        "vllm:prompt_tokens_cached_total",
+        "sglang:cached_tokens_total",
+        "llamacpp:prompt_tokens_cached_total",
+    ),
+    "ttft_count": ("vllm:time_to_first_token_seconds_count", "sglang:time_to_first_token_seconds_count"),
+    "ttft_sum_s": ("vllm:time_to_first_token_seconds_sum", "sglang:time_to_first_token_seconds_sum"),
+    "tpot_count": ("vllm:request_time_per_output_token_seconds_count",),
+    "tpot_sum_s": ("vllm:request_time_per_output_token_seconds_sum",),
 }
 
 

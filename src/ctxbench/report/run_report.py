@@ -9,6 +9,7 @@ from .. import decode_stall, metrics
 from ..records import RequestRecord
 from ..results.store import RunDir
 from ..telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
+from .agreement import agreement_section
 from .check_sections import (
     capacity_section,
     needle_section,
@@ -56,7 +57,7 @@ def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
             *error.splitlines()[1:],
             "```",
         ]
-    lines += counters_section(run) + _telemetry_section(run, records)
+    lines += counters_section(run) + agreement_section(run, records) + _telemetry_section(run, records)
     lines += capacity_section(run) + needle_section(run) + ramp_section(run, records)
     lines += (
         throughput_section(run, manifest, price_per_gpu_hour) + trace_section(run) + returning_section(run)
@@ -186,7 +187,8 @@ def _traffic_summary(run: RunDir) -> list[str]:
         t = json.loads(trace.read_text())
         lines.append(
             f"trace: {t['requests'] - t['failed']}/{t['requests']} ok, TTFT p99 {fmt(t['ttft_s']['p99'])} s; "
-            f"cached tokens reported {t['reported_cached_tokens']}, implied {t['expected_cached_tokens']}"
+            f"cached tokens in usage {fmt_reported(t['reported_cached_tokens'])}, implied "
+            f"{t['expected_cached_tokens']}"
         )
     returning = run.path / "returning.json"
     if returning.exists():
@@ -210,3 +212,7 @@ def _implausible_lines(records: Sequence[RequestRecord]) -> list[str]:
         '(docs/metrics.md, "Records that cannot be true"):',
         *(f"- `{request_id}`: {reason}" for request_id, reason in flagged),
     ]
+
+
+def fmt_reported(value: int | None) -> str:
+    return "not reported" if value is None else str(value)

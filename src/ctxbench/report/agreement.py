@@ -1,0 +1,147 @@
+"""ctxbench's records against the engine's own counters, per check: the same requests, prompt, generation
+and cached tokens, and TTFT a little above the engine's (docs/metrics.md, "Agreement with the engine's own
+counters"). A figure that disagrees with the engine is a bug until explained; this is where it shows.
+
+The engine side is the check's `/metrics` delta (after - before, from the raw samples in `metrics.jsonl`,
+so runs recorded before a name was mapped get it too); the ctxbench side sums the check's records of the
+same attempt. A name the engine does not export is left out; a sum the records cannot give (cached tokens
+the server did not report) is None, "not reported".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .. import metrics
+from ..engines.prom import common_metrics
+from ..records import RequestRecord
+from ..results.ramp_table import attempt_of
+from ..results.store import RunDir
+from .tables import markdown_table
+
+NAMES = (
+    "requests",
+    "prompt_tokens_all",
+    "prompt_tokens_computed",
+    "generation_tokens",
+    "cached_tokens",
+    "ttft_count",
+    "ttft_sum_s",
+)
+CHECKS = ("probe", "capacity", "needle", "ramp", "quality", "throughput", "trace", "returning")
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """One counter over one check: the engine's delta and ctxbench's sum over the same requests."""
+
+    check: str
+    name: str
+    engine: float
+    ctxbench: float | None  # None: the records cannot say (not reported)
+
+    @property
+    def agrees(self) -> bool | None:
+        """Counts equal exactly; TTFT's sum is never below the engine's (ctxbench's clock starts earlier)."""
+        if self.ctxbench is None:
+            return None
+        if self.name == "ttft_sum_s":
+            return self.ctxbench >= self.engine
+        return round(self.ctxbench) == round(self.engine)
+
+
+def check_of(record: RequestRecord) -> str:
+    """The check a record belongs to (probe records carry no `check` label before 0.1.0's issue 32)."""
+    return record.labels.get("check") or ("probe" if record.labels.get("phase") else "")
+
+
+def engine_deltas(run: RunDir) -> dict[str, tuple[int, dict[str, float]]]:
+    """Per check: (attempt, the engine's counters after - before), summed over replicas, recomputed from the
+    raw samples; the latest attempt with both snapshots wins."""
+    path = run.path / "metrics.jsonl"
+    if not path.exists():
+        return {}
+    snapshots: dict[tuple[str, int, str], dict[str, float]] = {}
+    for line in path.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        total: dict[str, float] = {}
+        for replica in entry.get("replicas", []):
+            for name, value in common_metrics(replica.get("samples", {})).items():
+                total[name] = total.get(name, 0.0) + value
+        snapshots[(entry["check"], int(entry.get("attempt", 1)), entry["phase"])] = total
+    deltas: dict[str, tuple[int, dict[str, float]]] = {}
+    for (check, attempt, phase), after in sorted(snapshots.items(), key=lambda item: item[0][1]):
+        before = snapshots.get((check, attempt, "before"))
+        if phase == "after" and before is not None:
+            deltas[check] = (attempt, {n: after[n] - before[n] for n in after if n in before})
+    return deltas
+
+
+def records_sums(records: Sequence[RequestRecord]) -> dict[str, float | None]:
+    """What the engine's counters should read over these records (docs/metrics.md)."""
+    served = [r for r in records if r.http_status == 200]
+    usage = [r.usage for r in served if r.usage is not None]
+    reported = [u.cached_tokens for u in usage if u.cached_tokens is not None]
+    prompts = [u.prompt_tokens or 0 for u in usage]
+    first = [metrics.first_token_ns(r) for r in served]
+    ttfts = [(f - r.sent_ns) / metrics.NS for r, f in zip(served, first, strict=True) if f is not None]
+    return {
+        "requests": len(served),
+        "prompt_tokens_all": sum(prompts),
+        "prompt_tokens_computed": sum(prompts) - sum(reported) if len(reported) == len(usage) else None,
+        "generation_tokens": sum(u.completion_tokens or 0 for u in usage),
+        "cached_tokens": sum(reported) if reported or not usage else None,
+        "ttft_count": len(ttfts),
+        "ttft_sum_s": sum(ttfts),
+    }
+
+
+def engine_agreement(run: RunDir, records: Sequence[RequestRecord] | None = None) -> list[Agreement]:
+    """Every counter the engine exports, per check, beside ctxbench's sum over the same requests."""
+    records = list(run.records()) if records is None else records
+    out = []
+    for check, (attempt, deltas) in engine_deltas(run).items():
+        if check not in CHECKS:
+            continue
+        mine = [r for r in records if check_of(r) == check and attempt_of(r.request_id) == attempt]
+        sums = records_sums(mine)
+        out += [Agreement(check, name, deltas[name], sums[name]) for name in NAMES if name in deltas]
+    return out
+
+
+def agreement_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
+    found = engine_agreement(run, records)
+    if not found:
+        return []
+    checks = list(dict.fromkeys(a.check for a in found))
+    names = [n for n in NAMES if any(a.name == n for a in found)]
+    table = {(a.check, a.name): a for a in found}
+
+    def cell(check: str, name: str) -> str:
+        a = table.get((check, name))
+        if a is None:
+            return "-"
+        digits = 3 if name == "ttft_sum_s" else 0
+        mine = "not reported" if a.ctxbench is None else f"{a.ctxbench:.{digits}f}"
+        mark = {True: "", False: " **differs**", None: ""}[a.agrees]
+        return f"{a.engine:.{digits}f} / {mine}{mark}"
+
+    differs = [a for a in found if a.agrees is False]
+    return [
+        "",
+        "## The engine's counters against ctxbench's records (engine / ctxbench)",
+        "",
+        markdown_table([[check, *(cell(check, n) for n in names)] for check in checks], ["check", *names]),
+        "",
+        (
+            f"{len(differs)} figure(s) differ: see docs/metrics.md before trusting them."
+            if differs
+            else "Every count agrees; ctxbench's TTFT sum is at or above the engine's (its clock starts at "
+            "the send, the engine's after parsing and tokenizing)."
+        ),
+    ]
