@@ -129,6 +129,7 @@ def test_engine_metrics_map_to_common_names_summed_over_labels() -> None:
     vllm = common_metrics(parse_metrics(VLLM_METRICS))
     assert vllm == {
         "prompt_tokens": 150.0,
+        "prompt_tokens_all": 150.0,
         "generation_tokens": 7.0,
         "prefix_cache_queries": 150.0,
         "prefix_cache_hits": 32.0,
@@ -139,6 +140,7 @@ def test_engine_metrics_map_to_common_names_summed_over_labels() -> None:
     sglang = common_metrics(parse_metrics(SGLANG_METRICS))
     assert sglang == {
         "prompt_tokens": 8.0,
+        "prompt_tokens_all": 8.0,
         "kv_cache_usage": 0.28,
         "requests_waiting": 2.0,
         "preemptions": 4.0,
