@@ -80,9 +80,9 @@ MAX_TTFT_OFFSET_S = 0.5
 def assert_agrees_with_engine(run: RunDir, *, reports_cached: bool, event_per_token: bool) -> list[Agreement]:
     """Every count equals the engine's over each check; TTFT count equals it and its sum is above by at most
     `MAX_TTFT_OFFSET_S` a request; cached tokens are "not reported" exactly where the server sent none; no
-    record's timing is flagged. `event_per_token`: every reply streamed exactly one token event per token
-    (vLLM); otherwise never more events than tokens (llama.cpp holds back a token that ends inside a
-    multi-byte character and sends it with the next)."""
+    record's timing is flagged; never more events than tokens (llama.cpp holds back a token that ends inside a
+    multi-byte character and sends it with the next). `event_per_token`: the server streams an event a token
+    (vLLM), so the events are at least 95% of the tokens over the run."""
     found = engine_agreement(run)
     checks = {a.check for a in found}
     assert {"probe", "capacity", "needle", "ramp", "throughput", "trace", "returning"} <= checks, checks
@@ -101,16 +101,12 @@ def assert_agrees_with_engine(run: RunDir, *, reports_cached: bool, event_per_to
     records = [r for r in run.records() if r.ok]
     flagged = [(r.request_id, metrics.implausible(r)) for r in records if metrics.implausible(r)]
     assert flagged == []
-    uneven = [
-        (r.request_id, r.usage.completion_tokens, len(r.chunks))
-        for r in records
-        if r.usage is not None
-        and r.usage.completion_tokens is not None
-        and (
-            r.usage.completion_tokens != len(r.chunks)
-            if event_per_token
-            else r.usage.completion_tokens < len(r.chunks)
-        )
-    ]
-    assert uneven == [], "a token event per generated token, empty text included"
+    counted = [(r, r.usage.completion_tokens) for r in records if r.usage and r.usage.completion_tokens]
+    more = [(r.request_id, tokens, len(r.chunks)) for r, tokens in counted if len(r.chunks) > tokens]
+    assert more == [], "never more token events than tokens"
+    if event_per_token:
+        # vLLM merges steps into one event when its API process falls behind (seen beside a CPU hog: 3 of 62
+        # replies one event short); dropping the empty events, as the old client did, loses about half.
+        events, tokens = sum(len(r.chunks) for r, _ in counted), sum(t for _, t in counted)
+        assert events >= 0.95 * tokens, (events, tokens)
     return found
