@@ -92,8 +92,9 @@ def ttft_s(record: RequestRecord) -> float | None:
 
 
 def first_text_s(record: RequestRecord) -> float | None:
-    """Time to first visible text = (arrival of the first token event with non-empty text or reasoning) -
-    send: what a user reading the stream waits for. Equals TTFT unless the first tokens decode to nothing."""
+    """Time to first visible text = (arrival of the first token event with non-empty text, reasoning or a
+    tool call) - send: what a user reading the stream waits for. Equals TTFT unless the first tokens decode
+    to nothing."""
     first = next((c.arrived_ns for c in record.chunks if c.text or c.reasoning or c.tool_call), None)
     return None if first is None or not _timed(record) else (first - record.sent_ns) / NS
 

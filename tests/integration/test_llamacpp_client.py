@@ -47,6 +47,17 @@ async def test_streamed_chat_returns_usage_and_every_token(tiny_server: LlamaSer
     assert all(gap.tokens == gap.chunks for gap in metrics.itl(record))
 
 
+async def test_streamed_completion_leaves_out_llamacpps_closing_event(tiny_server: LlamaServer) -> None:
+    # llama.cpp ends a completions stream with `"text": ""`, the finish reason and usage: not a token, which
+    # its own count says (vLLM's last token looks the same and is one: tests/unit/test_client_protocol.py)
+    async with Client(tiny_server.base_url, "tiny") as client:
+        record = await client.complete(prose(400, "completion"), max_tokens=24, extra_body=EXACT)
+    assert record.ok, record.error
+    assert record.usage is not None and record.usage.completion_tokens == 24
+    assert len(record.chunks) == 24 and record.finish_reason == "length"
+    assert all(gap.tokens == gap.chunks for gap in metrics.itl(record))
+
+
 async def outside_prompt_s(client: Client) -> float:
     """A one-token answer's TTFT less the server's own prompt time: the server's tokenizing, slot work, HTTP
     and scheduling on this host now, measured just before the request a test compares."""

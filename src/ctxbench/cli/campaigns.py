@@ -12,6 +12,7 @@ from ..config import (
     DEFAULT_PRICE_PER_GPU_HOUR,
 )
 from ..errors import CtxbenchError, UsageError
+from ..report.counters import reported_text
 from ..report.run_report import claims_summary, run_report
 from ..results.store import RunDir
 from .common import ResultsOption, _fail, _progress, app, console
@@ -193,7 +194,7 @@ def audit_cache(
         console.print(
             f"{audit.run_id}: {audit.fresh_requests} fresh prompts, median prefill "
             f"{'n/a' if rate is None else f'{rate:.0f} tokens/s'}; cached tokens in usage "
-            f"{'not reported' if audit.records_cached_tokens is None else audit.records_cached_tokens}, "
+            f"{reported_text(audit.records_cached_tokens)}, "
             "engine counter "
             f"{'n/a' if audit.metrics_cached_tokens is None else f'{audit.metrics_cached_tokens:.0f}'}; "
             f"{len(audit.findings)} finding(s)",
@@ -208,9 +209,8 @@ def audit_cache(
                 highlight=False,
             )
         if audit.trace_expected_tokens is not None:
-            reported = audit.trace_reported_tokens
             console.print(
-                f"  trace: {'not reported' if reported is None else reported} cached tokens in usage, "
+                f"  trace: {reported_text(audit.trace_reported_tokens)} cached tokens in usage, "
                 f"{audit.trace_expected_tokens} implied by its shared blocks (an unbounded cache; the chat "
                 "template's opening comes on top)",
                 highlight=False,

@@ -10,15 +10,14 @@ the server did not report) is None, "not reported".
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import metrics
-from ..engines.prom import common_metrics
 from ..records import RequestRecord
 from ..results.ramp_table import attempt_of
 from ..results.store import RunDir
+from .counters import engine_deltas, reported_text
 from .tables import markdown_table
 
 NAMES = (
@@ -57,31 +56,6 @@ def check_of(record: RequestRecord) -> str:
     return record.labels.get("check") or ("probe" if record.labels.get("phase") else "")
 
 
-def engine_deltas(run: RunDir) -> dict[str, tuple[int, dict[str, float]]]:
-    """Per check: (attempt, the engine's counters after - before), summed over replicas, recomputed from the
-    raw samples; the latest attempt with both snapshots wins."""
-    path = run.path / "metrics.jsonl"
-    if not path.exists():
-        return {}
-    snapshots: dict[tuple[str, int, str], dict[str, float]] = {}
-    for line in path.read_text().splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        total: dict[str, float] = {}
-        for replica in entry.get("replicas", []):
-            for name, value in common_metrics(replica.get("samples", {})).items():
-                total[name] = total.get(name, 0.0) + value
-        snapshots[(entry["check"], int(entry.get("attempt", 1)), entry["phase"])] = total
-    deltas: dict[str, tuple[int, dict[str, float]]] = {}
-    for (check, attempt, phase), after in sorted(snapshots.items(), key=lambda item: item[0][1]):
-        before = snapshots.get((check, attempt, "before"))
-        if phase == "after" and before is not None:
-            deltas[check] = (attempt, {n: after[n] - before[n] for n in after if n in before})
-    return deltas
-
-
 def records_sums(records: Sequence[RequestRecord]) -> dict[str, float | None]:
     """What the engine's counters should read over these records (docs/metrics.md)."""
     served = [r for r in records if r.http_status == 200]
@@ -95,7 +69,7 @@ def records_sums(records: Sequence[RequestRecord]) -> dict[str, float | None]:
         "prompt_tokens_all": sum(prompts),
         "prompt_tokens_computed": sum(prompts) - sum(reported) if len(reported) == len(usage) else None,
         "generation_tokens": sum(u.completion_tokens or 0 for u in usage),
-        "cached_tokens": sum(reported) if reported or not usage else None,
+        "cached_tokens": sum(reported) if len(reported) == len(usage) else None,
         "ttft_count": len(ttfts),
         "ttft_sum_s": sum(ttfts),
     }
@@ -127,7 +101,7 @@ def agreement_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str
         if a is None:
             return "-"
         digits = 3 if name == "ttft_sum_s" else 0
-        mine = "not reported" if a.ctxbench is None else f"{a.ctxbench:.{digits}f}"
+        mine = reported_text(a.ctxbench, digits)
         mark = {True: "", False: " **differs**", None: ""}[a.agrees]
         return f"{a.engine:.{digits}f} / {mine}{mark}"
 

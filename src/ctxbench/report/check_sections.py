@@ -14,7 +14,7 @@ from ..results.evidence import cost_per_million, price_of
 from ..results.ramp_table import RAMP_TABLE, run_rows
 from ..results.store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
-from .counters import counter_deltas
+from .counters import counter_deltas, reported_text
 from .tables import fmt, markdown_table, relative
 
 
@@ -191,7 +191,7 @@ def needle_section(run: RunDir) -> list[str]:
                     str(t["length"]),
                     f"{t['depth']:.2f}",
                     str(t["prompt_tokens"] or "n/a"),
-                    "not reported" if t["cached_tokens"] is None else str(t["cached_tokens"]),
+                    reported_text(t["cached_tokens"]),
                     fmt(t["ttft_s"]),
                     t["skipped"] and "skipped" or t["error"] and "failed" or ("yes" if t["found"] else "no"),
                     str(t["expected"] or ""),
@@ -323,7 +323,7 @@ def trace_section(run: RunDir) -> list[str]:
         f"{fmt(t['tpot_s']['p50'], 4)} / {fmt(t['tpot_s']['p99'], 4)} s; client late p99 "
         f"{fmt(t['lateness_p99_s'], 4)} s; lag growth {fmt(t['lag_growth'])} s/s.",
         f"- Prefix cache: the trace's shared blocks imply {expected} cached tokens (an unbounded cache); the "
-        f"server reported {'none (not reported)' if reported is None else reported}{ratio}. Of "
+        f"server reported {reported_text(reported)}{ratio}. Of "
         f"{t['sharing_requests']} requests whose leading blocks an earlier request had sent, "
         + (
             f"{t['sharing_served']} were served 90% or more of them from the cache."

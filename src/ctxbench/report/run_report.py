@@ -18,7 +18,7 @@ from .check_sections import (
     throughput_section,
     trace_section,
 )
-from .counters import counters_section
+from .counters import counters_section, reported_text
 from .glance import glance_section
 from .returning import returning_section
 from .tables import fmt, markdown_table, relative, request_row
@@ -187,7 +187,7 @@ def _traffic_summary(run: RunDir) -> list[str]:
         t = json.loads(trace.read_text())
         lines.append(
             f"trace: {t['requests'] - t['failed']}/{t['requests']} ok, TTFT p99 {fmt(t['ttft_s']['p99'])} s; "
-            f"cached tokens in usage {fmt_reported(t['reported_cached_tokens'])}, implied "
+            f"cached tokens in usage {reported_text(t['reported_cached_tokens'])}, implied "
             f"{t['expected_cached_tokens']}"
         )
     returning = run.path / "returning.json"
@@ -212,7 +212,3 @@ def _implausible_lines(records: Sequence[RequestRecord]) -> list[str]:
         '(docs/metrics.md, "Records that cannot be true"):',
         *(f"- `{request_id}`: {reason}" for request_id, reason in flagged),
     ]
-
-
-def fmt_reported(value: int | None) -> str:
-    return "not reported" if value is None else str(value)
