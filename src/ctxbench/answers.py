@@ -110,3 +110,31 @@ def _tool_call_text(calls: object) -> str:
         if isinstance(function, dict):
             parts += [str(function.get("name") or ""), str(function.get("arguments") or "")]
     return "".join(parts) or ("(tool call)" if calls else "")
+
+
+# How far the server's prompt count may stand from the planned one before the request is not the one planned:
+# a few tokens of template whitespace, or 1% of a long prompt (docs/metrics.md, "Prompts as planned").
+PROMPT_SLACK_TOKENS = 8
+PROMPT_SLACK_FRACTION = 0.01
+
+
+def unplanned_prompt(planned: str | None, usage: Usage | None) -> RequestError | None:
+    """A `prompt_not_planned` error when the server counted a prompt far from the `planned` tokens (a
+    request label): the server did not see the prompt ctxbench built (a chat template that drops the
+    content, another tokenizer), so nothing measured on it speaks for the planned length."""
+    if not planned or usage is None or usage.prompt_tokens is None:
+        return None
+    target = int(planned)
+    error = usage.prompt_tokens - target
+    slack = max(PROMPT_SLACK_TOKENS, round(PROMPT_SLACK_FRACTION * target))
+    if abs(error) <= slack:
+        return None
+    return RequestError(
+        kind="prompt_not_planned",
+        message=(
+            f"server counted {usage.prompt_tokens} tokens, planned {target} ({error:+d}, beyond the "
+            f"tolerance of {slack}): the server did not see the prompt ctxbench built (its chat template "
+            "or tokenizer differs from the counter's)"
+        ),
+        server_prompt_tokens=usage.prompt_tokens,
+    )

@@ -22,7 +22,7 @@ from .engines.deployment import plan_deployment
 from .errors import CtxbenchError
 from .results.store import RunDir, redact_env, safe_name, write_json_atomic
 from .suite import run_suite
-from .text.tokens import TokenCounter, load_token_counter
+from .text.tokens import SERVER, TokenCounter, load_token_counter
 
 Status = Literal["started", "done", "failed"]
 
@@ -89,9 +89,15 @@ def append_line(path: Path, line: str) -> None:
 
 
 def counter_for(deployment: Deployment, model: str) -> Callable[[str], TokenCounter]:
-    """The token counter of a deployment: its `tokenizer`, else the GGUF's vocabulary, else the model
-    directory's tokenizer, else the server's own `/tokenize` (made once the server is up)."""
-    tokenizer = deployment.tokenizer
+    """The token counter of a deployment: its `tokenizer` (a path, or "server"), else the GGUF's vocabulary,
+    else the model directory's tokenizer, else the server's own `/tokenize` (made once the server is up)."""
+    tokenizer, gguf = counter_source(deployment, model)
+    return lambda url: load_token_counter(tokenizer, gguf, url, deployment.served)
+
+
+def counter_source(deployment: Deployment, model: str) -> tuple[Path | str | None, Path | None]:
+    """(tokenizer, gguf) for `load_token_counter`: what the deployment names, else what its model holds."""
+    tokenizer: Path | str | None = deployment.tokenizer
     gguf = None
     if tokenizer is None and not isinstance(deployment, ExternalDeployment):
         path = Path(model)
@@ -99,7 +105,24 @@ def counter_for(deployment: Deployment, model: str) -> Callable[[str], TokenCoun
             gguf = path
         elif (path / "tokenizer.json").exists():
             tokenizer = path
-    return lambda url: load_token_counter(tokenizer, gguf, url, deployment.served)
+    return tokenizer, gguf
+
+
+def describe_counter(deployment: Deployment, model: str) -> str:
+    """Where a deployment's token counts will come from, the local ones read now (a dry run's check)."""
+    tokenizer, gguf = counter_source(deployment, model)
+    if (tokenizer is None and gguf is None) or str(tokenizer) == SERVER:
+        chosen = "chosen" if tokenizer is not None else "nothing local named"
+        return f"the server's own /tokenize ({chosen}), reached once the server is up"
+    if gguf is not None and not gguf.exists():
+        builtin = getattr(deployment, "model", None) in BUILTIN_MODELS
+        return f"the vocabulary in {gguf}" + (" (written with the model)" if builtin else " (MISSING)")
+    try:
+        counter = load_token_counter(tokenizer, gguf, None, deployment.served)
+    except CtxbenchError as exc:
+        return f"CANNOT BE READ: {exc}"
+    counter.close()
+    return f"{counter.source} (read)"
 
 
 def available_gpus() -> int | None:
@@ -135,11 +158,12 @@ def check_gpus(campaign: Campaign, deployments: list[Deployment], present: int |
             )
 
 
-def dry_run(campaign: Campaign, names: list[str]) -> list[str]:
-    """The plan, line by line: each deployment's exact commands and checks; nothing is started or written."""
+def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -> list[str]:
+    """The plan, line by line: each deployment's exact commands, token counter and checks; nothing is
+    started or written. `results`: the directory the run will use (default: the file's)."""
     lines = [
         f"campaign {campaign.campaign.name}: price ${campaign.campaign.price_per_gpu_hour:.2f}/GPU-hour, "
-        f"results in {campaign.campaign.results}"
+        f"results in {results or campaign.campaign.results}"
     ]
     for deployment in campaign.select(names):
         plan = plan_deployment(deployment, resolve=False)
@@ -159,9 +183,11 @@ def dry_run(campaign: Campaign, names: list[str]) -> list[str]:
         )
         for index, command in enumerate(plan.commands()):
             lines.append(f"  replica {index}: {command}")
+        lines.append(f"  tokenizer: {describe_counter(deployment, plan.model)}")
         lines.append(f"  checks: {', '.join(ran) or 'none'}")
+        parameters = checks.model_dump(mode="json")  # paths as text (the trace's file)
         for name in ran:
-            lines.append(f"    {name}: {json.dumps(checks.model_dump()[name])}")
+            lines.append(f"    {name}: {json.dumps(parameters[name])}")
     for pair in campaign.compare:
         lines.append(f"\ncompare {pair.a} with {pair.b}" + (f": {pair.question}" if pair.question else ""))
     return lines

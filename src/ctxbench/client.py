@@ -18,7 +18,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import TypeAdapter
 
-from .answers import closing_event, http_error, token_of, usage_of
+from .answers import closing_event, http_error, token_of, unplanned_prompt, usage_of
 from .gc_pause import NO_FULL_COLLECTIONS
 from .records import Chunk, RequestError, RequestRecord, Usage
 from .sse import SseDecoder
@@ -349,6 +349,8 @@ class _Outcome:
         completion = self.usage.completion_tokens if self.usage is not None else None
         if closing_event(self.empty_finish_last, len(self.chunks), completion):
             self.chunks.pop()
+        if self.error is None:
+            self.error = unplanned_prompt(attempt.labels.get("planned_tokens"), self.usage)
         return RequestRecord(
             request_id=attempt.request_id,
             endpoint=attempt.endpoint,

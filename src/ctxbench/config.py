@@ -55,7 +55,8 @@ class _Deployment(_Strict):
     replicas: int = Field(1, ge=1, le=64)
     args: list[str] = Field(default_factory=list, max_length=512)
     env: dict[str, str] = Field(default_factory=dict)
-    tokenizer: Path | None = None
+    # A Hugging Face tokenizer file or directory, or "server": count with the server's own /tokenize.
+    tokenizer: Literal["server"] | Path | None = None
     ready_timeout_s: float = Field(900.0, gt=0, le=24 * 3600)
     random_weights: bool = False
     note: str = Field("", max_length=2000)
@@ -108,6 +109,7 @@ class TinyModelShape(_Strict):
     n_head_kv: int | None = Field(None, ge=1, le=512)
     n_ff: int | None = Field(None, ge=1, le=262144)
     context_length: Tokens | None = None  # the GGUF's training context; give at least the slot size
+    vocabulary: Literal["bpe", "sentencepiece"] | None = None  # sentencepiece: llama.cpp only
 
     @model_validator(mode="after")
     def _heads_divide(self) -> TinyModelShape:
@@ -129,6 +131,12 @@ class _Launched(_Deployment):
                 f'tiny_model shapes the model ctxbench writes; it needs model = "ctxbench:tiny", '
                 f"not {self.model!r}"
             )
+        if self.tiny_model is not None and self.tiny_model.vocabulary == "sentencepiece":
+            if getattr(self, "engine", None) != "llamacpp":
+                raise ValueError(
+                    'tiny_model.vocabulary = "sentencepiece" is written as a GGUF for llama.cpp only; use '
+                    '"bpe" (the default) with this engine'
+                )
         return self
 
 

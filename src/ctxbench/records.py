@@ -26,6 +26,7 @@ ErrorKind = Literal[
     "disconnected",  # the connection closed before the stream finished
     "stream_error",  # the server sent an error event inside a 200 stream
     "incomplete",  # the stream ended cleanly but without a finish reason or [DONE]
+    "prompt_not_planned",  # answered, but the server counted a prompt far from the one planned
 ]
 
 

@@ -28,6 +28,7 @@ from .checks.throughput import PromptMaker, run_throughput
 from .checks.trace import read_trace, run_trace
 from .client import Client
 from .engines.build import LLAMACPP_SDIST_VERSION
+from .engines.chat_template import TEMPLATE_FILE, compare_with_counter, template_warnings
 from .engines.deployment import ENGINE_NAMES, DeploymentPlan, Running, merged_samples
 from .engines.limits import ContextLimit, read_context_limit
 from .engines.llamacpp import LlamaServerConfig
@@ -40,7 +41,7 @@ from .results.store import RunDir, git_revision, new_run_id
 from .router import Router
 from .telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, GpuSampler
 from .text.haystack import pool_for
-from .text.tokens import TokenCounter
+from .text.tokens import TokenCounter, require_content_counted
 from .wire import arrival_clock
 
 
@@ -159,6 +160,13 @@ def run_suite(
             if callable(counter):  # a counter that needs the server (its /tokenize) is made now
                 counter = counter(running.base_urls[0])
                 manifest["tokenizer"] = counter.source
+            require_content_counted(counter)
+            manifest["chat_template"], template = running.chat_template()
+            compare_with_counter(manifest["chat_template"], template, counter.chat_template)
+            if template is not None:
+                (run.path / TEMPLATE_FILE).write_text(template)
+            for warning in template_warnings(manifest["chat_template"]):
+                on_status(f"warning: {warning}")
             manifest["engine"] = {**running.describe(), "context_limit_per_slot": limit.tokens}
             if plan.engine == "llamacpp":
                 manifest["engine"]["source"] = (

@@ -35,7 +35,15 @@ def test_a_failed_capacity_fails_the_row_whatever_else_holds() -> None:
         ({"retrieval": (2, 3)}, "one-shot retrieval 2/3 is below n/n"),
         ({"cache_findings": 1}, "the cache audit has 1 finding(s) (`ctxbench audit-cache`)"),
         ({"token_fallback": True}, "some token counts came from a fallback, not the server's usage"),
-        ({"count_error": 3}, "a planned prompt length differs from the server's count"),
+        (
+            {"count_error": 3, "needle_count_errors": [-1, 2]},
+            "3 planned prompt length(s) differ from the server's count (by up to +3 tokens, within the "
+            "tolerance; docs/metrics.md)",
+        ),
+        (
+            {"template_warnings": ["the model has no chat template"]},
+            "the model has no chat template",
+        ),
         ({"checks": {"capacity", "ramp"}}, "the needle check did not run"),
     ],
 )
@@ -44,6 +52,19 @@ def test_each_rule_makes_the_row_provisional_and_says_why(facts: dict[str, objec
         {**ALL, "capacity_holds": True, "retrieval": (3, 3), **facts}, random_weights=False
     )
     assert status == "provisional" and reason in reasons
+
+
+def test_a_prompt_the_server_did_not_see_fails_the_row_and_names_the_counts() -> None:
+    message = "server counted 3 tokens, planned 2048 (-2045, beyond the tolerance of 20): the server ..."
+    status, reasons = status_of(
+        {**ALL, "capacity_holds": True, "retrieval": (0, 0), "not_planned": [message, message]},
+        random_weights=False,
+    )
+    assert status == "failed"
+    assert reasons == (
+        "2 prompt(s) were not what was planned, first: server counted 3 tokens, planned 2048; no figure "
+        "or recall speaks for the planned lengths",
+    )
 
 
 def test_random_weights_are_always_provisional() -> None:

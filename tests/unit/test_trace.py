@@ -18,7 +18,7 @@ from ctxbench.checks.trace import (
 from ctxbench.engines.models import tiny_model
 from ctxbench.text.blocks import BlockPrompts
 from ctxbench.text.haystack import UnitPool
-from ctxbench.text.tokens import HfTokenCounter, _render_template
+from ctxbench.text.tokens import HfTokenCounter, render_template
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def blocks(counter: HfTokenCounter) -> BlockPrompts:
 
 def ids_of(counter: HfTokenCounter, messages: tuple[dict[str, str], ...]) -> list[int]:
     """The prompt's token ids, rendered and encoded as `count_chat` counts them."""
-    prompt = _render_template(counter._template, messages, counter._special)  # type: ignore[arg-type]
+    prompt = render_template(counter.chat_template, messages, counter._special)  # type: ignore[arg-type]
     return counter._tokenizer.encode_batch([prompt], add_special_tokens=False)[0].ids
 
 

