@@ -15,8 +15,8 @@ from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel, demo_model_path
 from ctxbench.params import CapacityParams, NeedleParams
 from ctxbench.results.store import RunDir
-from ctxbench.text.haystack import UnitPool, build_haystack, request_seed
 from ctxbench.text.gguf_vocab import gguf_token_counter
+from ctxbench.text.haystack import UnitPool, build_haystack, request_seed
 from ctxbench.text.tokens import HfTokenCounter, ServerTokenCounter
 
 from .conftest import TINY_SLOT_CONTEXT
