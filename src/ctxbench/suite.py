@@ -154,11 +154,12 @@ def run_suite(
         f"starting {ENGINE_NAMES[plan.engine]} ({len(plan.specs) or len(plan.urls)} replica(s)) for "
         f"{deployment}"
     )
+    made = None  # a counter made here (the server's, say) is closed here
     try:
         with Running(plan, run.path) as running:
             limit = read_context_limit(running.base_urls[0], api_key=running.api_key)
             if callable(counter):  # a counter that needs the server (its /tokenize) is made now
-                counter = counter(running.base_urls[0])
+                counter = made = counter(running.base_urls[0])
                 manifest["tokenizer"] = counter.source
             require_content_counted(counter)
             manifest["chat_template"], template = running.chat_template()
@@ -202,6 +203,8 @@ def run_suite(
         manifest["failed"] = {"error": str(exc), "at": utc_now()}
         raise
     finally:
+        if made is not None:
+            made.close()
         run.sync()  # every record on disk before the run is marked ended
         manifest["ended_at"] = utc_now()
         run.write_manifest(manifest)

@@ -66,10 +66,11 @@ def log_line(trial: NeedleTrial) -> str:
     if trial.error:
         return f"{head} FAILED: {trial.error}"
     error = trial.count_error_tokens
+    ttft = "n/a" if trial.ttft_s is None else f"{trial.ttft_s:.3f}s"  # None: a record that cannot be true
     return (
         f"{head} prompt_tokens={trial.prompt_tokens} (planned {trial.planned_tokens}, "
         f"error {'n/a' if error is None else f'{error:+d}'}) cached={trial.cached_tokens} "
-        f"ttft={trial.ttft_s:.3f}s found={'yes' if trial.found else 'no'} expected={trial.expected} "
+        f"ttft={ttft} found={'yes' if trial.found else 'no'} expected={trial.expected} "
         f"answer={json.dumps(trial.answer[:120])}"
         + (" CACHE-HIT-SUSPECTED" if trial.cache_hit_suspected else "")
     )
