@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from ctxbench.engines.models import tiny_model
-from ctxbench.text.haystack import HaystackError, Needle, UnitPool, build_haystack, pool_for, request_seed
+from ctxbench.text.haystack import (
+    HaystackError,
+    Needle,
+    UnitPool,
+    build_haystack,
+    found_value,
+    numbers_in,
+    pool_for,
+    request_seed,
+)
 from ctxbench.text.tokens import HfTokenCounter, TokenizerError
 
 
@@ -72,6 +81,39 @@ def test_needle_match_is_normalized_and_exact() -> None:
     assert needle.found_in(f"**{needle.value}**")
     assert not needle.found_in(f"1{needle.value}")
     assert not needle.found_in("I do not know.")
+
+
+def test_a_value_is_not_found_inside_a_longer_number_or_a_grouped_one() -> None:
+    assert found_value("1234", "code: 1234.") and found_value("1234", "(1234)")
+    assert (
+        not found_value("1234", "12345") and not found_value("1234", "1,234") and not found_value("1234", "")
+    )
+
+
+def test_the_planted_value_occurs_only_where_it_was_planted_over_many_seeds(pool: UnitPool) -> None:
+    # the prose has years 1820-2019 and the codes are 1000-9999: without the guarantee, 3 of 300 fresh 8K
+    # documents held the code outside the needle (issue 38)
+    collided_before = 0
+    for index in range(300):
+        seed = request_seed("unique", index)
+        haystack = build_haystack(pool, 8192, seed, depth=0.5)
+        assert haystack.needle is not None
+        content = haystack.messages[0]["content"]
+        elsewhere = content.replace(haystack.needle.sentence, "")
+        assert found_value(haystack.needle.value, haystack.needle.sentence)
+        assert not found_value(haystack.needle.value, elsewhere), (index, haystack.needle.value)
+        collided_before += any(found_value(haystack.needle.value, t) for t in pool.texts)
+    assert collided_before > 0  # the pool does mention some of the drawn values: the test can fail
+
+
+def test_a_later_turn_holds_no_other_mention_of_the_conversations_fact(pool: UnitPool) -> None:
+    year = sorted(n for t in pool.texts for n in numbers_in(t) if len(n) == 4)[0]  # a year the prose has
+    needle = Needle(f"The access code is {year}.", "What is the access code?", year)
+    first = build_haystack(pool, 4000, 1, depth=0.5, needle=needle)
+    later = build_haystack(pool, 12000, 2, history=first.messages, needle=needle, question=needle.question)
+    assert later.planned_tokens == 12000
+    assert numbers_in(later.messages[-1]["content"]).isdisjoint({year})
+    assert str(first.messages).count(year) == 1
 
 
 def test_depth_outside_zero_one_is_refused(pool: UnitPool) -> None:

@@ -8,8 +8,12 @@ tokens do not change at the seams. The last few tokens are filled with a truncat
 single-token words. The count includes the chat template; what the server counted is compared
 afterwards (`usage.prompt_tokens`) and the difference reported, never hidden.
 
-Every prompt opens with a header naming its own seed, so two requests share no prefix longer
-than the chat template's opening, and no prompt can be served from another's prefix cache.
+Every prompt opens with a header naming its own seed (in letters), so two requests share no prefix
+longer than the chat template's opening, and no prompt can be served from another's prefix cache.
+
+A planted fact's value occurs nowhere else in the prompt: paragraphs that mention it (the prose has
+years, a user's corpus any number) are not drawn, and the header has no digits. A model that echoes some
+other passage cannot be scored a hit.
 """
 
 from __future__ import annotations
@@ -67,9 +71,14 @@ class Needle:
 
 
 def found_value(value: str, answer: str) -> bool:
-    """Normalized exact match: the value's digits appear, as one number, in the answer."""
-    digits = "".join(c if c.isdigit() else " " for c in answer)
-    return value in digits.split()
+    """Normalized exact match: the value's digits appear, as one whole number, in the answer ("1234" is not
+    found in "12345" nor in "1,234")."""
+    return value in numbers_in(answer)
+
+
+def numbers_in(text: str) -> set[str]:
+    """Every whole number written in `text` (its runs of digits)."""
+    return set("".join(c if c.isdigit() else " " for c in text).split())
 
 
 class UnitPool:
@@ -87,6 +96,15 @@ class UnitPool:
         self.counter = counter
         self.origin = origin
         self.single_token_words = self._find_single_token_words()
+        self._numbers: list[set[str]] | None = None
+
+    def without(self, value: str | None) -> list[int]:
+        """Indices of the units that do not mention the number `value` (all of them for None)."""
+        if value is None:
+            return list(range(len(self.texts)))
+        if self._numbers is None:  # once per pool: a 1M-token turn checks 16384 units in a millisecond
+            self._numbers = [numbers_in(text) for text in self.texts]
+        return [i for i, numbers in enumerate(self._numbers) if value not in numbers]
 
     @classmethod
     def generated(cls, counter: TokenCounter, units: int = 16384, seed: str = "ctxbench-corpus") -> UnitPool:
@@ -182,7 +200,8 @@ def build_haystack(
             f"{target_tokens} tokens is too short: the template, history, header and question "
             f"take {empty_prompt + needle_tokens}."
         )
-    body, counts = exact_body(pool, budget, rng)
+    fact = planted or needle
+    body, counts = exact_body(pool, budget, rng, avoid=fact.value if fact else None)
     offset = None
     if planted is not None and depth is not None:
         positions = list(itertools.accumulate(counts, initial=0))
@@ -207,7 +226,9 @@ def build_haystack(
 
 
 def _header(seed: int) -> str:
-    return f"Archive file {seed:016x}. Read it closely; a question follows at the end."
+    """The seed in letters, not digits: a number in the header could be a planted value's double."""
+    letters = "".join(chr(ord("a") + (seed >> (4 * i)) % 16) for i in range(16))
+    return f"Archive file {letters}. Read it closely; a question follows at the end."
 
 
 def turn_overhead_tokens(
@@ -220,24 +241,30 @@ def turn_overhead_tokens(
     return pool.counter.count_chat([*(dict(m) for m in history), message])
 
 
-def exact_body(pool: UnitPool, budget: int, rng: random.Random) -> tuple[list[str], list[int]]:
+def exact_body(
+    pool: UnitPool, budget: int, rng: random.Random, avoid: str | None = None
+) -> tuple[list[str], list[int]]:
     """Paragraphs (each to be joined after a SEPARATOR) of `budget` tokens together, in an order drawn from
-    `rng`, and each one's count: exact unless the tokenizer leaves a shortfall (then the counts say so)."""
-    chosen, used = _draw_units(pool, budget, rng)
+    `rng`, and each one's count: exact unless the tokenizer leaves a shortfall (then the counts say so).
+    No paragraph mentions the number `avoid` (a planted value)."""
+    usable = pool.without(avoid)
+    if not usable:
+        raise HaystackError(f"every paragraph of the corpus {pool.origin} mentions {avoid}; add other text.")
+    chosen, used = _draw_units(pool, usable, budget, rng)
     body = [pool.texts[i] for i in chosen]
     counts = [pool.counts[i] for i in chosen]
-    _fill(pool, budget - used, rng, body, counts)
+    _fill(pool, usable, budget - used, rng, body, counts)
     return body, counts
 
 
-def _draw_units(pool: UnitPool, budget: int, rng: random.Random) -> tuple[list[int], int]:
-    """Unit indices in a fresh random order, as many as fit in `budget` tokens."""
+def _draw_units(pool: UnitPool, usable: list[int], budget: int, rng: random.Random) -> tuple[list[int], int]:
+    """Indices from `usable` in a fresh random order, as many as fit in `budget` tokens."""
     chosen: list[int] = []
     used = 0
     order: list[int] = []
     while True:
         if not order:
-            order = list(range(len(pool.texts)))
+            order = list(usable)
             rng.shuffle(order)
         index = order.pop()
         if used + pool.counts[index] > budget:
@@ -246,12 +273,14 @@ def _draw_units(pool: UnitPool, budget: int, rng: random.Random) -> tuple[list[i
         used += pool.counts[index]
 
 
-def _fill(pool: UnitPool, remainder: int, rng: random.Random, body: list[str], counts: list[int]) -> None:
-    """Add exactly `remainder` tokens: a truncated unit if one fits, then one-token words (" Lisbon")
-    appended to the last unit. Each such word is its own pre-token after a word or punctuation."""
+def _fill(
+    pool: UnitPool, usable: list[int], remainder: int, rng: random.Random, body: list[str], counts: list[int]
+) -> None:
+    """Add exactly `remainder` tokens: a truncated unit (from `usable`) if one fits, then one-token words
+    (" Lisbon") appended to the last unit. Each such word is its own pre-token after a word or punctuation."""
     if remainder <= 0:
         return
-    words = pool.texts[rng.randrange(len(pool.texts))].split(" ")
+    words = pool.texts[usable[rng.randrange(len(usable))]].split(" ")
     # The longest prefix of whole words that fits, by bisection: a prefix's count grows with its words, and
     # each count asked for is exact, so a tokenizer where it does not grow only leaves more one-token words
     # to append. (Counting every prefix cost O(words^2) tokens: most of a short prompt's build time.)
