@@ -17,9 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .config import BUILTIN_MODELS, Campaign, CampaignFileError, Deployment, ExternalDeployment
+from .config import (
+    BUILTIN_MODELS,
+    Campaign,
+    CampaignFileError,
+    Deployment,
+    ExternalDeployment,
+    LlamaCppDeployment,
+)
 from .engines.deployment import plan_deployment
 from .errors import CtxbenchError
+from .params import Checks
 from .results.store import RunDir, redact_env, safe_name, write_json_atomic
 from .suite import run_suite
 from .text.tokens import SERVER, TokenCounter, load_token_counter
@@ -108,6 +116,45 @@ def counter_source(deployment: Deployment, model: str) -> tuple[Path | str | Non
     return tokenizer, gguf
 
 
+def slot_tokens(deployment: Deployment) -> int | None:
+    """The tokens one request may hold, where the deployment's file says (llama.cpp's ctx_size / parallel,
+    vLLM's --max-model-len, SGLang's --context-length); None when only the running server can tell."""
+    if isinstance(deployment, LlamaCppDeployment):
+        return deployment.ctx_size // deployment.parallel
+    flag = {"vllm": "--max-model-len", "sglang": "--context-length"}.get(deployment.engine)
+    for index, part in enumerate(deployment.args):
+        value = part.split("=", 1)[1] if flag and part.startswith(flag + "=") else None
+        if flag and part == flag and index + 1 < len(deployment.args):
+            value = deployment.args[index + 1]
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def fit_warnings(deployment: Deployment, checks: Checks) -> list[str]:
+    """Prompts that will not fit a request's slot with their output: skipped (needle) or failed (ramp)."""
+    slot = slot_tokens(deployment)
+    if slot is None:
+        return []
+    warnings = []
+    needle = checks.needle
+    if needle is not None:
+        control = needle.control_length()
+        for length in [*([control] if control else []), *needle.lengths]:
+            if length + needle.max_tokens > slot:
+                warnings.append(
+                    f"needle length {length} + {needle.max_tokens} output tokens does not fit the "
+                    f"{slot}-token slot: it will be skipped (a shorter length, or a larger context per slot)"
+                )
+    ramp = checks.ramp
+    if ramp is not None and ramp.end + ramp.max_tokens > slot:
+        warnings.append(
+            f"ramp end {ramp.end} + {ramp.max_tokens} output tokens does not fit the {slot}-token slot: its "
+            "last turns will be refused"
+        )
+    return warnings
+
+
 def describe_counter(deployment: Deployment, model: str) -> str:
     """Where a deployment's token counts will come from, the local ones read now (a dry run's check)."""
     tokenizer, gguf = counter_source(deployment, model)
@@ -188,6 +235,7 @@ def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -
         parameters = checks.model_dump(mode="json")  # paths as text (the trace's file)
         for name in ran:
             lines.append(f"    {name}: {json.dumps(parameters[name])}")
+        lines += [f"  warning: {warning}" for warning in fit_warnings(deployment, checks)]
     for pair in campaign.compare:
         lines.append(f"\ncompare {pair.a} with {pair.b}" + (f": {pair.question}" if pair.question else ""))
     return lines

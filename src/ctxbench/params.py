@@ -60,6 +60,9 @@ class NeedleParams(_Strict):
         default=[0.1, 0.5, 0.9], min_length=1, max_length=64
     )
     max_tokens: int = Field(32, ge=1, le=65536)
+    # The short-context control: the same task at this length (at `depths`) before the grid; a model that
+    # fails here fails the task, not the context (docs/validation.md). 0: no control.
+    control: Annotated[int, BeforeValidator(token_count), Field(ge=0, le=MAX_TOKENS_PER_PROMPT)] = 1024
     # Depths for some lengths only, e.g. {"1M" = [0.5]}: one 1M prompt costs as much as many short ones.
     depths_at: dict[str, list[Annotated[float, Field(ge=0.0, le=1.0)]]] = Field(
         default_factory=dict, max_length=64
@@ -87,8 +90,15 @@ class NeedleParams(_Strict):
                 return tuple(depths)
         return tuple(self.depths)
 
+    def control_length(self) -> int | None:
+        """The control's length, or None when there is none or the grid is no longer than it."""
+        if not self.control or (self.lengths and self.control >= min(self.lengths)):
+            return None
+        return self.control
+
     def trial_count(self) -> int:
-        return sum(len(self.depths_for(length)) for length in self.lengths)
+        control = len(self.depths) if self.control_length() else 0
+        return control + sum(len(self.depths_for(length)) for length in self.lengths)
 
 
 class RampParams(_Strict):

@@ -3,6 +3,10 @@
 A grid of lengths x depths; every prompt is fresh (its own seed, its own header), so no result can
 come back from a prefix cache, and any cached tokens beyond the chat template are flagged. A
 length over the server's limit is skipped with a recorded reason unless forced.
+
+Before the grid, the short-context control: the same task at `control` tokens (1K by default) at each
+depth. A model that misses there fails the task itself (a base model that does not answer questions, a
+template that garbles the prompt), so the grid's misses say nothing about long contexts.
 """
 
 from __future__ import annotations
@@ -20,6 +24,12 @@ from ..text.haystack import Haystack, UnitPool, build_haystack, request_seed
 
 # Tokens two fresh prompts may share: the chat template's opening plus the first bytes of the header.
 SHARED_PREFIX_SLACK = 8
+CONTROL_FAILED = "fails at the {length}-token control too: the model or its template, not the context"
+
+
+def control_failed(control: dict[str, int] | None) -> bool:
+    """Whether the short-context control (needle.json `control`) missed: then no long-context verdict."""
+    return bool(control) and control["scored"] > 0 and control["found"] < control["scored"]  # type: ignore[index]
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,7 @@ class NeedleTrial:
     skipped: str | None
     error: str | None
     cache_hit_suspected: bool
+    control: bool = False  # the short-context control, not a length of the grid
 
     @property
     def count_error_tokens(self) -> int | None:
@@ -47,9 +58,10 @@ class NeedleTrial:
 
 
 def recall_by_length(trials: Sequence[NeedleTrial]) -> dict[int, tuple[int, int]]:
-    """length -> (found k, scored n); skipped and failed requests are not scored."""
+    """length -> (found k, scored n) over the grid (the control left out); skipped and failed requests are
+    not scored."""
     table: dict[int, tuple[int, int]] = {}
-    for trial in trials:
+    for trial in sorted((t for t in trials if not t.control), key=lambda t: t.length):
         k, n = table.get(trial.length, (0, 0))
         if trial.found is not None:
             table[trial.length] = (k + int(trial.found), n + 1)
@@ -60,7 +72,7 @@ def recall_by_length(trials: Sequence[NeedleTrial]) -> dict[int, tuple[int, int]
 
 def log_line(trial: NeedleTrial) -> str:
     """One human-readable niah.log line."""
-    head = f"length={trial.length} depth={trial.depth:.2f}"
+    head = ("control " if trial.control else "") + f"length={trial.length} depth={trial.depth:.2f}"
     if trial.skipped:
         return f"{head} SKIPPED: {trial.skipped}"
     if trial.error:
@@ -94,64 +106,64 @@ async def run_needle(
     show what the cache audit catches)."""
     allowance = pool.counter.count_chat([{"role": "user", "content": ""}]) + SHARED_PREFIX_SLACK
     trials: list[NeedleTrial] = []
-    index = 0
+    control = params.control_length()
+    grid = [(control, depth, True) for depth in params.depths] if control else []
+    grid += [(length, depth, False) for length in params.lengths for depth in params.depths_for(length)]
     with (run.path / "niah.log").open("a") as log:
-        for length in params.lengths:
-            for depth in params.depths_for(length):
-                request_id = run.request_id(f"needle-{length}-{depth:.2f}")
-                seed = request_seed(*seed_scope, "needle", 0 if reuse_seed else index)
-                index += 1
-                if limit_tokens is not None and length + params.max_tokens > limit_tokens and not force:
-                    reason = (
-                        f"{length} + {params.max_tokens} output tokens is over the server's limit of "
-                        f"{limit_tokens}; use --force to send it anyway"
-                    )
-                    trial = NeedleTrial(
-                        length,
-                        depth,
-                        request_id,
-                        seed,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        "",
-                        reason,
-                        None,
-                        False,
-                    )
-                else:
-                    haystack = build_haystack(pool, length, seed, depth=depth)
-                    record = await client.chat(
-                        haystack.messages,
-                        max_tokens=params.max_tokens,
-                        request_id=request_id,
-                        labels={
-                            "check": "needle",
-                            "length": str(length),
-                            "depth": f"{depth:.2f}",
-                            "planned_tokens": str(haystack.planned_tokens),
-                        },
-                        extra_body={"temperature": 0.0},
-                    )
-                    run.append(record)
-                    trial = _trial(length, depth, haystack, record, allowance)
-                trials.append(trial)
-                log.write(log_line(trial) + "\n")
-                log.flush()
-                if on_trial is not None:
-                    on_trial(trial)
+        for index, (length, depth, is_control) in enumerate(grid):
+            name = "needle-control" if is_control else "needle"
+            request_id = run.request_id(f"{name}-{length}-{depth:.2f}")
+            seed = request_seed(*seed_scope, "needle", 0 if reuse_seed else index)
+            if limit_tokens is not None and length + params.max_tokens > limit_tokens and not force:
+                reason = (
+                    f"{length} + {params.max_tokens} output tokens is over the server's limit of "
+                    f"{limit_tokens}; use --force to send it anyway"
+                )
+                trial = NeedleTrial(
+                    length, depth, request_id, seed, None, None, None, None, None, None, "", reason, None,
+                    False, is_control,
+                )  # fmt: skip
+            else:
+                haystack = build_haystack(pool, length, seed, depth=depth)
+                record = await client.chat(
+                    haystack.messages,
+                    max_tokens=params.max_tokens,
+                    request_id=request_id,
+                    labels={
+                        "check": "needle",
+                        "length": str(length),
+                        "depth": f"{depth:.2f}",
+                        "planned_tokens": str(haystack.planned_tokens),
+                        **({"control": "1"} if is_control else {}),
+                    },
+                    extra_body={"temperature": 0.0},
+                )
+                run.append(record)
+                trial = _trial(length, depth, haystack, record, allowance, is_control)
+            trials.append(trial)
+            log.write(log_line(trial) + "\n")
+            log.flush()
+            if on_trial is not None:
+                on_trial(trial)
     summary = {str(length): {"found": k, "scored": n} for length, (k, n) in recall_by_length(trials).items()}
-    write_json_atomic(
-        run.path / "needle.json", {"recall_by_length": summary, "trials": [asdict(t) for t in trials]}
-    )
+    controls = [t for t in trials if t.control and t.found is not None]
+    outcome = {
+        "recall_by_length": summary,
+        "control": {
+            "length": control,
+            "found": sum(t.found is True for t in controls),
+            "scored": len(controls),
+        }
+        if control
+        else None,
+        "trials": [asdict(t) for t in trials],
+    }
+    write_json_atomic(run.path / "needle.json", outcome)
     return trials
 
 
 def _trial(
-    length: int, depth: float, haystack: Haystack, record: RequestRecord, allowance: int
+    length: int, depth: float, haystack: Haystack, record: RequestRecord, allowance: int, control: bool
 ) -> NeedleTrial:
     cached = metrics.cached_tokens(record)
     error = None if record.error is None else f"{record.error.kind}: {record.error.message}"
@@ -172,4 +184,5 @@ def _trial(
         skipped=None,
         error=error,
         cache_hit_suspected=cached is not None and cached > allowance,
+        control=control,
     )

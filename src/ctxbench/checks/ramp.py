@@ -8,7 +8,8 @@ growing its own conversation, started `stagger_s` apart so one user's prefill ov
 decode; the stall figure measures what that does to the user who is decoding.
 
 This check reuses its own earlier context on purpose (that is what a conversation is): each turn's
-`intended_cached_tokens` is its history, so a cache audit can tell intended reuse from a leak.
+`intended_cached_tokens` is its history as the server holds it (the previous prompt and the reply it
+generated), so a cache audit can tell intended reuse from a leak.
 """
 
 from __future__ import annotations
@@ -136,7 +137,11 @@ async def _user(
             )
             if record.ok:
                 history = [*haystack.messages, {"role": "assistant", "content": record.text}]
-                history_tokens = metrics.prompt_tokens(record) or haystack.planned_tokens
+                # the server holds the previous prompt and the reply it generated: both may come back cached
+                reply = metrics.output_tokens(record)
+                history_tokens = (metrics.prompt_tokens(record) or haystack.planned_tokens) + (
+                    reply.tokens if reply is not None else 0
+                )
         turns.append(turn)
         if on_turn is not None:
             on_turn(turn)

@@ -120,6 +120,10 @@ def needle(
     max_tokens: Annotated[int, typer.Option(help="Output budget for each answer.")] = _default(
         NeedleParams, "max_tokens"
     ),
+    control: Annotated[
+        str,
+        typer.Option(help="The short-context control's length, asked before the grid (0: none)."),
+    ] = str(_default(NeedleParams, "control")),
     force: Annotated[
         bool, typer.Option(help="Send lengths over the server's limit instead of skipping them.")
     ] = False,
@@ -130,17 +134,24 @@ def needle(
     campaign: CampaignOption = "adhoc",
     results: ResultsOption = Path("results"),
 ) -> None:
-    """Claim 2: a fact planted in a fresh document at each depth, asked for at each length."""
+    """Claim 2: a fact planted in a fresh document at each depth, asked for at each length, after the same
+    task at a short length (the control)."""
     from ..checks.needle import log_line, run_needle
     from ..text.haystack import pool_for
 
-    flags = {"lengths": "--lengths", "depths": "--depths", "max_tokens": "--max-tokens"}
+    flags = {
+        "lengths": "--lengths",
+        "depths": "--depths",
+        "max_tokens": "--max-tokens",
+        "control": "--control",
+    }
     asked = _validated(
         NeedleParams,
         flags,
         lengths=_listed(lengths, "--lengths"),
         depths=_listed(depths, "--depths"),
         max_tokens=max_tokens,
+        control=control,
     )
     try:
         counter, stated = _counter_and_limit(url, model, tokenizer, gguf, limit)

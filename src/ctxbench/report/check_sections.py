@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import decode_stall, metrics
+from ..checks.needle import CONTROL_FAILED, control_failed
 from ..records import RequestRecord
 from ..results.evidence import cost_per_million, price_of
 from ..results.ramp_table import RAMP_TABLE, run_rows
@@ -179,7 +180,16 @@ def needle_section(run: RunDir) -> list[str]:
     trials = needle["trials"]
     recall = needle["recall_by_length"]
     lines = ["", "## Claim 2, retrieval in a fresh document", ""]
-    lines += [f"- {length} tokens: found {r['found']}/{r['scored']}" for length, r in recall.items()]
+    control = needle.get("control")  # absent before the control existed
+    if control:
+        lines.append(
+            f"- control, {control['length']} tokens: found {control['found']}/{control['scored']}"
+            + (f" ({CONTROL_FAILED.format(length=control['length'])})" if control_failed(control) else "")
+        )
+    lines += [
+        f"- {length} tokens: found {r['found']}/{r['scored']}"
+        for length, r in sorted(recall.items(), key=lambda item: int(item[0]))
+    ]
     suspects = [t["request_id"] for t in trials if t["cache_hit_suspected"]]
     if suspects:
         lines.append(f"- PREFIX-CACHE HIT SUSPECTED on fresh prompts: {', '.join(suspects)}")
@@ -188,7 +198,7 @@ def needle_section(run: RunDir) -> list[str]:
         markdown_table(
             [
                 (
-                    str(t["length"]),
+                    str(t["length"]) + (" (control)" if t.get("control") else ""),
                     f"{t['depth']:.2f}",
                     str(t["prompt_tokens"] or "n/a"),
                     reported_text(t["cached_tokens"]),
@@ -298,7 +308,8 @@ def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
     lines.append(
         f"\nSource: `{relative(table)}` (rows with run_id `{run.run_id}`) and "
         f"`{relative(run.requests_path)}`. "
-        "Cached tokens beyond the intended history would be a leak; the history itself is reused on purpose."
+        "Intended: the previous turn's prompt and the reply the server generated (it holds both), reused on "
+        "purpose; cached tokens beyond it would be a leak."
     )
     return lines
 

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..checks.needle import control_failed
 from ..records import RequestRecord
 from ..results.evidence import Cell, Row, evidence_row
 from ..results.store import RunDir
@@ -21,6 +22,7 @@ from .check_sections import ramp_table_rows
 
 PASS, FAIL, MEASURED = "pass", "**FAIL**", "measured"
 NOISE, UNSCORED = "not judged: random weights", "not scored"
+NO_VERDICT = "no long-context verdict: fails at the short control"
 SHOWN = 3  # misses named before "and N more"
 
 
@@ -47,8 +49,11 @@ def glance_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
 
 
 def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[tuple[str, str, Cell, str]]:
-    # recall of random weights is noise: shown, not judged
-    judged = NOISE if row.random_weights else None
+    # recall of random weights is noise: shown, not judged; a model that fails the short control fails the
+    # task, so its misses at length say nothing of the context
+    needle = run.path / "needle.json"
+    control = json.loads(needle.read_text()).get("control") if needle.exists() else None
+    judged = NOISE if row.random_weights else NO_VERDICT if control_failed(control) else None
     out: list[tuple[str, str, Cell, str]] = []
     if row.capacity.source:
         holds = json.loads((run.path / "capacity.json").read_text())["holds"]
@@ -79,8 +84,15 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
     probes = [r for r in records if r.labels.get("prompt") == "over_limit"]
     failed = [r for r in records if not r.ok and r not in probes]
     kinds = Counter(r.error.kind for r in failed if r.error is not None)
-    text = f"{len(records)} sent, {len(failed)} failed" + (
-        " (the over-limit probe refused, as it should be, not counted)" if probes else ""
+    retried = sum(1 for r in records if r.retried)
+    text = (
+        f"{len(records)} sent, {len(failed)} failed"
+        + (" (the over-limit probe refused, as it should be, not counted)" if probes else "")
+        + (
+            f"; {retried} sent again on a new connection (the server closed a kept-alive one)"
+            if retried
+            else ""
+        )
     )
     why = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
     if records:
@@ -95,7 +107,7 @@ def _needle_misses(run: RunDir) -> list[str]:
         f"{t['length']} tokens at depth {t['depth']:.0%} (answered {str(t['answer'])[:24]!r})"
         for t in trials
         if t["found"] is False
-    ]
+    ] + [f"{t['length']} tokens at depth {t['depth']:.0%} skipped" for t in trials if t["skipped"]]
 
 
 def _ramp_losses(run: RunDir, records: Sequence[RequestRecord]) -> dict[str, list[str]]:

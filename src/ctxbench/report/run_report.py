@@ -24,6 +24,28 @@ from .returning import returning_section
 from .tables import fmt, markdown_table, relative, request_row
 
 
+def _retried(records: Sequence[RequestRecord]) -> str:
+    """How many requests were sent again on a new connection (the server closed a kept-alive one first)."""
+    retried = [r for r in records if r.retried]
+    if not retried:
+        return "none retried"
+    return (
+        f"{len(retried)} sent again after the server closed a kept-alive connection before answering "
+        f"(first: {retried[0].retry_reason or 'no reason recorded'})"
+    )
+
+
+def _template_line(entry: dict[str, object] | None) -> str:
+    if not entry:
+        return "not recorded"
+    if not entry.get("source"):
+        return str(entry.get("note", "not reported"))
+    sha = str(entry.get("sha256", ""))[:12]
+    default = " (a default: the model has none)" if entry.get("fallback") else ""
+    counter = entry.get("counter")
+    return f"`{entry.get('file')}` from {entry['source']}, sha256 {sha}{default}; counter: {counter}"
+
+
 def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
     """A run's report, from the files in its directory alone (manifest, records, check summaries)."""
     manifest = json.loads((run.path / "manifest.json").read_text())
@@ -39,6 +61,8 @@ def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
         f"- Engine: {engine.get('name', '?')} {engine.get('version', '')}; model "
         f"`{manifest.get('model', '?')}`.",
         f"- Started {manifest.get('started_at', '?')}, ended {manifest.get('ended_at', 'not yet')}.",
+        f"- Token counts: {manifest.get('tokenizer') or 'not recorded'}; chat template: "
+        f"{_template_line(manifest.get('chat_template'))}.",
     ]
     if engine.get("cold_start_s") is not None:
         lines.append(
@@ -66,7 +90,7 @@ def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
         "",
         "## Requests",
         "",
-        f"{summary.requests} requests, {summary.failed} failed. "
+        f"{summary.requests} requests, {summary.failed} failed, {_retried(records)}. "
         f"TTFT p50 {fmt(summary.ttft_s.p50)} s; decode p50 {fmt(summary.decode_rate.p50, 1)} tokens/s "
         f"(output tokens from {', '.join(sorted(summary.output_tokens_source)) or 'n/a'}).",
         "",
@@ -127,9 +151,17 @@ def claims_summary(run: RunDir) -> list[str]:
         )
     needle = run.path / "needle.json"
     if needle.exists():
-        recall = json.loads(needle.read_text())["recall_by_length"]
+        data = json.loads(needle.read_text())
+        ordered = sorted(data["recall_by_length"].items(), key=lambda item: int(item[0]))
+        control = data.get("control")
         lines.append(
-            "needle recall: " + ", ".join(f"{n} tokens {r['found']}/{r['scored']}" for n, r in recall.items())
+            "needle recall: "
+            + (
+                f"control {control['length']} tokens {control['found']}/{control['scored']}; "
+                if control
+                else ""
+            )
+            + ", ".join(f"{n} tokens {r['found']}/{r['scored']}" for n, r in ordered)
         )
     records = list(run.records())
     rows = ramp_table_rows(run, records)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from .. import decode_stall, metrics
+from ..checks.needle import CONTROL_FAILED, control_failed
 from ..config import DEFAULT_PRICE_PER_GPU_HOUR
 from ..engines.chat_template import template_warnings
 from .cell import MISSING, Cell
@@ -102,13 +103,19 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         n = sum(r["scored"] for r in recall.values())
         longest = max((int(length) for length, r in recall.items() if r["scored"]), default=0)
         unplanned = [t for t in needle["trials"] if (t["error"] or "").startswith("prompt_not_planned")]
-        cells["retrieval"] = Cell(
-            f"FAILS: {len(unplanned)} prompt(s) not as planned ({_head(unplanned[0]['error'])})"
-            if unplanned
-            else f"{k}/{n} (to {longest} tokens)",
-            _rel(results, run.path / "niah.log"),
-        )
+        control = needle.get("control")
+        verdict = f"; {CONTROL_FAILED.format(length=control['length'])}" if control_failed(control) else ""
+        skipped = [t for t in needle["trials"] if t["skipped"]]
+        facts["needle_skipped"] = [f"{t['length']} tokens: {t['skipped'].split(';')[0]}" for t in skipped]
+        if unplanned:
+            text = f"FAILS: {len(unplanned)} prompt(s) not as planned ({_head(unplanned[0]['error'])})"
+        elif n == 0 and skipped:
+            text = f"not run: {len(skipped)} prompt(s) skipped ({facts['needle_skipped'][0]})"  # type: ignore[index]
+        else:
+            text = f"{k}/{n} (to {longest} tokens){verdict}"
+        cells["retrieval"] = Cell(text, _rel(results, run.path / "niah.log"))
         facts["retrieval"] = (k, n)
+        facts["control"] = control
         facts["needle_count_errors"] = [
             t["prompt_tokens"] - t["planned_tokens"]
             for t in needle["trials"]
@@ -301,9 +308,17 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
     for check in ("capacity", "needle", "ramp"):
         if check not in checks:  # type: ignore[operator]
             reasons.append(f"the {check} check did not run")
-    retrieval = facts.get("retrieval")
-    if isinstance(retrieval, tuple) and retrieval[0] < retrieval[1]:
+    retrieval, control = facts.get("retrieval"), facts.get("control")
+    if control_failed(control):  # type: ignore[arg-type]
+        reasons.append(
+            f"retrieval {CONTROL_FAILED.format(length=control['length'])} "  # type: ignore[index]
+            f"({control['found']}/{control['scored']}): no long-context verdict is drawn"  # type: ignore[index]
+        )
+    elif isinstance(retrieval, tuple) and retrieval[0] < retrieval[1]:
         reasons.append(f"one-shot retrieval {retrieval[0]}/{retrieval[1]} is below n/n")
+    skipped = facts.get("needle_skipped")
+    if isinstance(skipped, list) and skipped:
+        reasons.append(f"{len(skipped)} needle prompt(s) skipped, not scored: {skipped[0]}")
     if facts.get("cache_findings"):
         reasons.append(f"the cache audit has {facts['cache_findings']} finding(s) (`ctxbench audit-cache`)")
     if facts.get("implausible"):
