@@ -17,6 +17,7 @@ from conformance import assert_agrees_with_engine, suite
 from ctxbench.campaign import run_campaign
 from ctxbench.config import load_campaign
 from ctxbench.engines.build import LlamaCppBuild
+from ctxbench.engines.chat_template import served_template, template_warnings
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
 from ctxbench.engines.models import TinyModel, TinyModelSpec, tiny_model
 from ctxbench.results.evidence import evidence_row
@@ -195,3 +196,59 @@ def test_the_needle_command_counts_with_the_servers_tokenizer(
     assert done.returncode == 0, done.stderr
     (log,) = list(tmp_path.glob("runs/*/niah.log"))
     assert "(planned 512, error +0)" in log.read_text()
+
+
+def test_a_model_without_a_chat_template_is_named_as_running_on_llamacpps_default(
+    llama_build: LlamaCppBuild, tmp_path: Path
+) -> None:
+    base = tiny_model(spec=TinyModelSpec(chat_template=False))
+    config = LlamaServerConfig(binary=llama_build.server, model=base.gguf, ctx_size=2048, alias="base")
+    with LlamaServer(config, tmp_path / "server.log") as server:
+        entry, text = served_template("llamacpp", server.base_url, server.command, str(base.gguf), {})
+    assert entry["fallback"] is True and text is not None and "<|im_start|>" in text  # ChatML, llama.cpp's
+    assert template_warnings(entry)[0].startswith("the model has no chat template and none was given")
+    own = LlamaServerConfig(binary=llama_build.server, model=tiny_model().gguf, ctx_size=2048)
+    with LlamaServer(own, tmp_path / "own.log") as server:
+        entry, _ = served_template("llamacpp", server.base_url, server.command, str(own.model), {})
+    assert entry["fallback"] is False
+
+
+def test_the_short_context_control_is_asked_first_and_reported(tmp_path: Path) -> None:
+    path = tmp_path / "control.toml"
+    path.write_text(
+        f"""
+[campaign]
+name = "control"
+results = "{tmp_path / "results"}"
+
+[checks.needle]
+lengths = [1536]
+depths = [0.5]
+control = 512
+
+[[deployments]]
+name = "tiny-control"
+engine = "llamacpp"
+model = "ctxbench:tiny"
+served_name = "tiny"
+ctx_size = 4096
+parallel = 2
+"""
+    )
+    campaign = load_campaign(path)
+    (outcome,) = run_campaign(campaign)
+    run = RunDir(campaign.campaign.results / "runs" / str(outcome.run_id))
+    first, second = [r.labels for r in run.records()]
+    assert (first.get("control"), first["length"], second["length"]) == ("1", "512", "1536")
+    needle = json.loads((run.path / "needle.json").read_text())
+    assert needle["control"]["length"] == 512 and list(needle["recall_by_length"]) == ["1536"]
+    report = (run.path / "report.md").read_text()
+    assert "- control, 512 tokens: found " in report
+    row = evidence_row(campaign.campaign.results, run)
+    # random weights all but always miss the control; then the grid's misses are not called a long-context
+    # failure, and when they do not, nothing says they did
+    missed = needle["control"]["found"] < needle["control"]["scored"]
+    assert any("fails at the 512-token control too" in reason for reason in row.reasons) == missed
+    assert ("no long-context verdict: fails at the short control" in report) == missed
+    if missed:
+        assert not any(reason.startswith("one-shot retrieval") for reason in row.reasons)

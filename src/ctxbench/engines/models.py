@@ -57,6 +57,7 @@ class TinyModelSpec:
     seed: int = 0
     format_version: int = 1
     vocabulary: Literal["bpe", "sentencepiece"] = "bpe"
+    chat_template: bool = True  # False: a base model's GGUF, which carries none
 
     @property
     def head_dim(self) -> int:
@@ -64,8 +65,9 @@ class TinyModelSpec:
 
     def key(self) -> str:
         fields = asdict(self)
-        if fields["vocabulary"] == "bpe":  # the default keeps the key it had before the field existed
-            del fields["vocabulary"]
+        for name, default in (("vocabulary", "bpe"), ("chat_template", True)):
+            if fields[name] == default:  # the defaults keep the key they had before these fields existed
+                del fields[name]
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -136,7 +138,8 @@ def _write_gguf(path: Path, vocabulary: Vocabulary, spec: TinyModelSpec) -> None
     else:
         writer.add_pad_token_id(tokens.index(vocabulary.bos))
     writer.add_add_bos_token(vocabulary.add_bos)
-    writer.add_chat_template(CHATML_TEMPLATE)
+    if spec.chat_template:
+        writer.add_chat_template(CHATML_TEMPLATE)
 
     rng = np.random.default_rng(spec.seed)
 
