@@ -186,7 +186,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
     async def _connect(self, key: tuple[str, int], timeout: float | None, trace: Any) -> tuple[Wire, bool]:
         while self._idle.get(key):
             wire = self._idle[key].pop()
-            if not wire.closed:
+            if wire.reusable():
                 return wire, True
             wire.close()
         if trace is not None:

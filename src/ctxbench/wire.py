@@ -114,6 +114,23 @@ class Wire:
                     return arrived
         return now
 
+    def reusable(self) -> bool:
+        """Whether a pooled connection can carry another request: open, and the peer has neither closed it nor
+        sent anything unasked. Read from the socket now, not left to the loop's next turn: llama-server closes
+        the connection after every streamed reply without saying so, and a request built and sent at once
+        found it closed every other time (sent again on a new connection, one round trip lost)."""
+        if self.closed:
+            return False
+        try:
+            self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError as exc:
+            self._lost(exc)
+            return False
+        self._lost(None)  # it read b"": the peer closed it; or bytes: an answer to nothing this client asked
+        return False
+
     def _lost(self, error: BaseException | None) -> None:
         """The peer closed (error None) or the connection broke: stop watching the socket, wake the reader."""
         self._error = error

@@ -98,7 +98,7 @@ async def test_a_reused_seed_is_detected_as_a_cache_hit(
     tiny_server: LlamaServer, pool: UnitPool, tmp_path: Path
 ) -> None:
     run = RunDir.create(tmp_path, "reused")
-    spec = NeedleParams(lengths=[1500], depths=[0.5, 0.5], max_tokens=4)
+    spec = NeedleParams(lengths=[1500], depths=[0.5, 0.5], max_tokens=4, control=0)
     async with Client(tiny_server.base_url, "tiny") as client:
         scope = ("test", "tiny", "reused")
         trials = await run_needle(client, pool, spec, run, scope, TINY_SLOT_CONTEXT, reuse_seed=True)
@@ -110,7 +110,7 @@ async def test_length_over_the_limit_is_skipped_with_a_reason(
     tiny_server: LlamaServer, pool: UnitPool, tmp_path: Path
 ) -> None:
     run = RunDir.create(tmp_path, "skip")
-    spec = NeedleParams(lengths=[4000], depths=[0.5])
+    spec = NeedleParams(lengths=[4000], depths=[0.5], control=0)
     async with Client(tiny_server.base_url, "tiny") as client:
         (trial,) = await run_needle(client, pool, spec, run, ("test", "tiny", "skip"), TINY_SLOT_CONTEXT)
     assert (
@@ -140,7 +140,7 @@ async def test_cache_audit_catches_a_reused_seed_reported_or_not(
         await run_needle(
             client,
             pool,
-            NeedleParams(lengths=[1900], depths=[0.9, 0.5, 0.1, 0.7], max_tokens=2),
+            NeedleParams(lengths=[1900], depths=[0.9, 0.5, 0.1, 0.7], max_tokens=2, control=0),
             run,
             ("test", "audit"),
             TINY_SLOT_CONTEXT,
@@ -149,7 +149,7 @@ async def test_cache_audit_catches_a_reused_seed_reported_or_not(
         await run_needle(
             client,
             pool,
-            NeedleParams(lengths=[1900], depths=[0.9], max_tokens=2),
+            NeedleParams(lengths=[1900], depths=[0.9], max_tokens=2, control=0),
             run,
             ("test", "audit"),
             TINY_SLOT_CONTEXT,

@@ -353,3 +353,25 @@ async def test_full_garbage_collections_wait_while_requests_are_in_flight() -> N
     assert all(r.ok for r in records)
     assert len(during) == 3 and all(t[:2] == before[:2] and t[2] > 10**6 for t in during)
     assert gc.get_threshold() == before
+
+
+@pytest.mark.parametrize("peer", ["open", "closed", "unasked bytes"])
+async def test_a_pooled_connection_is_reused_only_while_the_peer_keeps_it_quietly_open(peer: str) -> None:
+    # llama-server closes the connection after every streamed reply without saying so: the pool asks the
+    # socket itself before reuse, without waiting for the event loop's next turn to notice (issue 38)
+    import socket
+
+    from ctxbench.wire import Wire
+
+    mine, theirs = socket.socketpair()
+    mine.setblocking(False)
+    wire = Wire(asyncio.get_running_loop(), mine)
+    if peer == "closed":
+        theirs.close()
+    elif peer == "unasked bytes":
+        theirs.send(b"HTTP/1.1 408 Request Timeout\r\n\r\n")
+    assert wire.reusable() == (peer == "open")
+    assert wire.closed == (peer != "open")
+    wire.close()
+    if peer != "closed":
+        theirs.close()
