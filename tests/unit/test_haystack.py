@@ -116,6 +116,47 @@ def test_a_later_turn_holds_no_other_mention_of_the_conversations_fact(pool: Uni
     assert str(first.messages).count(year) == 1
 
 
+# Llama 3's and Qwen 2's pre-tokenizer: a run of punctuation takes the newlines after it, so ".\n\n" is one
+# token, and a paragraph counted alone ("\n\nThe ...") counts its blank line once too often.
+LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+    r"|\s+(?!\S)|\s+"
+)
+
+
+def test_a_vocabulary_that_joins_a_stop_to_the_blank_line_after_it_is_counted_at_the_seams() -> None:
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from ctxbench.engines.tiny_vocabulary import CHATML_TEMPLATE, SPECIAL_TOKENS
+    from ctxbench.text.corpus import ProseGenerator
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=2048,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    prose = ProseGenerator("seams")
+    tokenizer.train_from_iterator(
+        ("\n\n".join(prose.paragraph() for _ in range(3)) for _ in range(1500)), trainer
+    )
+    assert tokenizer.encode(".\n\nThe").tokens[0] == ".ĊĊ"  # the seam this test is about
+    counter = HfTokenCounter(tokenizer, CHATML_TEMPLATE, {}, "llama3-style")
+    seams = UnitPool.generated(counter, units=512)
+    for length in (1000, 4000, 16000):
+        haystack = build_haystack(seams, length, request_seed("seams", length), depth=0.5)
+        # counted alone, each paragraph was one token too many: -516 at 16000 (3%); at the seams, 2 at most
+        assert abs(counter.count_chat(haystack.messages) - length) <= 2
+
+
 def test_depth_outside_zero_one_is_refused(pool: UnitPool) -> None:
     with pytest.raises(HaystackError, match="outside"):
         build_haystack(pool, 1000, 1, depth=1.5)

@@ -36,3 +36,20 @@ def test_code_snippets_are_valid_python_and_seeded() -> None:
     generator = CodeGenerator(7)
     for _ in range(50):
         compile(generator.snippet(), "<snippet>", "exec")
+
+
+@pytest.mark.parametrize("source", ["prose", "code"])
+def test_generated_prompts_are_token_exact_whatever_their_source(source: str) -> None:
+    # code snippets were counted without the blank line that joins them: 8 to 10 tokens over at 1024
+    from ctxbench.checks.throughput import PromptMaker
+    from ctxbench.engines.models import tiny_model
+    from ctxbench.params import ThroughputParams
+    from ctxbench.text.haystack import UnitPool
+    from ctxbench.text.tokens import HfTokenCounter
+
+    counter = HfTokenCounter.from_path(tiny_model().tokenizer_dir)
+    pool = UnitPool.generated(counter, units=512)
+    maker = PromptMaker(ThroughputParams(source=source, prompt_tokens=1024), pool, counter, ("t", source))
+    for index in range(4):
+        messages, planned = maker(index, index)
+        assert planned == 1024 and counter.count_chat(messages) == 1024

@@ -32,7 +32,7 @@ from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
 from ..router import Router
 from ..text.code import CodeGenerator
-from ..text.haystack import UnitPool, build_haystack, request_seed
+from ..text.haystack import SEPARATOR, UnitPool, build_haystack, request_seed
 from ..text.tokens import TokenCounter
 from .open_loop import rate_summary, rate_unit, run_rate
 
@@ -84,7 +84,8 @@ class PromptMaker:
         self.pool = prose
         if params.source == "code":
             snippets = [CodeGenerator(request_seed(*scope, "code", i)).snippet() for i in range(512)]
-            self.pool = UnitPool(snippets, counter.count_many(snippets), counter, "ctxbench code generator")
+            counts = counter.count_many([SEPARATOR + s for s in snippets])  # joined as paragraphs are
+            self.pool = UnitPool(snippets, counts, counter, "ctxbench code generator")
         self.prefix: list[dict[str, str]] = []
         if params.shared_prefix_tokens:
             # Whole prose units up to the size: the same system prompt on every request of the campaign.

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TokenizerError
-from .tokens import HfTokenCounter, Message, render_template
+from .tokens import ANCHOR, HfTokenCounter, Message, render_template
 
 # GGUF token types (gguf.TokenType), the same numbers as sentencepiece's piece types.
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -124,14 +124,18 @@ class SentencePieceCounter:
                 f"{vocabulary.path}: sentencepiece cannot load its vocabulary ({exc}); count with the "
                 'server\'s tokenizer instead (tokenizer = "server", or --tokenizer server).'
             ) from exc
+        self._anchor = self._raw([ANCHOR])[0]
 
     def close(self) -> None:
         pass
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        """Each text as it stands inside a prompt, after other text: no space prefix."""
+        """Each text as it stands inside a prompt, after the end of a sentence (`ANCHOR`): no space prefix."""
         if not texts:
             return []
+        return [n - self._anchor for n in self._raw([ANCHOR + t for t in texts])]
+
+    def _raw(self, texts: Sequence[str]) -> list[int]:
         return [len(ids) for ids in self._processor.encode(list(texts))]
 
     def count_chat(self, messages: Sequence[Message]) -> int:
@@ -159,7 +163,7 @@ class SentencePieceCounter:
                 total += 1
                 after_special = True
                 position = match.end()
-        return total + sum(self.count_many(fragments))
+        return total + sum(self._raw(fragments))
 
 
 def _flag(value: object, default: bool) -> bool:
