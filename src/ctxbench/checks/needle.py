@@ -120,9 +120,22 @@ async def run_needle(
                     f"{limit_tokens}; use --force to send it anyway"
                 )
                 trial = NeedleTrial(
-                    length, depth, request_id, seed, None, None, None, None, None, None, "", reason, None,
-                    False, is_control,
-                )  # fmt: skip
+                    length=length,
+                    depth=depth,
+                    request_id=request_id,
+                    seed=seed,
+                    planned_tokens=None,
+                    prompt_tokens=None,
+                    cached_tokens=None,
+                    ttft_s=None,
+                    found=None,
+                    expected=None,
+                    answer="",
+                    skipped=reason,
+                    error=None,
+                    cache_hit_suspected=False,
+                    control=is_control,
+                )
             else:
                 haystack = build_haystack(pool, length, seed, depth=depth)
                 record = await client.chat(
