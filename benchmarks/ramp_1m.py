@@ -1,9 +1,13 @@
 """A conversation ramp to 1M tokens against the reference server: per turn, the time to build and count the
 token-exact prompt over the whole history (in a worker thread, as the ramp does), the request body, the
-send, the process's peak memory, and the event loop's worst lateness meanwhile (a 10 ms ticker), which is
-what a second user's stream would see while this user's turn is being built.
+send, the process's peak memory, the event loop's worst lateness meanwhile (a 10 ms ticker), which is
+what a second user's stream would see while this user's turn is being built, and the client's time
+between the previous turn's last byte and this turn's send (the time the GPU waits on the client).
+Every prompt is checked against a whole count by a second counter, outside the timings.
 
-    .venv/bin/python benchmarks/ramp_1m.py [--end 1M] [--turns 10]
+    .venv/bin/python benchmarks/ramp_1m.py [--end 1M] [--turns 10] [--whole]
+
+`--whole` counts every prompt whole (the counter remembers nothing), as before issue 33.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ctxbench.params import (
     RampParams,  # noqa: E402
 )
 from ctxbench.text.haystack import Needle, build_haystack, pool_for  # noqa: E402
+from ctxbench.text.prompt_memo import PromptMemo  # noqa: E402
 from ctxbench.text.tokens import HfTokenCounter  # noqa: E402
 
 TICK_S = 0.010
@@ -50,11 +55,15 @@ async def main() -> None:
     parser.add_argument("--end", default="1M")
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--port", type=int, default=8772)
+    parser.add_argument("--whole", action="store_true", help="count every prompt whole (before issue 33)")
     args = parser.parse_args()
     spec = RampParams(start=args.start, end=args.end, turns=args.turns)
     server = start_server(args.port, 2000.0)
     try:
         counter = HfTokenCounter.from_path(tiny_model().tokenizer_dir)
+        judge = HfTokenCounter.from_path(tiny_model().tokenizer_dir)
+        if args.whole:
+            counter._memo = PromptMemo(())  # no split markers: nothing remembered, every prompt counted whole
         started = time.perf_counter()
         pool = pool_for(counter, spec.end)
         print(
@@ -66,9 +75,10 @@ async def main() -> None:
         history: list[dict[str, str]] = []
         print(
             f"{'turn':>4} {'tokens':>9} {'build s':>8} {'body MB':>8} {'send+reply s':>13} "
-            f"{'loop late max ms':>17} "
-            f"{'peak RSS MB':>12}"
+            f"{'loop late max ms':>17} {'between turns s':>16} {'peak RSS MB':>12}"
         )
+        previous_end: int | None = None
+        sent_prompts: list[tuple[tuple[dict[str, str], ...], int]] = []
         async with Client(f"http://127.0.0.1:{args.port}", "reference") as client:
             for number, target in enumerate(ramp_schedule(spec), start=1):
                 lateness: list[float] = []
@@ -94,11 +104,19 @@ async def main() -> None:
                 record = await client.chat(haystack.messages, max_tokens=32)
                 sent = time.perf_counter() - began
                 assert record.ok, record.error
+                between = "" if previous_end is None else f"{(record.sent_ns - previous_end) / 1e9:.3f}"
+                await asyncio.to_thread(counter.remember, haystack.messages, haystack.planned_tokens)
+                previous_end = record.end_ns
+                sent_prompts.append((haystack.messages, target))
                 history = [*haystack.messages, {"role": "assistant", "content": record.text}]
                 print(
                     f"{number:>4} {target:>9} {built:>8.2f} {body / 1e6:>8.1f} {sent:>13.2f} "
-                    f"{max(lateness, default=0) * 1e3:>17.1f} {rss_mb():>12.0f}"
+                    f"{max(lateness, default=0) * 1e3:>17.1f} {between:>16} {rss_mb():>12.0f}"
                 )
+        for messages, target in sent_prompts:  # after the ramp: the judge's time is not the client's
+            bos, prompt = judge.rendered(messages)
+            assert bos + judge.count_rendered(prompt) == target, target  # token-exact, counted whole
+        print(f"every prompt token-exact, counted whole: {len(sent_prompts)} turns")
     finally:
         server.terminate()
 

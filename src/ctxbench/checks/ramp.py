@@ -136,6 +136,11 @@ async def _user(
                 error,
             )
             if record.ok:
+                # the next turn is counted from this prompt on, at the server's own count of it
+                served = metrics.prompt_tokens(record)
+                await asyncio.to_thread(
+                    pool.counter.remember, haystack.messages, served or haystack.planned_tokens
+                )
                 history = [*haystack.messages, {"role": "assistant", "content": record.text}]
                 # the server holds the previous prompt and the reply it generated: both may come back cached
                 reply = metrics.output_tokens(record)

@@ -233,6 +233,13 @@ def _number(text: str, digits: int) -> str:
     return "n/a" if not text else text if text == "inf" else f"{float(text):.{digits}f}"
 
 
+def _client_time(gaps: Sequence[float]) -> str:
+    """The client's time between turns, where the server waited on it (metrics.between_turns_s)."""
+    if not gaps:
+        return ""
+    return f"; client time between turns {min(gaps):.3f}-{max(gaps):.3f} s"
+
+
 def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
     from .timeline import draw_timeline
 
@@ -243,6 +250,7 @@ def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
     telemetry = read_telemetry(run.path / TELEMETRY_FILE)
     gpu = [s for s in telemetry.samples if s.check == "ramp"] if telemetry else []
     lines = ["", "## Claim 3, the conversation ramp", ""]
+    between = metrics.between_turns_s(records)
     for users in sorted({int(r["users"]) for r in rows}):
         mine = [r for r in rows if int(r["users"]) == users]
         scored = [r for r in mine if r["recall"]]
@@ -265,6 +273,7 @@ def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
                 if users > 1
                 else ""
             )
+            + _client_time([between[i] for i in ids if i in between])
         )
         files = draw_timeline(
             setting, run.path / f"timeline-u{users}", f"{users} user(s): prefill and decode", gpu
@@ -286,6 +295,7 @@ def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
                     _number(r["decode_tokens_per_s"], 1),
                     {"1": "yes", "0": "no"}.get(r["recall"], "n/a"),
                     _number(r["stall_factor"], 1) if r["stall_factor"] else "-",
+                    f"{between[r['request_id']]:.3f}" if r["request_id"] in between else "-",
                     r["error"][:40],
                 )
                 for r in rows
@@ -301,6 +311,7 @@ def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
                 "decode tok/s",
                 "recall",
                 "stall x",
+                "client s",
                 "error",
             ),
         ),
@@ -309,7 +320,9 @@ def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
         f"\nSource: `{relative(table)}` (rows with run_id `{run.run_id}`) and "
         f"`{relative(run.requests_path)}`. "
         "Intended: the previous turn's prompt and the reply the server generated (it holds both), reused on "
-        "purpose; cached tokens beyond it would be a leak."
+        "purpose; cached tokens beyond it would be a leak. Client s: from the previous turn's last byte to "
+        "this turn's send, the client's time (building and counting the prompt, the body), while the server "
+        "had nothing of this user's to do."
     )
     return lines
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TokenizerError
-from .tokens import ANCHOR, HfTokenCounter, Message, render_template
+from .tokens import ANCHOR, HfTokenCounter, Message, memo_for, render_template
 
 # GGUF token types (gguf.TokenType), the same numbers as sentencepiece's piece types.
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -125,6 +125,7 @@ class SentencePieceCounter:
                 'server\'s tokenizer instead (tokenizer = "server", or --tokenizer server).'
             ) from exc
         self._anchor = self._raw([ANCHOR])[0]
+        self._memo = memo_for(self, specials)
 
     def close(self) -> None:
         pass
@@ -139,18 +140,31 @@ class SentencePieceCounter:
         return [len(ids) for ids in self._processor.encode(list(texts))]
 
     def count_chat(self, messages: Sequence[Message]) -> int:
+        bos, prompt = self.rendered(messages)
+        return bos + self._memo.count(prompt, self.count_rendered)
+
+    def remember(self, messages: Sequence[Message], tokens: int) -> None:
+        bos, prompt = self.rendered(messages)
+        self._memo.remember(prompt, tokens - bos)
+
+    def rendered(self, messages: Sequence[Message]) -> tuple[int, str]:
+        """(the BOS llama.cpp adds, 1 or 0; the prompt as the template renders it, less its own BOS)."""
         if not self.chat_template:
             raise TokenizerError(
                 f"{self.source} has no chat template; count with the server's tokenizer instead "
                 '(tokenizer = "server", or --tokenizer server).'
             )
         prompt = render_template(self.chat_template, messages, self._special)
-        total = 0
         if self._leading_bos is not None:
-            total += 1
-            prompt = prompt.removeprefix(self._leading_bos)
+            return 1, prompt.removeprefix(self._leading_bos)
+        return 0, prompt
+
+    def count_rendered(self, prompt: str) -> int:
+        """A rendered prompt's tokens: special tokens one each, the text between them with llama.cpp's space
+        before the first fragment and after each special token."""
+        total = 0
         fragments: list[str] = []
-        after_special = True  # llama.cpp: a space before the first fragment and after each special token
+        after_special = True
         position = 0
         matches = self._specials.finditer(prompt) if self._specials else iter(())
         for match in [*matches, None]:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import httpx
 
 from ..errors import ServerUnreachable, TokenizerError
+from .prompt_memo import PROBE, PromptMemo, split_markers
 
 Message = Mapping[str, str]
 # Every text a counter counts on its own is counted as it stands in a haystack: after the end of a sentence.
@@ -44,6 +45,11 @@ class TokenCounter(Protocol):
 
     def count_chat(self, messages: Sequence[Message]) -> int:
         """Token count of the whole prompt the server builds from `messages` (template included)."""
+        ...
+
+    def remember(self, messages: Sequence[Message], tokens: int) -> None:
+        """`messages` make a prompt of `tokens` (a haystack's plan): a later prompt that continues them (the
+        conversation's next turn) is counted from where it parts from them (`text/prompt_memo.py`)."""
         ...
 
     def close(self) -> None:
@@ -88,6 +94,8 @@ class HfTokenCounter:
         self._leading_bos = leading_bos
         self.source = source
         self._anchor = len(tokenizer.encode(ANCHOR, add_special_tokens=False).ids)
+        specials = [t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special]
+        self._memo = memo_for(self, specials)
 
     @classmethod
     def from_path(cls, path: Path) -> HfTokenCounter:
@@ -122,17 +130,49 @@ class HfTokenCounter:
         return [len(e.ids) - self._anchor for e in encodings]
 
     def count_chat(self, messages: Sequence[Message]) -> int:
+        bos, prompt = self.rendered(messages)
+        return bos + self._memo.count(prompt, self.count_rendered)
+
+    def remember(self, messages: Sequence[Message], tokens: int) -> None:
+        bos, prompt = self.rendered(messages)
+        self._memo.remember(prompt, tokens - bos)
+
+    def rendered(self, messages: Sequence[Message]) -> tuple[int, str]:
+        """(BOS tokens the server adds, the prompt as the template renders it, without that BOS)."""
         if not self.chat_template:
             raise TokenizerError(
                 f"{self.source} has no chat template; count with the server's tokenizer instead."
             )
         prompt = render_template(self.chat_template, messages, self._special)
-        bos = 0
         if self._leading_bos is not None:
-            bos, prompt = 1, prompt.removeprefix(self._leading_bos)
+            return 1, prompt.removeprefix(self._leading_bos)
+        return 0, prompt
+
+    def count_rendered(self, prompt: str) -> int:
+        """A rendered prompt's tokens, special tokens matched."""
         # encode_batch, not encode: it lets go of the GIL while it counts, so a ramp turn whose 1M-token
         # history is counted in a worker thread no longer stops the event loop (2.6 s at 1M with encode).
-        return bos + len(self._tokenizer.encode_batch([prompt], add_special_tokens=False)[0].ids)
+        return len(self._tokenizer.encode_batch([prompt], add_special_tokens=False)[0].ids)
+
+
+class _Renders(Protocol):
+    chat_template: str | None
+
+    def rendered(self, messages: Sequence[Message]) -> tuple[int, str]: ...
+
+    def count_rendered(self, prompt: str) -> int: ...
+
+
+def memo_for(counter: _Renders, specials: Sequence[str]) -> PromptMemo:
+    """The counter's memo of planned prompts, split at the special tokens its template writes (none: a
+    template that cannot render the probe, or no special token to split at, and every prompt counts whole)."""
+    if not counter.chat_template:
+        return PromptMemo(())
+    try:
+        _, probe = counter.rendered(PROBE)
+    except TokenizerError:
+        return PromptMemo(())
+    return PromptMemo(split_markers(probe, specials, counter.count_rendered))
 
 
 def _token_text(value: object) -> str:
@@ -198,6 +238,9 @@ class ServerTokenCounter:
                 f"{self.base_url}/tokenize answered HTTP {response.status_code}: {response.text[:300]}"
             )
         return int(response.json()["count"])
+
+    def remember(self, messages: Sequence[Message], tokens: int) -> None:
+        pass  # the server counts every prompt whole
 
     def close(self) -> None:
         self._http.close()
