@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 from .answers import closing_event, http_error, token_of, unplanned_prompt, usage_of
 from .gc_pause import NO_FULL_COLLECTIONS
 from .records import Chunk, RequestError, RequestRecord, Usage
+from .request_json import RequestJson
 from .sse import SseDecoder
 from .transport import HEAD_NS, STAMPED, LeanTransport, StampedBody
 
@@ -78,6 +79,7 @@ class Client:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._transport_factory = transport_factory
         self._api_key = api_key
+        self._json = RequestJson()
         self._http = self._new_http()
 
     def settings(self) -> dict[str, Any]:
@@ -153,7 +155,7 @@ class Client:
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
         body.update(extra_body or {})
-        payload = json.dumps(body, ensure_ascii=False).encode()
+        payload = self._json.encode(body)
         path = "/v1/chat/completions" if endpoint == "chat" else "/v1/completions"
         attempt = _Attempt(
             url=self.base_url + path,

@@ -20,6 +20,7 @@ STAGES: list[tuple[str, ...]] = [
         "errors",
         "records",
         "answers",
+        "request_json",
         "wire",
         "sse",
         "stats",
