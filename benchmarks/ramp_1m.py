@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import resource
 import sys
@@ -99,7 +98,6 @@ async def main() -> None:
                 stop.set()
                 await tick
                 assert haystack.planned_tokens == target, (haystack.planned_tokens, target)
-                body = len(json.dumps({"messages": list(haystack.messages)}, ensure_ascii=False).encode())
                 began = time.perf_counter()
                 record = await client.chat(haystack.messages, max_tokens=32)
                 sent = time.perf_counter() - began
@@ -110,7 +108,7 @@ async def main() -> None:
                 sent_prompts.append((haystack.messages, target))
                 history = [*haystack.messages, {"role": "assistant", "content": record.text}]
                 print(
-                    f"{number:>4} {target:>9} {built:>8.2f} {body / 1e6:>8.1f} {sent:>13.2f} "
+                    f"{number:>4} {target:>9} {built:>8.2f} {record.request_bytes / 1e6:>8.1f} {sent:>13.2f} "
                     f"{max(lateness, default=0) * 1e3:>17.1f} {between:>16} {rss_mb():>12.0f}"
                 )
         for messages, target in sent_prompts:  # after the ramp: the judge's time is not the client's
