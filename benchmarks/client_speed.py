@@ -10,8 +10,13 @@ measured by `benchmarks/peers.py`.
 With `--processes P` each level's streams are spread over P client processes started together (their stamps
 share CLOCK_MONOTONIC, so their errors merge); CPU is then the sum and RSS the largest.
 
+`--loop uvloop` runs the client on uvloop's event loop instead of asyncio's. `--floor` replaces ctxbench's
+client by the do-nothing reader: a plain asyncio protocol per stream that sends the request and keeps each
+read's bytes with its time, parsed only after the level (no HTTP, SSE or JSON decoding while it runs): the
+least any Python client on that loop can do, so the floor the loop itself sets.
+
     .venv/bin/python benchmarks/client_speed.py [--streams 1,64,256,1024] [--tokens 500] [--rate 100] \
-        [--processes 1]
+        [--processes 1] [--loop asyncio|uvloop] [--floor]
 """
 
 from __future__ import annotations
@@ -86,6 +91,62 @@ async def _run(url: str, streams: int, tokens: int) -> dict[str, Any]:
     }
 
 
+class _Floor(asyncio.Protocol):
+    """One stream read and stamped, nothing more."""
+
+    def __init__(self, request: bytes, done: asyncio.Future[None]) -> None:
+        self.request, self.done, self.reads = request, done, []  # type: ignore[var-annotated]
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.write(self.request)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        self.reads.append((time.perf_counter_ns(), data))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _floor(url: str, streams: int, tokens: int) -> dict[str, Any]:
+    """The do-nothing reader's streams; errors from the reads' stamps and the server's send stamps."""
+    import re
+
+    host, port = url.removeprefix("http://").split(":")
+    body = json.dumps(
+        {"model": "reference", "prompt": "hello", "max_tokens": tokens, "stream": True}
+    ).encode()
+    request = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    loop = asyncio.get_running_loop()
+    started_ns, cpu = time.perf_counter_ns(), time.process_time()
+    done = [loop.create_future() for _ in range(streams)]
+    readers = [
+        (await loop.create_connection(lambda f=f: _Floor(request, f), host, int(port)))[1] for f in done
+    ]
+    await asyncio.gather(*done)
+    ended_ns, cpu = time.perf_counter_ns(), time.process_time() - cpu
+    sends = re.compile(rb'"text": ?"(?:\d+:)?(\d+) "')
+    absolute = [
+        (stamp - int(sent)) / 1e6
+        for reader in readers
+        for stamp, data in reader.reads
+        for sent in sends.findall(data)
+    ]
+    return {
+        "failed": 0,
+        "started_ns": started_ns,
+        "ended_ns": ended_ns,
+        "cpu_s": cpu,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "absolute": absolute,
+        "relative": [],
+        "ttft": [],
+    }
+
+
 def summarize(parts: list[dict[str, Any]]) -> dict[str, float]:
     """One level's row from its workers (one, or several processes sharing the streams on the same clock)."""
     absolute = [x for part in parts for x in part["absolute"]]
@@ -108,12 +169,16 @@ def summarize(parts: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def run_level(port: int, streams: int, tokens: int, processes: int = 1) -> dict[str, float]:
+def run_level(
+    port: int, streams: int, tokens: int, processes: int = 1, loop: str = "asyncio", floor: bool = False
+) -> dict[str, float]:
     """`streams` spread over `processes` worker processes started together."""
     shares = [streams // processes + (1 if i < streams % processes else 0) for i in range(processes)]
+    options = ["--loop", loop, *(["--floor"] if floor else [])]
     workers = [
         subprocess.Popen(
-            [sys.executable, __file__, "--worker", str(share), "--tokens", str(tokens), "--port", str(port)],
+            [sys.executable, __file__, "--worker", str(share), "--tokens", str(tokens), "--port", str(port)]
+            + options,
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -148,12 +213,20 @@ def main() -> None:
     parser.add_argument(
         "--processes", type=int, default=1, help="client processes sharing each level's streams"
     )
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    parser.add_argument("--floor", action="store_true", help="the do-nothing reader instead of ctxbench")
     parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
     url = f"http://127.0.0.1:{args.port}"
     if args.worker is not None:
-        print(json.dumps(asyncio.run(_run(url, args.worker, args.tokens))))
+        work = (_floor if args.floor else _run)(url, args.worker, args.tokens)
+        if args.loop == "uvloop":
+            import uvloop
+
+            print(json.dumps(uvloop.run(work)))
+        else:
+            print(json.dumps(asyncio.run(work)))
         return
     server = start_server(args.port, args.rate)
     rows = {}
@@ -161,7 +234,8 @@ def main() -> None:
         print(
             f"reference server: {args.rate:.0f} events/s a stream, 1 token an event, {args.tokens} events a "
             "stream; "
-            f"{args.processes} client process(es)"
+            f"{args.processes} client process(es), {args.loop} loop, "
+            + ("the do-nothing reader" if args.floor else "ctxbench's client")
         )
         print(
             f"{'streams':>7} {'offered/s':>10} {'got/s':>9} {'cpu s':>6} {'RSS MB':>7} {'err p50':>8} "
@@ -169,7 +243,7 @@ def main() -> None:
             f"{'max':>7} {'rel p99':>8} {'ttft err p50':>12} {'p99':>7}   (ms)"
         )
         for streams in (int(s) for s in args.streams.split(",")):
-            row = run_level(args.port, streams, args.tokens, args.processes)
+            row = run_level(args.port, streams, args.tokens, args.processes, args.loop, args.floor)
             rows[streams] = row
             print(
                 f"{streams:>7} {streams * args.rate:>10.0f} {row['events_per_s']:>9.0f} {row['cpu_s']:>6.1f} "

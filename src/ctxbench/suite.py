@@ -8,7 +8,6 @@ this once per deployment; the demo and the GPU validation are settings of it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime as dt
 import json
@@ -17,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from . import __version__, event_loop
 from .checks.capacity import run_capacity
 from .checks.needle import run_needle
 from .checks.probe import probe_request_count, run_probe
@@ -148,6 +147,7 @@ def run_suite(
         "repeat": repeat,
         "gpu_telemetry": {"file": TELEMETRY_FILE, "interval_s": telemetry_interval_s},
         "model_shape": gguf_shape(Path(plan.model)) if plan.model.endswith(".gguf") else None,
+        "event_loop": event_loop.name(),
         **(extra_manifest or {}),
     }
     on_status(
@@ -363,5 +363,5 @@ def _run_checks(
                         on_request=lambda _: on_request_done(),
                     )
 
-    asyncio.run(run_all())
+    event_loop.run(run_all())
     snapshot("run", "after")

@@ -30,7 +30,17 @@ STAGES: list[tuple[str, ...]] = [
         "config",
         "text",
     ),
-    ("transport", "gc_pause", "client", "metrics", "arrivals", "decode_stall", "router", "telemetry"),
+    (
+        "transport",
+        "gc_pause",
+        "event_loop",
+        "client",
+        "metrics",
+        "arrivals",
+        "decode_stall",
+        "router",
+        "telemetry",
+    ),
     ("engines", "results.store", "results.ramp_table"),
     ("checks", "audits"),
     # A run's own report reads its directory back, like the evidence does; the suite writes it as a run ends.

@@ -77,3 +77,15 @@ def test_a_template_without_special_tokens_remembers_nothing() -> None:
     plain.remember(first.messages, 1)
     follow = (*first.messages, {"role": "assistant", "content": "Yes."}, {"role": "user", "content": "More?"})
     assert plain.count_chat(follow) == whole(plain, follow)
+
+
+def test_a_counter_travels_to_a_client_process_without_its_prompts() -> None:
+    import pickle
+
+    counter = counters()[0]
+    pool = UnitPool.generated(counter, units=512)
+    first = build_haystack(pool, 2000, 4, depth=0.5)
+    counter.remember(first.messages, 2000)
+    copy = pickle.loads(pickle.dumps(counter))
+    assert copy._memo.markers == counter._memo.markers and copy._memo._entries == []
+    assert copy.count_chat(first.messages) == 2000

@@ -15,6 +15,7 @@ import pickle
 import sys
 from pathlib import Path
 
+from .. import event_loop
 from ..records import RequestRecord
 from ..results.store import RunDir
 from .throughput import READY, WorkerJob, make_client, run_user
@@ -53,7 +54,7 @@ def main() -> None:
     job = pickle.load(sys.stdin.buffer)
     if not isinstance(job, WorkerJob):
         raise SystemExit("ctxbench.checks.throughput_worker is started by the many-users check, not by hand")
-    asyncio.run(_work(job))
+    event_loop.run(_work(job))
 
 
 if __name__ == "__main__":

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from .. import event_loop
 from ..checks.probe import probe_request_count, run_probe
 from ..client import Client
 from ..errors import CtxbenchError
@@ -65,7 +65,7 @@ def probe(
             async with Client(url, model) as client:
                 return await run_probe(client, spec, run, lambda _: progress.advance(task))
 
-    records = asyncio.run(main())
+    records = event_loop.run(main())
     _print_records(records)
     (run.path / "report.md").write_text(run_report(run))
     console.print(f"records: {run.requests_path}\nreport:  {run.path / 'report.md'}")
@@ -101,7 +101,7 @@ def capacity(
                 await run_capacity(client, pool, stated, CapacityParams(), run, (campaign, url, run.run_id))
 
     try:
-        asyncio.run(main())
+        event_loop.run(main())
     finally:
         counter.close()
     _finish(run, results)
@@ -184,7 +184,7 @@ def needle(
                 await run_needle(client, pool, spec, run, scope, stated.tokens, done, force=force)
 
     try:
-        asyncio.run(main())
+        event_loop.run(main())
     finally:
         counter.close()
     console.print(f"niah.log: {run.path / 'niah.log'}")
@@ -291,7 +291,7 @@ def ramp(
                 )
 
     try:
-        asyncio.run(main())
+        event_loop.run(main())
     finally:
         counter.close()
     console.print(f"table: {results / RAMP_TABLE}")
@@ -370,7 +370,7 @@ def quality(
                     client, spec, run, results, deployment=name, on_sample=lambda _: progress.advance(task)
                 )
 
-    line = asyncio.run(main())
+    line = event_loop.run(main())
     for scoring in ("strict", "flexible"):
         figures = line[scoring]
         accuracy = (

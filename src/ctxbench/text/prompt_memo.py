@@ -64,6 +64,13 @@ class PromptMemo:
         self._entries: list[tuple[str, int]] = []
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, tuple[str, ...]]:
+        """Pickled (a counter sent to a client process): its markers, no prompts and no lock."""
+        return {"markers": self.markers}
+
+    def __setstate__(self, state: dict[str, tuple[str, ...]]) -> None:
+        self.__init__(state["markers"])  # type: ignore[misc]
+
     def count(self, prompt: str, count_text: Callable[[str], int]) -> int:
         """`prompt`'s count, from the remembered prompt it shares the longest split prefix with, if any."""
         with self._lock:
