@@ -212,7 +212,9 @@ def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -
         f"campaign {campaign.campaign.name}: price ${campaign.campaign.price_per_gpu_hour:.2f}/GPU-hour, "
         f"results in {results or campaign.campaign.results}"
     ]
-    for deployment in campaign.select(names):
+    selected = campaign.select(names)
+    present = available_gpus() if any(d.gpus for d in selected) else None
+    for deployment in selected:
         plan = plan_deployment(deployment, resolve=False)
         checks = campaign.checks_for(deployment)
         ran = [name for name, spec in checks.model_dump().items() if spec is not None]
@@ -236,6 +238,10 @@ def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -
         for name in ran:
             lines.append(f"    {name}: {json.dumps(parameters[name])}")
         lines += [f"  warning: {warning}" for warning in fit_warnings(deployment, checks)]
+        try:
+            check_gpus(campaign, [deployment], present)
+        except CampaignFileError as exc:
+            lines.append(f"  warning: {exc} (a run refuses it)")
     for pair in campaign.compare:
         lines.append(f"\ncompare {pair.a} with {pair.b}" + (f": {pair.question}" if pair.question else ""))
     return lines

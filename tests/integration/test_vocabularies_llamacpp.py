@@ -252,3 +252,15 @@ parallel = 2
     assert ("no long-context verdict: fails at the short control" in report) == missed
     if missed:
         assert not any(reason.startswith("one-shot retrieval") for reason in row.reasons)
+
+
+def test_a_campaign_whose_evidence_failed_says_so_and_exits_1(tmp_path: Path) -> None:
+    path = campaign_with_template(tmp_path, "")
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxbench", "run", str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = " ".join(done.stdout.split())  # the console wraps long lines
+    assert "verdict: FAILED" in out
+    assert "- 1 prompt(s) were not what was planned, first: server counted " in out
+    assert "1 requests, 1 failed" in out and "over-limit" not in out  # no capacity check: no probe to excuse

@@ -194,3 +194,21 @@ def test_the_dry_run_says_when_a_named_tokenizer_cannot_be_read(tmp_path: Path) 
     campaign = load_campaign(path, check_paths=False)
     (deployment,) = campaign.deployments
     assert describe_counter(deployment, "unused").startswith("CANNOT BE READ: no tokenizer.json at ")
+
+
+def test_the_dry_run_says_when_a_listed_gpu_is_not_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctxbench.campaign
+
+    path = tmp_path / "gpus.toml"
+    path.write_text(CAMPAIGN.format(results=tmp_path / "r", tokenizer="server") + "gpus = [0, 1]\n")
+    monkeypatch.setattr(ctxbench.campaign, "available_gpus", lambda: 1)
+    lines = dry_run(load_campaign(path), [])
+    assert any(
+        line.startswith(
+            "  warning: deployments[0].gpus (small-slots): GPU 1 is not present; this machine shows 1"
+        )
+        and line.endswith("(a run refuses it)")
+        for line in lines
+    ), lines
