@@ -69,3 +69,16 @@ def test_a_conversation_may_reuse_its_own_history_but_not_more(tmp_path: Path) -
     leak = [own[0], rec("t2", "ramp", 2000, 1900, 100, turn="2", **turn)]
     (finding,) = audit_run(run_of(tmp_path / "b", *leak)).findings
     assert finding.kind == "reuse_beyond_history" and finding.request_id == "t2"
+
+
+def test_a_resumed_run_whose_first_fresh_prompt_met_a_cold_server_has_no_findings(tmp_path: Path) -> None:
+    # After a resume the first prompt finds nothing cached and the rest find the chat template (30 tokens
+    # here, as SmolLM2's system prompt gives): held to the smallest reported, all were "hits" (issue 39).
+    resumed = [
+        rec(f"fresh{i}-a2", "needle", 8000, 0 if i == 0 else 30, 1000 + 10 * i, template_tokens="28")
+        for i in range(4)
+    ]
+    assert audit_run(run_of(tmp_path, *resumed)).findings == ()
+    unlabelled = [rec(r.request_id, "needle", 8000, r.usage.cached_tokens, 1000) for r in resumed]  # type: ignore[union-attr]
+    old = audit_run(run_of(tmp_path / "old", *unlabelled)).findings
+    assert [f.kind for f in old] == ["fresh_cache_hit"] * 3  # what a run without the label still gets

@@ -3,8 +3,10 @@
 The seed's campaign got "250K" prompts back in under a second because a random seed was reused. This
 audit reads a run's files alone and applies four tests:
 
-1. Reported hits on fresh prompts (capacity, needle): `cached_tokens` beyond the smallest any fresh prompt
-   of the run reported (the chat template's opening, shared by all) plus a slack.
+1. Reported hits on fresh prompts (capacity, needle): `cached_tokens` beyond the chat template around an
+   empty message (`labels.template_tokens`, counted when the prompt was built: all fresh prompts can share)
+   plus a slack. Runs recorded before that label take the smallest any fresh prompt reported, which a resume
+   broke: its first prompt met a cold server (0 cached) and every later one was called a hit.
 2. Too fast to be a prefill: each fresh prompt's implied prefill rate, (prompt - reported cached) / its
    prefill time (the engine's own prompt time where it states one, else the TTFT), against the run's median;
    a prompt more than `too_fast_factor` times faster was served from somewhere
@@ -79,7 +81,8 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
     records = [r for r in run.records() if r.ok]
     fresh = [r for r in records if r.labels.get("check") in FRESH_CHECKS]
     findings: list[Finding] = []
-    template = min((metrics.cached_tokens(r) or 0 for r in fresh), default=0)
+    declared = [int(r.labels["template_tokens"]) for r in fresh if r.labels.get("template_tokens")]
+    template = max(declared) if declared else min((metrics.cached_tokens(r) or 0 for r in fresh), default=0)
     for record in fresh:
         cached = metrics.cached_tokens(record) or 0
         if cached > template + SHARED_PREFIX_SLACK:

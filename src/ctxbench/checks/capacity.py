@@ -14,7 +14,7 @@ from ..engines.limits import ContextLimit
 from ..params import CapacityParams
 from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
-from ..text.haystack import UnitPool, build_haystack, request_seed
+from ..text.haystack import UnitPool, build_haystack, request_seed, template_tokens
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,18 @@ async def run_capacity(
 ) -> CapacityResult:
     """Send one fresh prompt just under the limit and one over it; write `capacity.json`."""
     target = limit.tokens - params.output_tokens - params.margin_tokens
+    template = str(template_tokens(pool.counter))
     near = build_haystack(pool, target, request_seed(*seed_scope, "capacity", 0))
     near_record = await client.chat(
         near.messages,
         max_tokens=params.output_tokens,
         request_id=run.request_id("capacity-near"),
-        labels={"check": "capacity", "prompt": "near_limit", "planned_tokens": str(near.planned_tokens)},
+        labels={
+            "check": "capacity",
+            "prompt": "near_limit",
+            "planned_tokens": str(near.planned_tokens),
+            "template_tokens": template,
+        },
         extra_body={"temperature": 0.0},
     )
     run.append(near_record)

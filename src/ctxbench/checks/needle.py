@@ -20,7 +20,7 @@ from ..client import Client
 from ..params import NeedleParams
 from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
-from ..text.haystack import Haystack, UnitPool, build_haystack, request_seed
+from ..text.haystack import Haystack, UnitPool, build_haystack, request_seed, template_tokens
 
 # Tokens two fresh prompts may share: the chat template's opening plus the first bytes of the header.
 SHARED_PREFIX_SLACK = 8
@@ -104,7 +104,8 @@ async def run_needle(
 
     `force` sends lengths over the server's limit too; `reuse_seed` gives every prompt the same seed (only to
     show what the cache audit catches)."""
-    allowance = pool.counter.count_chat([{"role": "user", "content": ""}]) + SHARED_PREFIX_SLACK
+    template = template_tokens(pool.counter)
+    allowance = template + SHARED_PREFIX_SLACK
     trials: list[NeedleTrial] = []
     control = params.control_length()
     grid = [(control, depth, True) for depth in params.depths] if control else []
@@ -147,6 +148,7 @@ async def run_needle(
                         "length": str(length),
                         "depth": f"{depth:.2f}",
                         "planned_tokens": str(haystack.planned_tokens),
+                        "template_tokens": str(template),
                         **({"control": "1"} if is_control else {}),
                     },
                     extra_body={"temperature": 0.0},
