@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TokenizerError
-from .tokens import ANCHOR, HfTokenCounter, Message, memo_for, render_template
+from .tokens import ANCHOR, HfTokenCounter, TemplatedCounter, memo_for
 
 # GGUF token types (gguf.TokenType), the same numbers as sentencepiece's piece types.
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -100,7 +100,7 @@ def _bpe_counter(vocabulary: GgufVocabulary) -> HfTokenCounter:
     )
 
 
-class SentencePieceCounter:
+class SentencePieceCounter(TemplatedCounter):
     """A GGUF's SentencePiece vocabulary, counted by the `sentencepiece` library as llama.cpp counts it."""
 
     def __init__(self, vocabulary: GgufVocabulary) -> None:
@@ -138,26 +138,6 @@ class SentencePieceCounter:
 
     def _raw(self, texts: Sequence[str]) -> list[int]:
         return [len(ids) for ids in self._processor.encode(list(texts))]
-
-    def count_chat(self, messages: Sequence[Message]) -> int:
-        bos, prompt = self.rendered(messages)
-        return bos + self._memo.count(prompt, self.count_rendered)
-
-    def remember(self, messages: Sequence[Message], tokens: int) -> None:
-        bos, prompt = self.rendered(messages)
-        self._memo.remember(prompt, tokens - bos)
-
-    def rendered(self, messages: Sequence[Message]) -> tuple[int, str]:
-        """(the BOS llama.cpp adds, 1 or 0; the prompt as the template renders it, less its own BOS)."""
-        if not self.chat_template:
-            raise TokenizerError(
-                f"{self.source} has no chat template; count with the server's tokenizer instead "
-                '(tokenizer = "server", or --tokenizer server).'
-            )
-        prompt = render_template(self.chat_template, messages, self._special)
-        if self._leading_bos is not None:
-            return 1, prompt.removeprefix(self._leading_bos)
-        return 0, prompt
 
     def count_rendered(self, prompt: str) -> int:
         """A rendered prompt's tokens: special tokens one each, the text between them with llama.cpp's space

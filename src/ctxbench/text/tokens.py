@@ -75,7 +75,41 @@ def _compiled(template: str) -> Any:
     return env.from_string(template)
 
 
-class HfTokenCounter:
+class TemplatedCounter:
+    """A local counter that renders the chat template itself (a Hugging Face tokenizer, a GGUF's
+    SentencePiece vocabulary): chat counts through the prompt memo; subclasses count a rendered prompt."""
+
+    source: str
+    chat_template: str | None
+    _special: dict[str, str]
+    _leading_bos: str | None  # the BOS text a server puts before every chat prompt (add_bos_token)
+    _memo: PromptMemo
+
+    def count_rendered(self, prompt: str) -> int:
+        raise NotImplementedError
+
+    def count_chat(self, messages: Sequence[Message]) -> int:
+        bos, prompt = self.rendered(messages)
+        return bos + self._memo.count(prompt, self.count_rendered)
+
+    def remember(self, messages: Sequence[Message], tokens: int) -> None:
+        bos, prompt = self.rendered(messages)
+        self._memo.remember(prompt, tokens - bos)
+
+    def rendered(self, messages: Sequence[Message]) -> tuple[int, str]:
+        """(BOS tokens the server adds, the prompt as the template renders it, without that BOS)."""
+        if not self.chat_template:
+            raise TokenizerError(
+                f"{self.source} has no chat template; count with the server's tokenizer instead "
+                '(tokenizer = "server", or --tokenizer server).'
+            )
+        prompt = render_template(self.chat_template, messages, self._special)
+        if self._leading_bos is not None:
+            return 1, prompt.removeprefix(self._leading_bos)
+        return 0, prompt
+
+
+class HfTokenCounter(TemplatedCounter):
     """A `tokenizers.Tokenizer` plus a jinja chat template (from `tokenizer_config.json` or given)."""
 
     def __init__(
@@ -129,25 +163,6 @@ class HfTokenCounter:
         encodings = self._tokenizer.encode_batch([ANCHOR + t for t in texts], add_special_tokens=False)
         return [len(e.ids) - self._anchor for e in encodings]
 
-    def count_chat(self, messages: Sequence[Message]) -> int:
-        bos, prompt = self.rendered(messages)
-        return bos + self._memo.count(prompt, self.count_rendered)
-
-    def remember(self, messages: Sequence[Message], tokens: int) -> None:
-        bos, prompt = self.rendered(messages)
-        self._memo.remember(prompt, tokens - bos)
-
-    def rendered(self, messages: Sequence[Message]) -> tuple[int, str]:
-        """(BOS tokens the server adds, the prompt as the template renders it, without that BOS)."""
-        if not self.chat_template:
-            raise TokenizerError(
-                f"{self.source} has no chat template; count with the server's tokenizer instead."
-            )
-        prompt = render_template(self.chat_template, messages, self._special)
-        if self._leading_bos is not None:
-            return 1, prompt.removeprefix(self._leading_bos)
-        return 0, prompt
-
     def count_rendered(self, prompt: str) -> int:
         """A rendered prompt's tokens, special tokens matched."""
         # encode_batch, not encode: it lets go of the GIL while it counts, so a ramp turn whose 1M-token
@@ -155,15 +170,7 @@ class HfTokenCounter:
         return len(self._tokenizer.encode_batch([prompt], add_special_tokens=False)[0].ids)
 
 
-class _Renders(Protocol):
-    chat_template: str | None
-
-    def rendered(self, messages: Sequence[Message]) -> tuple[int, str]: ...
-
-    def count_rendered(self, prompt: str) -> int: ...
-
-
-def memo_for(counter: _Renders, specials: Sequence[str]) -> PromptMemo:
+def memo_for(counter: TemplatedCounter, specials: Sequence[str]) -> PromptMemo:
     """The counter's memo of planned prompts, split at the special tokens its template writes (none: a
     template that cannot render the probe, or no special token to split at, and every prompt counts whole)."""
     if not counter.chat_template:
