@@ -35,6 +35,16 @@ _PROMPT_PATTERNS = (
 )
 
 
+def not_a_stream(content_type: str, body: bytes) -> RequestError:
+    """A 200 answer that is not an event stream (an HTML page from a proxy, a JSON answer that ignored
+    `stream`): nothing in it can be timed, so it is a failed request naming what came."""
+    text = " ".join(body.decode("utf-8", errors="replace").split())
+    return RequestError(
+        kind="http_status",
+        message=f"HTTP 200 with Content-Type {content_type}, not text/event-stream: {text[:300]}",
+    )
+
+
 def http_error(status: int, body: bytes, retry_after: str | None = None) -> RequestError:
     """Classify a non-200 answer; over-limit rejections become `context_limit` with the limit. A server's
     `Retry-After` (429, 503) is kept in the message: ctxbench records it and does not retry on its own."""

@@ -41,6 +41,7 @@ class Outcome:
     status: Status | Literal["skipped"]
     run_id: str | None = None
     error: str | None = None
+    exit_code: int = 1  # the error's (errors.py): 3 when the deployment could not be reached
 
 
 def state_path(campaign: Campaign, results: Path) -> Path:
@@ -375,6 +376,6 @@ def run_deployment(
     except CtxbenchError as exc:
         write_state(state_line(deployment.name, "failed", run_id, str(exc)[-4000:], repeat=repeat))
         on_status(f"{deployment.name}: FAILED: {str(exc).splitlines()[0]}")
-        return Outcome(deployment.name, "failed", run_id, str(exc))
+        return Outcome(deployment.name, "failed", run_id, str(exc), exc.exit_code)
     write_state(state_line(deployment.name, "done", run.run_id, repeat=repeat))
     return Outcome(deployment.name, "done", run.run_id)

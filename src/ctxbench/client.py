@@ -18,7 +18,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import TypeAdapter
 
-from .answers import closing_event, http_error, token_of, unplanned_prompt, usage_of
+from .answers import closing_event, http_error, not_a_stream, token_of, unplanned_prompt, usage_of
 from .gc_pause import NO_FULL_COLLECTIONS
 from .records import Chunk, RequestError, RequestRecord, Usage
 from .request_json import RequestJson
@@ -70,6 +70,7 @@ class Client:
         timeouts: Timeouts | None = None,
         api_key: str | None = None,
         transport_factory: TransportFactory = _default_transport,
+        on_interrupted: Callable[[RequestRecord], None] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -78,6 +79,7 @@ class Client:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._transport_factory = transport_factory
+        self.on_interrupted = on_interrupted  # given the record of a request cancelled in flight (Ctrl-C)
         self._api_key = api_key
         self._json = RequestJson()
         self._http = self._new_http()
@@ -200,6 +202,12 @@ class Client:
             outcome.fail("connect", f"cannot send to {attempt.url}: {exc}")
         except httpx.TransportError as exc:  # read, write, protocol, close, decoding: the answer broke off
             outcome.fail("disconnected", f"{type(exc).__name__}: {exc}")
+        except asyncio.CancelledError:  # ctxbench is stopping (Ctrl-C): what was in flight is recorded
+            outcome.fail("interrupted", "ctxbench was stopped before the answer ended (Ctrl-C)")
+            outcome.end_ns = perf_counter_ns()
+            if self.on_interrupted is not None:
+                self.on_interrupted(outcome.record())
+            raise
         outcome.end_ns = outcome.end_ns or perf_counter_ns()
         return outcome
 
@@ -274,6 +282,11 @@ class _Outcome:
                 body = await response.aread()
                 self.end_ns = perf_counter_ns()
                 self.error = http_error(response.status_code, body, response.headers.get("retry-after"))
+                return
+            content_type = response.headers.get("content-type", "")
+            if content_type and not content_type.lower().startswith("text/event-stream"):
+                self.error = not_a_stream(content_type, await response.aread())
+                self.end_ns = perf_counter_ns()
                 return
             decoder = SseDecoder()
             stamped: StampedBody | None = response.extensions.get(STAMPED)

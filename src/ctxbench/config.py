@@ -165,6 +165,9 @@ class ExternalDeployment(_Deployment):
     engine: Literal["external"]
     urls: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(min_length=1, max_length=64)
     model: str | None = None
+    # The context limit a request may hold, for a server that states none on /v1/models, /props or
+    # /get_model_info (the capacity and needle checks need one; the others run without).
+    limit_tokens: Tokens | None = None
 
     @model_validator(mode="after")
     def _one_replica_per_url(self) -> ExternalDeployment:

@@ -27,6 +27,7 @@ ErrorKind = Literal[
     "stream_error",  # the server sent an error event inside a 200 stream
     "incomplete",  # the stream ended cleanly but without a finish reason or [DONE]
     "prompt_not_planned",  # answered, but the server counted a prompt far from the one planned
+    "interrupted",  # still in flight when ctxbench was stopped (Ctrl-C): the answer never ended
 ]
 
 
@@ -94,6 +95,23 @@ class RequestRecord(_Frozen):
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def failed_a_check(self) -> bool:
+        """Failed, and a check needed it: not the capacity check's over-limit prompt rejected as over the
+        limit (as it should be), not a request cut off by an interrupt (a resumed run sends it again)."""
+        if self.error is None or self.error.kind == "interrupted":
+            return False
+        return not self.rejected_as_over_limit
+
+    @property
+    def rejected_as_over_limit(self) -> bool:
+        """The capacity check's over-limit prompt, refused as over the limit: what it was sent for."""
+        return (
+            self.labels.get("prompt") == "over_limit"
+            and self.error is not None
+            and (self.error.kind == "context_limit")
+        )
 
     @property
     def text(self) -> str:

@@ -29,9 +29,10 @@ from .client import Client
 from .engines.build import LLAMACPP_SDIST_VERSION
 from .engines.chat_template import TEMPLATE_FILE, compare_with_counter, template_warnings
 from .engines.deployment import ENGINE_NAMES, DeploymentPlan, Running, merged_samples
-from .engines.limits import ContextLimit, read_context_limit
+from .engines.limits import ContextLimit, ContextLimitUnstated, read_context_limit
 from .engines.llamacpp import LlamaServerConfig
 from .engines.models import gguf_shape
+from .engines.server import EngineDied
 from .errors import CtxbenchError
 from .params import CHECK_NAMES, Checks, TraceParams
 from .report.run_report import run_report
@@ -70,6 +71,21 @@ def longest_prompt(checks: Checks, limit_tokens: int) -> int:
     lengths += [checks.throughput.prompt_tokens] if checks.throughput else []
     lengths += [checks.returning.context] if checks.returning else []
     return max(lengths, default=1024)
+
+
+def _context_limit(plan: DeploymentPlan, running: Running, checks: Checks) -> ContextLimit | None:
+    """The limit a request may hold: the campaign file's `limit_tokens`, else what the server states; a
+    server that states none is refused only where a check needs the limit (capacity, needle)."""
+    if plan.limit_tokens is not None:
+        return ContextLimit(plan.limit_tokens, "limit_tokens in the campaign file")
+    try:
+        return read_context_limit(
+            running.base_urls[0], api_key=running.api_key, fix="limit_tokens = N in the deployment's table"
+        )
+    except ContextLimitUnstated:
+        if checks.capacity or checks.needle:
+            raise
+        return None
 
 
 def utc_now() -> str:
@@ -157,7 +173,7 @@ def run_suite(
     made = None  # a counter made here (the server's, say) is closed here
     try:
         with Running(plan, run.path) as running:
-            limit = read_context_limit(running.base_urls[0], api_key=running.api_key)
+            limit = _context_limit(plan, running, checks)
             if callable(counter):  # a counter that needs the server (its /tokenize) is made now
                 counter = made = counter(running.base_urls[0])
                 manifest["tokenizer"] = counter.source
@@ -168,7 +184,11 @@ def run_suite(
                 (run.path / TEMPLATE_FILE).write_text(template)
             for warning in template_warnings(manifest["chat_template"]):
                 on_status(f"warning: {warning}")
-            manifest["engine"] = {**running.describe(), "context_limit_per_slot": limit.tokens}
+            manifest["engine"] = {
+                **running.describe(),
+                "context_limit_per_slot": limit.tokens if limit else None,
+                **({"context_limit_source": limit.source} if limit else {}),
+            }
             if plan.engine == "llamacpp":
                 manifest["engine"]["source"] = (
                     f"llama-cpp-python=={LLAMACPP_SDIST_VERSION} sdist, vendor/llama.cpp"
@@ -177,7 +197,7 @@ def run_suite(
             cold = manifest["engine"]["cold_start_s"]
             on_status(
                 f"ready{f' in {cold:.1f} s' if cold else ''} at {', '.join(running.base_urls)}; "
-                f"limit {limit.tokens} tokens a request"
+                + (f"limit {limit.tokens} tokens a request" if limit else "no context limit stated")
             )
             sampled = [g for gpus in plan.replica_gpus for g in gpus]
             with GpuSampler(
@@ -201,6 +221,8 @@ def run_suite(
                 )
     except CtxbenchError as exc:  # the engine did not start, or died mid-check: the run says so
         manifest["failed"] = {"error": str(exc), "at": utc_now()}
+        if isinstance(exc, EngineDied) and exc.during:
+            manifest["failed"]["during"] = exc.during
         raise
     finally:
         if made is not None:
@@ -215,7 +237,7 @@ def run_suite(
 def _run_checks(
     running: Running,
     plan: DeploymentPlan,
-    limit: ContextLimit,
+    limit: ContextLimit | None,
     counter: TokenCounter,
     checks: Checks,
     run: RunDir,
@@ -235,10 +257,11 @@ def _run_checks(
             run.write_metrics_snapshot(phase, merged_samples(per_replica))
 
     snapshot("run", "before")
+    stated = limit.tokens if limit else 0  # 0: none stated; capacity and needle never run without one
     needle = checks.needle
     if needle is not None and not needle.lengths:  # no lengths: the server's limit, less the reply
-        needle = needle.model_copy(update={"lengths": [limit.tokens - needle.max_tokens - 16]})
-    pool = pool_for(counter, max([longest_prompt(checks, limit.tokens), *(needle.lengths if needle else ())]))
+        needle = needle.model_copy(update={"lengths": [stated - needle.max_tokens - 16]})
+    pool = pool_for(counter, max([longest_prompt(checks, stated), *(needle.lengths if needle else ())]))
 
     @contextlib.contextmanager
     def watched(name: str) -> Iterator[None]:
@@ -248,11 +271,18 @@ def _run_checks(
             yield
         finally:
             sampler.check = BETWEEN_CHECKS
-        running.check_alive()  # an engine that died mid-check fails the deployment here, log tail included
+        try:
+            running.check_alive()  # an engine that died mid-check fails the deployment, log tail included
+        except EngineDied as died:
+            died.during = name  # its result says nothing of the claim: the report names the death instead
+            raise
         snapshot(name, "after")
 
     async def run_all() -> None:
-        clients = [Client(url, plan.served, api_key=running.api_key) for url in running.base_urls]
+        clients = [
+            Client(url, plan.served, api_key=running.api_key, on_interrupted=run.append)
+            for url in running.base_urls
+        ]
         client = clients[0] if len(clients) == 1 else Router(clients)
         async with client:
             if checks.probe and "probe" not in skip:
@@ -260,7 +290,7 @@ def _run_checks(
                     await run_probe(client, checks.probe, run, lambda _: on_request_done())  # type: ignore[arg-type]
                 run.mark_completed("probe")
             if checks.capacity and "capacity" not in skip:
-                on_status(f"claim 1: capacity near the {limit.tokens}-token limit, and one prompt over it")
+                on_status(f"claim 1: capacity near the {stated}-token limit, and one prompt over it")
                 with watched("capacity"):
                     await run_capacity(client, pool, limit, checks.capacity, run, scope)  # type: ignore[arg-type]
                 run.mark_completed("capacity")
@@ -275,7 +305,7 @@ def _run_checks(
                         needle,
                         run,
                         scope,
-                        limit.tokens,  # type: ignore[arg-type]
+                        stated,  # type: ignore[arg-type]
                         on_trial=lambda _: on_request_done(),
                     )
                 run.mark_completed("needle")

@@ -10,13 +10,11 @@ import typer
 from ..config import (
     DEFAULT_PRICE_PER_GPU_HOUR,
 )
-from ..errors import CtxbenchError, UsageError
-from ..records import RequestRecord
+from ..errors import EXIT_FAILED, EXIT_UNREACHABLE, CtxbenchError, UsageError
 from ..report.counters import reported_text
-from ..report.run_report import claims_summary, run_report
-from ..results.evidence import evidence_row
+from ..report.run_report import run_report
 from ..results.store import RunDir
-from .common import ResultsOption, _fail, _progress, app, console
+from .common import ResultsOption, _fail, _progress, app, console, print_verdict, say
 
 
 @app.command()
@@ -111,42 +109,20 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray
             raise _fail(exc) from exc
     verdicts = []
     for outcome in outcomes:
-        if outcome.run_id:
-            run = RunDir(results / "runs" / outcome.run_id)
-            if (run.path / "manifest.json").exists():
-                console.print(
-                    f"\n{outcome.deployment}: {outcome.status}; {_requests_line(list(run.records()))}",
-                    highlight=False,
-                    markup=False,
-                )
-                (run.path / "report.md").write_text(run_report(run))
-                for line in claims_summary(run):
-                    console.print(line, highlight=False, markup=False)
-                row = evidence_row(results, run)
-                verdicts.append(row.status)
-                console.print(f"verdict: {row.status.upper()}", highlight=False, markup=False)
-                for reason in row.reasons:
-                    console.print(f"  - {reason}", highlight=False, markup=False, soft_wrap=True)
-                console.print(f"run report: {run.path / 'report.md'}", highlight=False, markup=False)
+        run = RunDir(results / "runs" / outcome.run_id) if outcome.run_id else None
+        if run is not None and (run.path / "manifest.json").exists():
+            say(f"\n{outcome.deployment}: {outcome.status}")
+            (run.path / "report.md").write_text(run_report(run))
+            verdicts.append(print_verdict(run, results))
+            say(f"run report: {run.path / 'report.md'}")
         else:
-            console.print(
-                f"\n{outcome.deployment}: {outcome.status}" + (f": {outcome.error}" if outcome.error else ""),
-                highlight=False,
-                markup=False,
-            )
+            say(f"\n{outcome.deployment}: {outcome.status}" + (f": {outcome.error}" if outcome.error else ""))
     markdown_path, html_path = write_campaign_report(results)  # each run at the price its manifest recorded
-    console.print(f"evidence:   {markdown_path}\n            {html_path}")
+    say(f"evidence:   {markdown_path}\n            {html_path}")
+    if outcomes and all(o.status == "failed" and o.exit_code == EXIT_UNREACHABLE for o in outcomes):
+        raise typer.Exit(code=EXIT_UNREACHABLE)  # no deployment could be reached: nothing was measured
     if any(o.status == "failed" for o in outcomes) or "failed" in verdicts:
-        raise typer.Exit(code=1)  # a deployment failed, or its evidence did (docs/validation.md)
-
-
-def _requests_line(records: list[RequestRecord]) -> str:
-    """How many requests went and failed; the capacity check's over-limit prompt, meant to be rejected, is
-    not a failure, and is said only where there was one."""
-    probes = [r for r in records if r.labels.get("prompt") == "over_limit"]
-    failed = sum(1 for r in records if not r.ok and r not in probes)
-    refused = " (and the capacity check's over-limit prompt, rejected as it should be)" if probes else ""
-    return f"{len(records) - len(probes)} requests, {failed} failed{refused}"
+        raise typer.Exit(code=EXIT_FAILED)  # a deployment failed, or its evidence did (docs/validation.md)
 
 
 @app.command()

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from .. import __version__
 from ..errors import (
@@ -130,9 +131,8 @@ def _listed(text: str, flag: str) -> list[str]:
 
 
 def _report(exc: BaseException) -> None:
-    errors.print(f"[bold red]error:[/] {exc}")
-    if _debug:
-        errors.print("".join(traceback.format_exception(exc)), markup=False)
+    _error(str(exc))
+    _traceback(exc)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,31 +144,40 @@ def main(argv: list[str] | None = None) -> int:
         exc.show()
         return exc.exit_code
     except (KeyboardInterrupt, typer.Abort):
-        errors.print(
-            "[bold red]error:[/] interrupted; what was measured is written (rerun the same command "
-            "to resume a campaign)"
-        )
-        return EXIT_INTERRUPTED
+        code = EXIT_INTERRUPTED
     except CtxbenchError as exc:
         _report(exc)
         return exc.exit_code
     except OSError as exc:  # the machine, not ctxbench: a full disk, a path that vanished, no permission
-        errors.print(
-            f"[bold red]error:[/] {exc.filename or 'a file'}: {exc.strerror or exc} (a path ctxbench "
-            "reads or writes: check --results and the paths given)"
+        _error(
+            f"{exc.filename or 'a file'}: {exc.strerror or exc} (a path ctxbench reads or writes: check "
+            "--results and the paths given)"
         )
-        if _debug:
-            errors.print("".join(traceback.format_exception(exc)), markup=False)
+        _traceback(exc)
         return EXIT_FAILED
     except Exception as exc:  # noqa: BLE001 - the boundary: anything else is a ctxbench bug, said as one
-        errors.print(
-            f"[bold red]error:[/] internal error ({type(exc).__name__}: {exc}): a ctxbench bug; "
-            "rerun with --debug for the traceback and report it"
+        _error(
+            f"internal error ({type(exc).__name__}: {exc}): a ctxbench bug; rerun with --debug for the "
+            "traceback and report it"
         )
-        if _debug:
-            errors.print("".join(traceback.format_exception(exc)), markup=False)
+        _traceback(exc)
         return EXIT_INTERNAL
+    if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C into Exit(130) before any handler here sees it
+        _error(
+            "interrupted; what was measured is written and requests in flight are recorded as "
+            "interrupted (rerun the same command to resume a campaign)"
+        )
     return code if isinstance(code, int) else 0
+
+
+def _error(message: str) -> None:
+    """`error: message` on stderr; the message is shown as written, never read as markup."""
+    errors.print(Text.assemble(("error:", "bold red"), " ", message))
+
+
+def _traceback(exc: BaseException) -> None:
+    if _debug:
+        errors.print("".join(traceback.format_exception(exc)), markup=False)
 
 
 def entry() -> None:
@@ -217,17 +226,62 @@ def _print_records(records: list[RequestRecord]) -> None:
 
 
 def _finish(run: RunDir, results: Path) -> None:
-    """Rebuild the run's report, print its claims, and rebuild the evidence report of `results`."""
+    """Rebuild the run's report, print its claims and its verdict, rebuild the evidence report of `results`;
+    exit 3 when no request reached the server, 1 when the verdict is FAILED or a request the check needed
+    failed."""
     from ..report.campaign import write_campaign_report
 
     (run.path / "report.md").write_text(run_report(run))
-    for line in claims_summary(run):
-        console.print(line, highlight=False)
+    records = list(run.records())
+    status = print_verdict(run, results)
     markdown_path, html_path = write_campaign_report(results)
-    console.print(
-        f"run report: {run.path / 'report.md'}\nevidence:   {markdown_path}\n            {html_path}"
+    say(f"run report: {run.path / 'report.md'}\nevidence:   {markdown_path}\n            {html_path}")
+    _reached(records, run)
+    failed = needed_failures(records)
+    if failed:
+        first = failed[0].error
+        _error(
+            f"{len(failed)} of {len(records)} request(s) failed, first: "
+            f"{first.kind if first else ''}: {first.message if first else ''} (records: {run.requests_path})"
+        )
+    if failed or status == "failed":
+        raise typer.Exit(code=EXIT_FAILED)
+
+
+def say(line: str) -> None:
+    """One line to stdout as written: no markup read in it, no highlighting, never wrapped mid-path."""
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_verdict(run: RunDir, results: Path) -> str:
+    """The run's claims, its verdict and the verdict's reasons, as the glance and the evidence table state
+    them (docs/validation.md); returns the status."""
+    from ..results.evidence import evidence_row
+
+    say(f"{requests_line(list(run.records()))}")
+    for line in claims_summary(run):
+        say(line)
+    row = evidence_row(results, run)
+    say(f"verdict: {row.status.upper()}")
+    for reason in row.reasons:
+        say(f"  - {reason}")
+    return row.status
+
+
+def needed_failures(records: list[RequestRecord]) -> list[RequestRecord]:
+    return [r for r in records if r.failed_a_check]
+
+
+def requests_line(records: list[RequestRecord]) -> str:
+    """How many requests went and failed; the capacity check's over-limit prompt, rightly rejected, is not a
+    failure, and is said only where there was one."""
+    rejected = sum(1 for r in records if r.rejected_as_over_limit)
+    line = f"{len(records) - rejected} requests, {len(needed_failures(records))} failed"
+    if cut := sum(1 for r in records if r.error is not None and r.error.kind == "interrupted"):
+        line += f", {cut} cut off by an interrupt"
+    return line + (
+        " (and the capacity check's over-limit prompt, rejected as it should be)" if rejected else ""
     )
-    _reached(list(run.records()), run)
 
 
 def _reached(records: list[RequestRecord], run: RunDir) -> None:

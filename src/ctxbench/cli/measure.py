@@ -13,7 +13,6 @@ from ..client import Client
 from ..errors import CtxbenchError
 from ..params import CapacityParams, NeedleParams, ProbeParams, QualityParams, RampParams
 from ..records import RequestRecord
-from ..report.run_report import run_report
 from .common import (
     CampaignOption,
     CorpusOption,
@@ -31,10 +30,10 @@ from .common import (
     _listed,
     _print_records,
     _progress,
-    _reached,
     _validated,
     app,
     console,
+    say,
 )
 
 
@@ -62,14 +61,12 @@ def probe(
     async def main() -> list[RequestRecord]:
         with _progress() as progress:
             task = progress.add_task("requests", total=probe_request_count(spec))
-            async with Client(url, model) as client:
+            async with Client(url, model, on_interrupted=run.append) as client:
                 return await run_probe(client, spec, run, lambda _: progress.advance(task))
 
-    records = event_loop.run(main())
-    _print_records(records)
-    (run.path / "report.md").write_text(run_report(run))
-    console.print(f"records: {run.requests_path}\nreport:  {run.path / 'report.md'}")
-    _reached(records, run)
+    _print_records(event_loop.run(main()))
+    say(f"records: {run.requests_path}")
+    _finish(run, results)
 
 
 @app.command()
@@ -96,7 +93,7 @@ def capacity(
     run = _adhoc_run(results, model, "capacity", deployment=url, model=model, tokenizer=counter.source)
 
     async def main() -> None:
-        async with Client(url, model) as client:
+        async with Client(url, model, on_interrupted=run.append) as client:
             with console.status("sending a prompt near the limit, then one over it"):
                 await run_capacity(client, pool, stated, CapacityParams(), run, (campaign, url, run.run_id))
 
@@ -179,7 +176,7 @@ def needle(
                 progress.console.print(log_line(trial), highlight=False)
                 progress.advance(task)
 
-            async with Client(url, model) as client:
+            async with Client(url, model, on_interrupted=run.append) as client:
                 scope = (campaign, url, run.run_id)
                 await run_needle(client, pool, spec, run, scope, stated.tokens, done, force=force)
 
@@ -278,7 +275,7 @@ def ramp(
                 )
                 progress.advance(task)
 
-            async with Client(url, model) as client:
+            async with Client(url, model, on_interrupted=run.append) as client:
                 await run_ramp(
                     client,
                     pool,
@@ -365,7 +362,7 @@ def quality(
     async def main() -> dict:  # type: ignore[type-arg]
         with _progress() as progress:
             task = progress.add_task("problems", total=samples)
-            async with Client(url, model) as client:
+            async with Client(url, model, on_interrupted=run.append) as client:
                 return await run_quality(
                     client, spec, run, results, deployment=name, on_sample=lambda _: progress.advance(task)
                 )

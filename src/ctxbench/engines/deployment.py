@@ -59,6 +59,7 @@ class DeploymentPlan:
     api_key_env: str | None = None
     compile_cache: Path | None = None
     replica_gpus: tuple[tuple[int, ...], ...] = ()
+    limit_tokens: int | None = None  # an external server's limit from the campaign file (`limit_tokens`)
 
     @property
     def gpu_count(self) -> int:
@@ -114,6 +115,7 @@ def plan_deployment(deployment: Deployment, *, resolve: bool = True) -> Deployme
             urls=tuple(deployment.urls),
             api_key_env=deployment.api_key_env,
             replica_gpus=tuple(tuple(g) for g in deployment.replica_gpus()),
+            limit_tokens=deployment.limit_tokens,
         )
     model = resolve_model(deployment.model, deployment.engine, write=resolve, tiny=deployment.tiny_model)
     specs = []

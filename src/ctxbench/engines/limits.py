@@ -21,7 +21,12 @@ class ContextLimit:
     source: str
 
 
-def _get(http: httpx.Client, url: str) -> Any:
+class ContextLimitUnstated(CtxbenchError):
+    """The server answered, but no endpoint stated a context limit."""
+
+
+def _get(http: httpx.Client, url: str, answers: list[str]) -> Any:
+    """The JSON at `url`, or None; what it answered goes into `answers` (status, type, the body's start)."""
     try:
         response = http.get(url)
     except (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.ConnectTimeout) as exc:
@@ -29,8 +34,11 @@ def _get(http: httpx.Client, url: str) -> Any:
             f"cannot reach {url} ({type(exc).__name__}: {exc}): start the server, or fix "
             "the URL (--url, or the deployment's url in the campaign file)"
         ) from None
-    except httpx.TransportError:
+    except httpx.TransportError as exc:
+        answers.append(f"{url}: {type(exc).__name__}")
         return None
+    kind = response.headers.get("content-type", "no Content-Type")
+    answers.append(f"{url}: HTTP {response.status_code} ({kind}) {' '.join(response.text.split())[:120]}")
     if response.status_code != 200:
         return None
     try:
@@ -39,30 +47,32 @@ def _get(http: httpx.Client, url: str) -> Any:
         return None
 
 
-def read_context_limit(base_url: str, timeout_s: float = 10.0, api_key: str | None = None) -> ContextLimit:
-    """The server's per-request context limit, from the first endpoint that states one."""
+def read_context_limit(
+    base_url: str, timeout_s: float = 10.0, api_key: str | None = None, *, fix: str = "--limit"
+) -> ContextLimit:
+    """The server's per-request context limit, from the first endpoint that states one; `fix` says how to
+    give it where none does."""
     base = base_url.rstrip("/")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    answers: list[str] = []
     with httpx.Client(timeout=timeout_s, headers=headers) as http:
-        models = _get(http, f"{base}/v1/models")
+        models = _get(http, f"{base}/v1/models", answers)
         first = (models or {}).get("data", [{}])[0] if isinstance(models, dict) and models.get("data") else {}
         if isinstance(first.get("max_model_len"), int):
             return ContextLimit(first["max_model_len"], f"{base}/v1/models max_model_len")
-        props = _get(http, f"{base}/props")
+        props = _get(http, f"{base}/props", answers)
         settings = (props or {}).get("default_generation_settings", {}) if isinstance(props, dict) else {}
         if isinstance(settings.get("n_ctx"), int):
             return ContextLimit(
                 settings["n_ctx"], f"{base}/props default_generation_settings.n_ctx (per slot)"
             )
-        info = _get(http, f"{base}/get_model_info")
+        info = _get(http, f"{base}/get_model_info", answers)
         for key in ("max_context_length", "context_length", "max_total_num_tokens"):
             if isinstance(info, dict) and isinstance(info.get(key), int):
                 return ContextLimit(info[key], f"{base}/get_model_info {key}")
         meta = first.get("meta", {}) if isinstance(first, dict) else {}
         if isinstance(meta.get("n_ctx"), int):
             return ContextLimit(meta["n_ctx"], f"{base}/v1/models meta.n_ctx")
-    raise CtxbenchError(
-        f"{base} states no context limit on /v1/models, /props or /get_model_info; is it an "
-        "OpenAI-compatible "
-        "server? Pass the limit explicitly (--limit)."
+    raise ContextLimitUnstated(
+        f"{base} states no context limit; it answered " + "; ".join(answers) + f". Give the limit ({fix})."
     )

@@ -72,7 +72,20 @@ class LaunchSpec:
 
 
 class EngineDied(EngineNotReady):
-    """A server that was ready exited while a check ran; the message carries its log tail."""
+    """A server that was ready exited while a check ran; the message carries its log tail, `during` the
+    check it died in (that check's result says nothing of the claim)."""
+
+    during: str | None = None
+
+
+def exit_text(code: int) -> str:
+    """`exited with code 1`, or `was killed by SIGKILL` for a process a signal ended."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
 
 
 def free_port() -> int:
@@ -192,7 +205,7 @@ class EngineServer:
                     code = self._process.returncode
                     self.stop()  # scrubs the log first: the tail below is read from it
                     raise EngineNotReady(
-                        f"{self.spec.engine} exited with code {code} during startup. "
+                        f"{self.spec.engine} {exit_text(code)} during startup. "
                         f"Command: {' '.join(self.command)}\nLog tail ({self.log_path}):\n{self.log_tail()}"
                     )
                 if self._ready(http):
@@ -228,7 +241,7 @@ class EngineServer:
         """Raise `EngineDied` with the log tail when the server has exited since it was ready."""
         if self._process is not None and self._process.poll() is not None:
             raise EngineDied(
-                f"{self.spec.engine} at {self.base_url} exited with code {self._process.returncode} "
+                f"{self.spec.engine} at {self.base_url} {exit_text(self._process.returncode)} "
                 f"during the run.\nLog tail ({self.log_path}):\n{self.log_tail()}"
             )
 

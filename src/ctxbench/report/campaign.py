@@ -312,7 +312,8 @@ def static_figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str, b
         left.set_xlabel("context tokens")
         left.set_ylabel("TTFT s")
         left.set_title("TTFT against context (ramp)")
-        left.legend(fontsize=7)
+        if left.get_legend_handles_labels()[0]:  # a ramp whose every turn failed drew no line
+            left.legend(fontsize=7)
         right.set_title("recall per turn (1 = fact found)")
         right.set_xlabel("turn")
         fig.tight_layout()

@@ -23,6 +23,7 @@ from .check_sections import ramp_table_rows
 PASS, FAIL, MEASURED = "pass", "**FAIL**", "measured"
 NOISE, UNSCORED = "not judged: random weights", "not scored"
 NO_VERDICT = "no long-context verdict: fails at the short control"
+NOT_CONCLUDED = "not concluded"
 SHOWN = 3  # misses named before "and N more"
 
 
@@ -55,7 +56,9 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
     control = json.loads(needle.read_text()).get("control") if needle.exists() else None
     judged = NOISE if row.random_weights else NO_VERDICT if control_failed(control) else None
     out: list[tuple[str, str, Cell, str]] = []
-    if row.capacity.source:
+    if row.capacity.source and run.died_during() == "capacity":
+        out.append(("1 capacity", NOT_CONCLUDED, row.capacity, "the engine died during the check"))
+    elif row.capacity.source:
         holds = json.loads((run.path / "capacity.json").read_text())["holds"]
         out.append(("1 capacity", PASS if holds else FAIL, row.capacity, ""))
     if row.retrieval.source:
@@ -81,13 +84,15 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
             behind = "client behind" in cell.text
             out.append((check, MEASURED, cell, "the client fell behind its schedule" if behind else ""))
     # the capacity check's request over the limit is meant to be refused: not a failure
-    probes = [r for r in records if r.labels.get("prompt") == "over_limit"]
-    failed = [r for r in records if not r.ok and r not in probes]
+    probes = [r for r in records if r.rejected_as_over_limit]
+    failed = [r for r in records if r.failed_a_check]
+    cut = sum(1 for r in records if r.error is not None and r.error.kind == "interrupted")
     kinds = Counter(r.error.kind for r in failed if r.error is not None)
     retried = sum(1 for r in records if r.retried)
     text = (
         f"{len(records)} sent, {len(failed)} failed"
         + (" (the over-limit probe refused, as it should be, not counted)" if probes else "")
+        + (f"; {cut} cut off by an interrupt (sent again by the resumed run)" if cut else "")
         + (
             f"; {retried} sent again on a new connection (the server closed a kept-alive one)"
             if retried

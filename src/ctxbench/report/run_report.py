@@ -142,8 +142,11 @@ def _telemetry_section(run: RunDir, records: Sequence[RequestRecord]) -> list[st
 def claims_summary(run: RunDir) -> list[str]:
     """One line per claim checked in this run, for a terminal."""
     lines = []
+    died = run.died_during()
+    if died:  # the engine's death, not the check's verdict: the check's result file says nothing
+        lines.append(f"{died}: not concluded, the engine died during it (the verdict says how)")
     capacity = run.path / "capacity.json"
-    if capacity.exists():
+    if capacity.exists() and died != "capacity":
         c = json.loads(capacity.read_text())
         lines.append(
             f"capacity: {'holds' if c['holds'] else 'does NOT hold'} at {c['target_tokens']} of "

@@ -85,7 +85,9 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     cells: dict[str, Cell] = {}
     facts: dict[str, object] = {"checks": set(manifest.get("checks", [])), "failed": manifest.get("failed")}
     capacity_path = run.path / "capacity.json"
-    if capacity_path.exists():
+    if capacity_path.exists() and run.died_during() == "capacity":
+        cells["capacity"] = Cell("not concluded: the engine died during it", _rel(results, run.path))
+    elif capacity_path.exists():
         c = json.loads(capacity_path.read_text())
         text = (
             f"holds at {c['target_tokens']} of {c['limit_tokens']}"

@@ -226,6 +226,12 @@ class RunDir:
                 except ValueError:
                     continue
 
+    def died_during(self) -> str | None:
+        """The check the engine died in, where it did (`failed.during` in the manifest): that check's result
+        file says nothing of its claim."""
+        failed = json.loads((self.path / "manifest.json").read_text()).get("failed")
+        return failed.get("during") if isinstance(failed, dict) else None
+
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json_atomic(self.path / "manifest.json", {"manifest_version": MANIFEST_VERSION, **manifest})
 

@@ -218,39 +218,45 @@ class ServerTokenCounter:
     def count_many(self, texts: Sequence[str]) -> list[int]:
         return [len(self._tokenize(ANCHOR + text)) - self._anchor_tokens for text in texts]
 
+    def _answer(self, path: str, body: dict[str, Any], key: str) -> Any:
+        """`key` of the JSON the server answered at `path`; any other answer (a status, a page, JSON without
+        it) is a `TokenizerError` naming what came and what to do."""
+        response = self._post(path, body)
+        value = _json_key(response, key) if response.status_code == 200 else None
+        if value is None:
+            raise TokenizerError(
+                f"{self.base_url}{path} answered HTTP {response.status_code} "
+                f"({response.headers.get('content-type', 'no Content-Type')}): "
+                f"{' '.join(response.text.split())[:300]}; this server does not count tokens as llama.cpp, "
+                "vLLM or SGLang do: count locally with --tokenizer or --gguf (tokenizer or gguf in a "
+                "campaign file)"
+            )
+        return value
+
     def _tokenize(self, text: str) -> list[int]:
         body: dict[str, Any] = {"content": text, "add_special": False}
         if not self._llamacpp:
             body = {"model": self.model, "prompt": text, "add_special_tokens": False}
-        response = self._post("/tokenize", body)
-        if response.status_code != 200:
-            raise TokenizerError(
-                f"{self.base_url}/tokenize answered HTTP {response.status_code}: {response.text[:300]}"
-            )
-        return list(response.json()["tokens"])
+        return list(self._answer("/tokenize", body, "tokens"))
 
     def count_chat(self, messages: Sequence[Message]) -> int:
         if self._llamacpp:
-            response = self._post("/apply-template", {"messages": list(messages)})
-            if response.status_code != 200:
-                raise TokenizerError(
-                    f"{self.base_url}/apply-template answered HTTP {response.status_code}: "
-                    f"{response.text[:300]}"
-                )
-            tokens = self._post("/tokenize", {"content": response.json()["prompt"], "add_special": True})
-            return len(tokens.json()["tokens"])
-        response = self._post("/tokenize", {"model": self.model, "messages": list(messages)})
-        if response.status_code != 200:
-            raise TokenizerError(
-                f"{self.base_url}/tokenize answered HTTP {response.status_code}: {response.text[:300]}"
-            )
-        return int(response.json()["count"])
+            prompt = self._answer("/apply-template", {"messages": list(messages)}, "prompt")
+            return len(self._answer("/tokenize", {"content": prompt, "add_special": True}, "tokens"))
+        return int(self._answer("/tokenize", {"model": self.model, "messages": list(messages)}, "count"))
 
     def remember(self, messages: Sequence[Message], tokens: int) -> None:
         pass  # the server counts every prompt whole
 
     def close(self) -> None:
         self._http.close()
+
+
+def _json_key(response: httpx.Response, key: str) -> Any:
+    try:
+        return response.json()[key]
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 SERVER = "server"  # `tokenizer = "server"` / `--tokenizer server`: count with the server's own tokenizer

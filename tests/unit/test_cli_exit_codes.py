@@ -1,0 +1,112 @@
+"""What a script sees at the end of every ad-hoc command against a server that is not a working
+OpenAI-compatible one: exit 1 when the requests a check needed failed, the server's HTTP status (or what it
+sent instead) named on stderr, the verdict on stdout; 130 with a message on Ctrl-C, the request in flight
+recorded as interrupted. Real subprocesses of `python -m ctxbench` against loopback servers
+(tests/bad_server.py); refused connections (exit 3) are tested in test_cli_errors.py."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from bad_server import bad_server
+
+from ctxbench.engines.models import tiny_model
+from ctxbench.errors import EXIT_FAILED, EXIT_INTERRUPTED
+from ctxbench.text.arithmetic import write_problems
+
+COMMANDS = ["probe", "capacity", "needle", "ramp", "quality"]
+
+NAMED = {
+    "404": "HTTP 404: no such route",
+    "500": "HTTP 500: upstream model worker crashed",
+    "html": "text/html",
+}
+
+
+def arguments(command: str, url: str, tmp_path: Path) -> list[str]:
+    common = ["--url", url, "--model", "m", "--results", str(tmp_path / "r")]
+    tokenizer = ["--tokenizer", str(tiny_model().tokenizer_dir)]
+    extra = {
+        "probe": ["--concurrency", "2"],
+        "capacity": [*tokenizer, "--limit", "2048"],
+        "needle": [*tokenizer, "--limit", "2048", "--lengths", "1K", "--depths", "0.5", "--control", "0"],
+        "ramp": [*tokenizer, "--start", "512", "--end", "1K", "--turns", "2", "--users", "1"],
+        "quality": ["--data", str(write_problems(tmp_path / "test.jsonl", 8)), "--samples", "2"],
+    }[command]
+    return (
+        [command, *common, *extra, "--fewshot", "1"] if command == "quality" else [command, *common, *extra]
+    )
+
+
+def ctxbench(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctxbench", *args], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
+
+
+@pytest.mark.parametrize("mode", ["404", "500", "html", "silent"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_command_whose_requests_failed_exits_1_naming_what_the_server_answered(
+    command: str, mode: str, tmp_path: Path
+) -> None:
+    with bad_server(mode) as url:
+        done = ctxbench(arguments(command, url, tmp_path), tmp_path)
+    assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr and "Warning" not in done.stderr
+    assert done.stderr.startswith("error: ") and "request(s) failed" in done.stderr, done.stderr
+    assert NAMED.get(mode, "disconnected") in done.stderr, done.stderr
+    assert "verdict: " in done.stdout
+    if command == "capacity":  # the over-limit prompt was not rejected as over the limit: a failure too
+        assert "rejected as it should be" not in done.stdout and "verdict: FAILED" in done.stdout
+
+
+def test_a_server_without_a_tokenizer_or_a_limit_is_named_with_its_answer(tmp_path: Path) -> None:
+    with bad_server("html") as url:
+        counted = ctxbench(["capacity", "--url", url, "--model", "m", "--results", str(tmp_path)], tmp_path)
+        limited = ctxbench(
+            ["capacity", "--url", url, "--model", "m", "--results", str(tmp_path)]
+            + ["--tokenizer", str(tiny_model().tokenizer_dir)],
+            tmp_path,
+        )
+    assert counted.returncode == EXIT_FAILED and "Traceback" not in counted.stderr
+    assert f"{url}/tokenize answered HTTP 200 (text/html)" in counted.stderr
+    assert "--tokenizer or --gguf" in counted.stderr
+    assert limited.returncode == EXIT_FAILED, limited.stderr
+    assert f"{url}/v1/models: HTTP 200 (text/html)" in limited.stderr and "(--limit)" in limited.stderr
+
+
+def test_ctrl_c_exits_130_saying_so_and_records_the_request_in_flight(tmp_path: Path) -> None:
+    with bad_server("endless") as url:
+        # SIGINT as a terminal's Ctrl-C delivers it, to a child that starts with the default handler (a
+        # suite started in the background leaves SIGINT ignored, and children inherit that)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "ctxbench", "probe", "--url", url, "--model", "m"]
+            + ["--results", str(tmp_path / "r")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        manifests = tmp_path / "r" / "runs"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(manifests.glob("*/manifest.json")):
+            time.sleep(0.05)
+        time.sleep(1.0)  # the first request is streaming: the endless server never ends it
+        child.send_signal(signal.SIGINT)
+        try:
+            _, stderr = child.communicate(timeout=60)
+        finally:
+            child.kill()
+    assert child.returncode == EXIT_INTERRUPTED, stderr
+    assert stderr.startswith("error: interrupted") and "Traceback" not in stderr, stderr
+    (requests,) = manifests.glob("*/requests.jsonl")
+    records = [json.loads(line) for line in requests.read_text().splitlines()]
+    assert records and records[-1]["error"]["kind"] == "interrupted", records
+    assert records[-1]["chunks"], "what streamed before the interrupt is kept"
