@@ -17,20 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .config import (
-    BUILTIN_MODELS,
-    Campaign,
-    CampaignFileError,
-    Deployment,
-    ExternalDeployment,
-    LlamaCppDeployment,
-)
+from .config import Campaign, Deployment
 from .engines.deployment import plan_deployment
 from .errors import CtxbenchError
-from .params import Checks
+from .preflight import counter_source, preflight
 from .results.store import RunDir, redact_env, safe_name, write_json_atomic
 from .suite import run_suite
-from .text.tokens import SERVER, TokenCounter, load_token_counter
+from .text.tokens import TokenCounter, load_token_counter
 
 Status = Literal["started", "done", "failed"]
 
@@ -104,150 +97,6 @@ def counter_for(deployment: Deployment, model: str) -> Callable[[str], TokenCoun
     return lambda url: load_token_counter(tokenizer, gguf, url, deployment.served)
 
 
-def counter_source(deployment: Deployment, model: str) -> tuple[Path | str | None, Path | None]:
-    """(tokenizer, gguf) for `load_token_counter`: what the deployment names, else what its model holds."""
-    tokenizer: Path | str | None = deployment.tokenizer
-    gguf = None
-    if tokenizer is None and not isinstance(deployment, ExternalDeployment):
-        path = Path(model)
-        if path.suffix == ".gguf":
-            gguf = path
-        elif (path / "tokenizer.json").exists():
-            tokenizer = path
-    return tokenizer, gguf
-
-
-def slot_tokens(deployment: Deployment) -> int | None:
-    """The tokens one request may hold, where the deployment's file says (llama.cpp's ctx_size / parallel,
-    vLLM's --max-model-len, SGLang's --context-length); None when only the running server can tell."""
-    if isinstance(deployment, LlamaCppDeployment):
-        return deployment.ctx_size // deployment.parallel
-    flag = {"vllm": "--max-model-len", "sglang": "--context-length"}.get(deployment.engine)
-    for index, part in enumerate(deployment.args):
-        value = part.split("=", 1)[1] if flag and part.startswith(flag + "=") else None
-        if flag and part == flag and index + 1 < len(deployment.args):
-            value = deployment.args[index + 1]
-        if value is not None and value.isdigit():
-            return int(value)
-    return None
-
-
-def fit_warnings(deployment: Deployment, checks: Checks) -> list[str]:
-    """Prompts that will not fit a request's slot with their output: skipped (needle) or failed (ramp)."""
-    slot = slot_tokens(deployment)
-    if slot is None:
-        return []
-    warnings = []
-    needle = checks.needle
-    if needle is not None:
-        control = needle.control_length()
-        for length in [*([control] if control else []), *needle.lengths]:
-            if length + needle.max_tokens > slot:
-                warnings.append(
-                    f"needle length {length} + {needle.max_tokens} output tokens does not fit the "
-                    f"{slot}-token slot: it will be skipped (a shorter length, or a larger context per slot)"
-                )
-    ramp = checks.ramp
-    if ramp is not None and ramp.end + ramp.max_tokens > slot:
-        warnings.append(
-            f"ramp end {ramp.end} + {ramp.max_tokens} output tokens does not fit the {slot}-token slot: its "
-            "last turns will be refused"
-        )
-    return warnings
-
-
-def describe_counter(deployment: Deployment, model: str) -> str:
-    """Where a deployment's token counts will come from, the local ones read now (a dry run's check)."""
-    tokenizer, gguf = counter_source(deployment, model)
-    if (tokenizer is None and gguf is None) or str(tokenizer) == SERVER:
-        chosen = "chosen" if tokenizer is not None else "nothing local named"
-        return f"the server's own /tokenize ({chosen}), reached once the server is up"
-    if gguf is not None and not gguf.exists():
-        builtin = getattr(deployment, "model", None) in BUILTIN_MODELS
-        return f"the vocabulary in {gguf}" + (" (written with the model)" if builtin else " (MISSING)")
-    try:
-        counter = load_token_counter(tokenizer, gguf, None, deployment.served)
-    except CtxbenchError as exc:
-        return f"CANNOT BE READ: {exc}"
-    counter.close()
-    return f"{counter.source} (read)"
-
-
-def available_gpus() -> int | None:
-    """GPUs this machine shows (NVML), or None when that cannot be known."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no NVML library or no driver
-        return 0 if not Path("/dev/nvidiactl").exists() else None
-
-
-def check_gpus(campaign: Campaign, deployments: list[Deployment], present: int | None) -> None:
-    """Every GPU index a launched deployment names must exist on this machine."""
-    if present is None:
-        return
-    for deployment in deployments:
-        if isinstance(deployment, ExternalDeployment):
-            continue
-        missing = [g for g in deployment.gpus if g >= present]
-        if missing:
-            index = campaign.deployments.index(deployment)
-            raise CampaignFileError(
-                f"deployments[{index}].gpus ({deployment.name}): GPU {missing[0]} is not present; this "
-                f"machine shows {present} GPU(s) (indices 0..{present - 1})"
-                if present
-                else f"deployments[{index}].gpus ({deployment.name}): GPU {missing[0]} is not present; "
-                "this machine shows no NVIDIA GPU. Remove `gpus` to run on the CPU, or run on the GPU node."
-            )
-
-
-def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -> list[str]:
-    """The plan, line by line: each deployment's exact commands, token counter and checks; nothing is
-    started or written. `results`: the directory the run will use (default: the file's)."""
-    lines = [
-        f"campaign {campaign.campaign.name}: price ${campaign.campaign.price_per_gpu_hour:.2f}/GPU-hour, "
-        f"results in {results or campaign.campaign.results}"
-    ]
-    selected = campaign.select(names)
-    present = available_gpus() if any(d.gpus for d in selected) else None
-    for deployment in selected:
-        plan = plan_deployment(deployment, resolve=False)
-        checks = campaign.checks_for(deployment)
-        ran = [name for name, spec in checks.model_dump().items() if spec is not None]
-        model = getattr(deployment, "model", None)
-        missing = (
-            model is not None
-            and model not in BUILTIN_MODELS
-            and not isinstance(deployment, ExternalDeployment)
-            and not Path(model).expanduser().exists()
-        )
-        lines.append(
-            f"\n[{deployment.name}] engine {deployment.engine}, {len(plan.specs) or len(plan.urls)} "
-            f"replica(s), GPUs {[list(g) for g in plan.replica_gpus]}, model {plan.model}"
-            + (" (MISSING on this machine)" if missing else "")
-        )
-        for index, command in enumerate(plan.commands()):
-            lines.append(f"  replica {index}: {command}")
-        lines.append(f"  tokenizer: {describe_counter(deployment, plan.model)}")
-        lines.append(f"  checks: {', '.join(ran) or 'none'}")
-        parameters = checks.model_dump(mode="json")  # paths as text (the trace's file)
-        for name in ran:
-            lines.append(f"    {name}: {json.dumps(parameters[name])}")
-        lines += [f"  warning: {warning}" for warning in fit_warnings(deployment, checks)]
-        try:
-            check_gpus(campaign, [deployment], present)
-        except CampaignFileError as exc:
-            lines.append(f"  warning: {exc} (a run refuses it)")
-    for pair in campaign.compare:
-        lines.append(f"\ncompare {pair.a} with {pair.b}" + (f": {pair.question}" if pair.question else ""))
-    return lines
-
-
 def run_campaign(
     campaign: Campaign,
     *,
@@ -256,20 +105,22 @@ def run_campaign(
     force: bool = False,
     on_status: Callable[[str], None] = lambda message: None,
     on_request_done: Callable[[], None] = lambda: None,
+    on_outcome: Callable[[Outcome], None] = lambda outcome: None,
 ) -> list[Outcome]:
-    """Run the selected deployments in the file's order; returns what happened to each.
+    """Run the selected deployments in the file's order; returns what happened to each, and tells
+    `on_outcome` as each repeat ends or is skipped.
 
     `force` redoes deployments that finished (in new runs)."""
     results = results or campaign.campaign.results
     selected = campaign.select(names or [])
-    if any(d.gpus for d in selected):
-        check_gpus(campaign, selected, available_gpus())
+    preflight(campaign, selected)
     path = state_path(campaign, results)
     write_json_atomic(path.with_suffix(".json"), campaign_record(campaign))
     outcomes: list[Outcome] = []
     for work in pending(campaign, results, selected, force, on_status):
         if isinstance(work, Outcome):
             outcomes.append(work)
+            on_outcome(work)
             continue
         deployment, repeat, resume = work
         outcomes.append(
@@ -284,7 +135,17 @@ def run_campaign(
                 repeat,
             )
         )
+        on_outcome(outcomes[-1])
     return outcomes
+
+
+def failure_lines(name: str, exc: CtxbenchError) -> str:
+    """`NAME: FAILED: <first line>`, then an engine's own last log lines (why it would not start)."""
+    lines = [f"{name}: FAILED: {str(exc).splitlines()[0]}"]
+    engine_lines = getattr(exc, "engine_lines", ())
+    if engine_lines:
+        lines += ["  the engine's last lines:", *(f"    {line}" for line in engine_lines)]
+    return "\n".join(lines)
 
 
 Work = tuple[Deployment, int, Path | None]  # a deployment, its repeat, the run directory it resumes
@@ -375,7 +236,7 @@ def run_deployment(
         )
     except CtxbenchError as exc:
         write_state(state_line(deployment.name, "failed", run_id, str(exc)[-4000:], repeat=repeat))
-        on_status(f"{deployment.name}: FAILED: {str(exc).splitlines()[0]}")
+        on_status(failure_lines(deployment.name, exc))
         return Outcome(deployment.name, "failed", run_id, str(exc), exc.exit_code)
     write_state(state_line(deployment.name, "done", run.run_id, repeat=repeat))
     return Outcome(deployment.name, "done", run.run_id)

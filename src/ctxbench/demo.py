@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import Campaign, load_campaign
+from .campaign_file import load_campaign
+from .config import Campaign
 from .engines.build import LlamaCppBuild
 from .engines.models import demo_model_path
 from .errors import EngineNotReady

@@ -49,7 +49,10 @@ class RequestFailed(CtxbenchError):
 
 
 class EngineNotReady(CtxbenchError):
-    """An engine did not become ready; the message carries the tail of its log."""
+    """An engine did not become ready; the message carries the tail of its log, `engine_lines` its last
+    few lines for the console (why it failed, in the engine's own words)."""
+
+    engine_lines: tuple[str, ...] = ()
 
 
 class EngineBuildError(CtxbenchError):

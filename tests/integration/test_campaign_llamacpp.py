@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ctxbench.campaign import read_state, run_campaign, state_path
-from ctxbench.config import load_campaign
+from ctxbench.campaign_file import load_campaign
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
 from ctxbench.results.evidence import collect
@@ -191,8 +191,9 @@ random_weights = true
 
     outcomes = run_campaign(campaign, on_request_done=one_request_done)
     assert [(o.deployment, o.status) for o in outcomes] == [("doomed", "failed"), ("survivor", "done")]
-    assert "exited with code" in (outcomes[0].error or "") and "Log tail" in (outcomes[0].error or "")
+    assert "was killed by SIGKILL" in (outcomes[0].error or "") and "Log tail" in (outcomes[0].error or "")
     doomed = the_run(campaign.campaign.results, outcomes[0].run_id)
+    assert doomed.died_during() == "ramp"  # the engine's death, not the ramp's verdict
     records = list(doomed.records())
     assert records[0].ok and all(not r.ok for r in records[1:]) and len(records) == 4  # failures are results
     survivor = the_run(campaign.campaign.results, outcomes[1].run_id)

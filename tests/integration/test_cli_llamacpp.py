@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
+from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
+from ctxbench.errors import EXIT_FAILED
 
 pytestmark = pytest.mark.engine
 
@@ -35,3 +39,26 @@ def test_capacity_needle_and_ramp_commands_write_runs_and_the_evidence_report(
     runs = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert len(runs) == 3 and (tmp_path / "ramp1m.csv").exists()
     assert (tmp_path / "report.html").exists() and "tiny" in (tmp_path / "report.md").read_text()
+
+
+def test_an_engine_that_cannot_load_its_model_is_named_on_the_console_in_its_own_words(
+    llama_build: LlamaCppBuild, tmp_path: Path
+) -> None:
+    """A file with GGUF's magic and nothing after it passes the run's own check; llama-server refuses it,
+    and the console (not only the run report) shows the engine's last lines."""
+    model = tmp_path / "truncated.gguf"
+    model.write_bytes(b"GGUF" + bytes(12))
+    path = tmp_path / "c.toml"
+    path.write_text(
+        f'[campaign]\nname = "broken"\nresults = "{tmp_path / "results"}"\n[checks.probe]\n'
+        f'[[deployments]]\nname = "d"\nengine = "llamacpp"\nmodel = "{model}"\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxbench", "run", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
+    failed_at = done.stdout.index("d: FAILED: llamacpp exited with code 1 during startup")
+    shown = done.stdout[failed_at:].splitlines()
+    assert shown[1] == "  the engine's last lines:", done.stdout
+    assert any("failed to load model" in line for line in shown[2:8]), done.stdout
+    assert "verdict: FAILED" in done.stdout

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ctxbench.campaign import run_campaign
+from ctxbench.campaign_file import load_campaign
 from ctxbench.checks.quality import flexible_answer, strict_answer
-from ctxbench.config import load_campaign
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
 from ctxbench.results.evidence import collect

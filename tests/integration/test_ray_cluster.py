@@ -21,7 +21,7 @@ from ray.cluster_utils import Cluster
 from ray.util import placement_group, remove_placement_group
 
 from ctxbench.campaign import read_state, run_campaign, state_path
-from ctxbench.config import load_campaign
+from ctxbench.campaign_file import load_campaign
 from ctxbench.distributed import run_campaign_on_ray
 from ctxbench.engines.models import TinyModel
 from ctxbench.results.evidence import collect

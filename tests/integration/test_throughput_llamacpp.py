@@ -10,7 +10,7 @@ import pytest
 
 from ctxbench import metrics
 from ctxbench.campaign import run_campaign
-from ctxbench.config import load_campaign
+from ctxbench.campaign_file import load_campaign
 from ctxbench.engines.models import TinyModel, TinyModelSpec, tiny_model
 from ctxbench.records import RequestRecord
 from ctxbench.report.counters import counter_deltas

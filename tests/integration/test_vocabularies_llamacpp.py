@@ -15,7 +15,7 @@ import pytest
 from conformance import assert_agrees_with_engine, suite
 
 from ctxbench.campaign import run_campaign
-from ctxbench.config import load_campaign
+from ctxbench.campaign_file import load_campaign
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.chat_template import served_template, template_warnings
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig

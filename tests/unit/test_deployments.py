@@ -7,11 +7,11 @@ from pathlib import Path
 
 import httpx
 
-from ctxbench.campaign import dry_run
+from ctxbench.campaign_file import load_campaign
 from ctxbench.client import Client
-from ctxbench.config import load_campaign
 from ctxbench.engines.deployment import plan_deployment
 from ctxbench.engines.prom import common_metrics, parse_metrics
+from ctxbench.preflight import dry_run
 from ctxbench.router import Router
 
 CAMPAIGN = """

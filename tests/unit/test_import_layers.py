@@ -28,6 +28,7 @@ STAGES: list[tuple[str, ...]] = [
         "machine_cache",
         "params",
         "config",
+        "campaign_file",
         "text",
     ),
     (
@@ -55,7 +56,7 @@ STAGES: list[tuple[str, ...]] = [
         "report.tables",
         "report.timeline",
     ),
-    ("suite", "campaign", "demo", "distributed"),
+    ("suite", "preflight", "campaign", "demo", "distributed"),
     ("report",),
     ("cli", "__main__", "__init__"),
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,6 +15,9 @@ from ..report.counters import reported_text
 from ..report.run_report import run_report
 from ..results.store import RunDir
 from .common import ResultsOption, _fail, _progress, app, console, print_verdict, say
+
+if TYPE_CHECKING:
+    from ..campaign import Outcome
 
 
 @app.command()
@@ -60,14 +63,18 @@ def run(
     ] = None,
 ) -> None:
     """Run a campaign: per deployment, start it, run the checks, stop it. Rerun to resume."""
-    from ..campaign import dry_run as plan_lines
-    from ..config import load_campaign, require_cluster_for_actors
+    from ..campaign_file import load_campaign, require_cluster_for_actors
+    from ..preflight import dry_run as plan_lines
+    from ..preflight import preflight
 
     try:
         campaign = load_campaign(campaign_file, check_paths=not dry_run)
         if dry_run:
             for line in plan_lines(campaign, deployment or [], results):
-                console.print(line, highlight=False, markup=False, soft_wrap=True)
+                say(line)
+            # Then what a run on this machine checks before anything starts: a refusal exits 2 here too.
+            preflight(load_campaign(campaign_file), campaign.select(deployment or []))
+            say("\nnothing a run checks before it starts is wrong on this machine")
             return
         if not ray:
             require_cluster_for_actors(campaign_file, campaign, deployment or [])
@@ -86,9 +93,19 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray
         selected = campaign.select(names)
     except CtxbenchError as exc:
         raise _fail(exc) from exc
-    total = sum(request_count(campaign.checks_for(d)) for d in selected)
+    planned = {d.name: request_count(campaign.checks_for(d)) for d in selected}
+    sent = [0]  # requests since the last deployment ended
+
+    def ended(outcome: Outcome) -> None:  # the total becomes what ran: a sweep stopped early, a resume
+        progress.update(task, total=progress.tasks[task].total - planned[outcome.deployment] + sent[0])
+        sent[0] = 0
+
+    def request_done() -> None:
+        sent[0] += 1
+        progress.advance(task)
+
     with _progress() as progress:
-        task = progress.add_task("requests", total=total)
+        task = progress.add_task("requests", total=sum(planned.values()) * campaign.campaign.repeats)
         status = lambda m: progress.console.print(m, highlight=False, markup=False)  # noqa: E731
         try:
             outcomes = (
@@ -102,7 +119,8 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray
                     names=names,
                     force=force,
                     on_status=status,
-                    on_request_done=lambda: progress.advance(task),
+                    on_request_done=request_done,
+                    on_outcome=ended,
                 )
             )
         except CtxbenchError as exc:

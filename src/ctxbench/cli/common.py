@@ -12,7 +12,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
@@ -30,18 +30,24 @@ from ..records import RequestRecord
 from ..report.run_report import claims_summary, run_report
 from ..report.tables import COLUMNS, request_row
 from ..results.store import RunDir, new_run_id, safe_name
+from .progress import PlainProgress, progress
 
 app = typer.Typer(
     help="Does this deployment really serve long contexts? Measure it, with evidence.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help texts name `[ray]` and `[checks.trace]`: never read as markup
 )
 
 
-engine_app = typer.Typer(help="Build the embedded engine (llama.cpp's llama-server).", no_args_is_help=True)
+engine_app = typer.Typer(
+    help="Build the embedded engine (llama.cpp's llama-server).", no_args_is_help=True, rich_markup_mode=None
+)
 
 
-model_app = typer.Typer(help="Prepare local models (no hub download at run time).", no_args_is_help=True)
+model_app = typer.Typer(
+    help="Prepare local models (no hub download at run time).", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 app.add_typer(engine_app, name="engine")
@@ -50,7 +56,7 @@ app.add_typer(engine_app, name="engine")
 app.add_typer(model_app, name="model")
 
 
-console = Console()
+console = Console(soft_wrap=True)  # a log's lines whole: paths are never split
 
 
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -185,15 +191,8 @@ def entry() -> None:
     sys.exit(main())
 
 
-def _progress() -> Progress:
-    return Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=console,
-    )
+def _progress() -> Progress | PlainProgress:
+    return progress(console)
 
 
 @app.callback(invoke_without_command=True)

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..errors import CtxbenchError
 from .common import _fail, console, engine_app, model_app
+from .progress import progress
 
 
 class EngineKind(StrEnum):
@@ -53,24 +53,15 @@ def engine_build(
         console.print(f"llama-server already built: {build.server}")
         return
     console.print(f"building llama.cpp ({variant.value}) into {build.root}; about 7 minutes on 2 cores")
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(),
-        console=console,
-    ) as progress:
-        task = progress.add_task("cmake", total=100)
+    with progress(console, "{task.percentage:>3.0f}%") as bar:
+        task = bar.add_task("cmake", total=100)
         try:
             build_llamacpp(
                 build,
                 jobs=jobs,
                 sdist=sdist,
                 force=force,
-                progress=lambda percent, line: progress.update(
-                    task, completed=percent, description=line[7:60]
-                ),
+                progress=lambda percent, line: bar.update(task, completed=percent, description=line[7:60]),
             )
         except CtxbenchError as exc:
             raise _fail(exc) from exc

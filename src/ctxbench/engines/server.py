@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -28,6 +28,7 @@ from .prom import parse_metrics
 PORT = "{port}"
 API_KEY = "{api_key}"
 _PORT_ATTEMPTS = 3
+CONSOLE_LINES = 6  # of an engine's log, shown on the console when it fails
 _PR_SET_PDEATHSIG = 1
 
 
@@ -76,6 +77,9 @@ class EngineDied(EngineNotReady):
     check it died in (that check's result says nothing of the claim)."""
 
     during: str | None = None
+
+
+FailureT = TypeVar("FailureT", bound=EngineNotReady)
 
 
 def exit_text(code: int) -> str:
@@ -204,19 +208,20 @@ class EngineServer:
                 if self._process.poll() is not None:
                     code = self._process.returncode
                     self.stop()  # scrubs the log first: the tail below is read from it
-                    raise EngineNotReady(
+                    raise self._failure(
+                        EngineNotReady,
                         f"{self.spec.engine} {exit_text(code)} during startup. "
-                        f"Command: {' '.join(self.command)}\nLog tail ({self.log_path}):\n{self.log_tail()}"
+                        f"Command: {' '.join(self.command)}",
                     )
                 if self._ready(http):
                     self.ready_s = time.perf_counter() - started
                     return
                 time.sleep(0.1)
         self.stop()
-        raise EngineNotReady(
+        raise self._failure(
+            EngineNotReady,
             f"{self.spec.engine} was not ready within {self.spec.ready_timeout_s:.0f} s; raise "
-            "ready_timeout_s "
-            f"for large models.\nLog tail ({self.log_path}):\n{self.log_tail()}"
+            "ready_timeout_s for large models.",
         )
 
     def _ready(self, http: httpx.Client) -> bool:
@@ -240,10 +245,18 @@ class EngineServer:
     def check_alive(self) -> None:
         """Raise `EngineDied` with the log tail when the server has exited since it was ready."""
         if self._process is not None and self._process.poll() is not None:
-            raise EngineDied(
+            raise self._failure(
+                EngineDied,
                 f"{self.spec.engine} at {self.base_url} {exit_text(self._process.returncode)} "
-                f"during the run.\nLog tail ({self.log_path}):\n{self.log_tail()}"
+                "during the run.",
             )
+
+    def _failure(self, kind: type[FailureT], message: str) -> FailureT:
+        """`kind(message)` with the log's tail in its message and its last lines for the console."""
+        tail = self.log_tail()
+        error = kind(f"{message}\nLog tail ({self.log_path}):\n{tail}")
+        error.engine_lines = tuple(line for line in tail.splitlines() if line.strip())[-CONSOLE_LINES:]
+        return error
 
     def log_tail(self, lines: int = 25) -> str:
         try:

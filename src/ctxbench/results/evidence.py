@@ -296,7 +296,8 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
     reasons: list[str] = []
     failed = facts.get("failed")
     if isinstance(failed, dict):
-        return "failed", (f"the deployment failed: {str(failed.get('error', '')).splitlines()[0][:160]}",)
+        first = (str(failed.get("error", "")).splitlines() or [""])[0].split(" Command: ")[0]
+        return "failed", (f"the deployment failed: {first[:160]}",)
     if facts.get("capacity_holds") is False:
         return "failed", ("the capacity claim does not hold",)
     not_planned = facts.get("not_planned")

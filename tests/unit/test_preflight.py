@@ -1,0 +1,140 @@
+"""What a run refuses before any engine starts, and the dry run says the same: a flag ctxbench passes itself
+in `args`, a llama.cpp model that is not a GGUF file, a trace's bad line. Real subprocesses of `python -m
+ctxbench run`; a refused run leaves no run directory (nothing started). Also: help texts are never read as
+markup, and a log (output that is not a terminal) gets whole lines and a progress line on a timer."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from ctxbench.campaign import failure_lines
+from ctxbench.cli.progress import PlainProgress
+from ctxbench.errors import EXIT_OK, EXIT_USAGE, EngineNotReady
+
+GOOD_TRACE = '{"timestamp": 0, "input_length": 100, "output_length": 4, "hash_ids": [1]}\n'
+
+
+def ctxbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctxbench", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
+
+
+def campaign(tmp_path: Path, deployment: str, trace: str = GOOD_TRACE) -> Path:
+    (tmp_path / "trace.jsonl").write_text(trace)
+    (tmp_path / "m.gguf").write_bytes(b"GGUF" + bytes(60))  # the magic is all a run checks before it starts
+    path = tmp_path / "c.toml"
+    path.write_text(
+        f"""[campaign]
+name = "pre"
+results = "{tmp_path / "results"}"
+
+[checks.trace]
+file = "{tmp_path / "trace.jsonl"}"
+
+[[deployments]]
+name = "d"
+{deployment}
+"""
+    )
+    return path
+
+
+LLAMA = f'engine = "llamacpp"\nmodel = "m.gguf"\nbinary = "{sys.executable}"'
+
+
+def refused(path: Path, tmp_path: Path, *words: str) -> None:
+    """Both the dry run and the run exit 2 naming `words`; the run started nothing."""
+    for flags in (["--dry-run"], []):
+        done = ctxbench("run", str(path), *flags, cwd=tmp_path)
+        assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+        assert all(word in done.stderr for word in words), done.stderr
+        assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "results" / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ('["--port", "9000"]', ("c.toml:", "deployments[0].args", "'--port'", "free port")),
+        ('["--host=0.0.0.0"]', ("deployments[0].args", "--host")),
+        ('["-c", "4096"]', ("deployments[0].args", "set `ctx_size` instead")),
+        ('["--alias", "x"]', ("deployments[0].args", "set `served_name` instead")),
+    ],
+)
+def test_a_flag_ctxbench_passes_itself_is_refused_in_args(
+    args: str, words: tuple[str, ...], tmp_path: Path
+) -> None:
+    refused(campaign(tmp_path, f"{LLAMA}\nargs = {args}"), tmp_path, *words)
+
+
+def test_vllm_args_may_not_name_the_served_model_but_may_carry_an_api_key(tmp_path: Path) -> None:
+    vllm = 'engine = "vllm"\nmodel = "."\nargs = ["--served-model-name", "x"]'
+    refused(campaign(tmp_path, vllm), tmp_path, "deployments[0].args", "set `served_name` instead")
+    keyed = campaign(tmp_path, 'engine = "vllm"\nmodel = "."\nargs = ["--api-key", "sk-1"]')
+    assert ctxbench("run", str(keyed), "--dry-run", cwd=tmp_path).returncode == EXIT_OK
+
+
+def test_a_llamacpp_model_that_is_not_gguf_is_refused_before_the_engine_starts(tmp_path: Path) -> None:
+    path = campaign(tmp_path, LLAMA.replace("m.gguf", "notes.gguf"))
+    (tmp_path / "notes.gguf").write_text("hello, not a model")
+    refused(path, tmp_path, "c.toml:", "deployments[0].model", "not a GGUF file", "b'hell'")
+    (tmp_path / "notes.gguf").unlink()
+    (tmp_path / "notes.gguf").mkdir()
+    refused(path, tmp_path, "deployments[0].model", "is a directory")
+
+
+def test_a_bad_trace_line_is_refused_before_the_engine_starts(tmp_path: Path) -> None:
+    path = campaign(tmp_path, LLAMA, trace=GOOD_TRACE + '{"timestamp": 5, "input_length": -1}\n')
+    refused(path, tmp_path, "trace.jsonl:2", "input_length")
+    dry = ctxbench("run", str(path), "--dry-run", cwd=tmp_path)
+    assert "replica 0:" in dry.stdout  # the plan is printed before the refusal
+
+
+def test_the_dry_run_of_a_campaign_a_run_accepts_says_so_and_names_the_results_given(tmp_path: Path) -> None:
+    path = campaign(tmp_path, LLAMA)
+    done = ctxbench("run", str(path), "--dry-run", "--results", str(tmp_path / "elsewhere"), cwd=tmp_path)
+    assert done.returncode == EXIT_OK, done.stderr
+    assert f"results in {tmp_path / 'elsewhere'}" in done.stdout
+    assert "nothing a run checks before it starts is wrong on this machine" in done.stdout
+
+
+def test_help_texts_keep_their_brackets(tmp_path: Path) -> None:
+    assert "'ctxbench[ray]'" in " ".join(ctxbench("run", "--help", cwd=tmp_path).stdout.split())
+    assert "`[checks.trace]`" in " ".join(ctxbench("sample-trace", "--help", cwd=tmp_path).stdout.split())
+
+
+def test_a_log_gets_whole_lines_and_a_progress_line_on_a_timer() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=40, soft_wrap=True)
+    with PlainProgress(console, interval_s=0.05) as progress:
+        task = progress.add_task("requests", total=58)
+        progress.advance(task, 3)
+        deadline = time.monotonic() + 10
+        while out.getvalue().count("requests: 3/58") < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)  # two timer lines while nothing else happens
+        progress.update(task, total=52)  # the total becomes what ran
+        console.print("x" * 30 + "/a/path/that/is/longer/than/the/console.gguf", markup=False)
+    lines = out.getvalue().splitlines()
+    assert sum(line.startswith("requests: 3/58 (0:00:0") for line in lines) >= 2, lines
+    assert lines[-1].startswith("requests: 3/52 ("), lines  # and once more as the work ends
+    assert "x" * 30 + "/a/path/that/is/longer/than/the/console.gguf" in lines, lines
+
+
+def test_a_failed_start_shows_the_engines_own_last_lines() -> None:
+    error = EngineNotReady("llamacpp exited with code 1 during startup. Command: llama-server ...\nLog tail")
+    error.engine_lines = ("E gguf_init_from_reader: invalid magic", "E llama_server: exiting")
+    text = failure_lines("d", error)
+    assert text.splitlines() == [
+        "d: FAILED: llamacpp exited with code 1 during startup. Command: llama-server ...",
+        "  the engine's last lines:",
+        "    E gguf_init_from_reader: invalid magic",
+        "    E llama_server: exiting",
+    ]
