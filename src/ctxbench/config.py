@@ -122,7 +122,7 @@ class _Launched(_Deployment):
     model: str
     tiny_model: TinyModelShape | None = None  # only with model = "ctxbench:tiny"
     # Flags ctxbench passes itself, each with the key that sets it: one in `args` too would collide.
-    # (`--api-key` stays allowed: a key given there is redacted, one from `api_key_env` is passed by ctxbench.)
+    # (`--api-key` stays allowed: a key given there is redacted; one from `api_key_env` ctxbench passes.)
     OWN_FLAGS: ClassVar[dict[str, str]] = {"--host": "", "--port": ""}
 
     @field_validator("args")

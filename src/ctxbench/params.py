@@ -130,6 +130,12 @@ class ThroughputParams(_Strict):
     # Open loop: requests arrive at each rate (requests/s) whatever the server does, lowest first; the
     # sweep stops after the first rate the server cannot keep up with (`saturation_lag_growth`).
     rates: list[Annotated[float, Field(gt=0, le=10_000)]] = Field(default_factory=list, max_length=32)
+    # Or rates as multiples of the capacity the closed loop measured in this run (its best requests/s):
+    # [0.25, 4] offers a quarter of it, then four times it, on any machine (needs `levels`, and
+    # `requests_per_rate`, since the rates are known only once the closed loop ran).
+    rates_of_capacity: list[Annotated[float, Field(gt=0, le=100)]] = Field(
+        default_factory=list, max_length=32
+    )
     arrival: Literal["poisson", "constant"] = "poisson"
     requests_per_rate: int | None = Field(None, ge=3, le=1_000_000)  # None: duration_s of arrivals a rate
     # Saturated: each request's lag (end - due) grows by more than this many seconds a second of the run.
@@ -162,7 +168,14 @@ class ThroughputParams(_Strict):
             if self.requests_per_user is None
             else sum(self.levels) * (self.requests_per_user + self.warmup_requests)
         )
-        return closed + sum(self.requests_at(rate) for rate in self.rates)
+        relative = len(self.rates_of_capacity) * (self.requests_per_rate or 0)
+        return closed + sum(self.requests_at(rate) for rate in self.rates) + relative
+
+    def rates_text(self) -> str:
+        """`[0.5, 8] requests/s`, or `[0.25, 4] x the closed loop's capacity`."""
+        if self.rates_of_capacity:
+            return f"{list(self.rates_of_capacity)} x the closed loop's capacity"
+        return f"{list(self.rates)} requests/s"
 
     def requests_at(self, rate: float) -> int:
         """Requests offered at one rate: `requests_per_rate`, else a `duration_s` of arrivals (at least 3)."""
@@ -170,9 +183,20 @@ class ThroughputParams(_Strict):
 
     @model_validator(mode="after")
     def _some_load(self) -> ThroughputParams:
-        if not self.levels and not self.rates:
+        if not self.levels and not self.rates and not self.rates_of_capacity:
             raise ValueError(
                 "levels and rates are both empty; give closed-loop levels, open-loop rates or both"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _capacity_to_scale(self) -> ThroughputParams:
+        if self.rates_of_capacity and self.rates:
+            raise ValueError("give rates (requests/s) or rates_of_capacity (multiples of it), not both")
+        if self.rates_of_capacity and (not self.levels or self.requests_per_rate is None):
+            raise ValueError(
+                "rates_of_capacity scales the closed loop's capacity: it needs levels (to measure it) and "
+                "requests_per_rate (a rate's requests, known before the rate is)"
             )
         return self
 

@@ -346,7 +346,7 @@ def _run_checks(
             if checks.throughput:
                 spec = checks.throughput
                 on_status(
-                    f"many users, short prompts: {list(spec.levels)} users, {list(spec.rates)} requests/s, "
+                    f"many users, short prompts: {list(spec.levels)} users, {spec.rates_text()}, "
                     f"{spec.prompt_tokens} tokens in, "
                     f"{spec.output_tokens} out ({spec.source})"
                 )

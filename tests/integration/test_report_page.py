@@ -4,6 +4,7 @@ fails, and nothing it loads leaves the page."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -106,3 +107,98 @@ def test_nine_deployments_fit_sort_filter_and_stay_offline(tmp_path: Path) -> No
     outside = [url for url in requested if not url.startswith(("file://", "data:"))]
     assert not outside, outside
     assert requested[0] == html.as_uri()
+
+
+# Run in the page: every run of letters or digits inside a table cell that the browser drew on two lines
+# (a word or a number broken: "decod e", "26214 4"); lines may break at spaces, hyphens and slashes.
+BROKEN_WORDS = """() => {
+  const broken = [];
+  for (const cell of document.querySelectorAll("th, td")) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.textContent.matchAll(/[A-Za-z0-9]+/g)) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const lines = new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top)));
+        if (lines.size > 1) broken.push(m[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+# Per figure: its title, its tick labels, and whether the legend or the title overlaps the plot area, the
+# legend the axis title, or anything sticks out of the figure's box (a name cut off at the edge).
+FIGURE_BOXES = """() => Array.from(document.querySelectorAll("#figures .plot")).map(plot => {
+  const box = el => el ? el.getBoundingClientRect() : null;
+  const hit = (p, q) => !!(p && q && p.width > 0 && q.width > 0 && p.left < q.right && p.right > q.left
+    && p.top < q.bottom && p.bottom > q.top);
+  const outer = plot.getBoundingClientRect();
+  const area = box(plot.querySelector("rect.nsewdrag"));
+  const legend = box(plot.querySelector("g.legend"));
+  const title = box(plot.querySelector("text.gtitle"));
+  const ticks = sel => Array.from(plot.querySelectorAll(sel)).map(e => e.textContent);
+  const outside = Array.from(plot.querySelectorAll("g.xtick text, g.ytick text, g.legend text, text.gtitle"))
+    .filter(e => { const r = e.getBoundingClientRect();
+      return r.left < outer.left - 1 || r.right > outer.right + 1 || r.bottom > outer.bottom + 1; })
+    .map(e => e.textContent);
+  return {title: plot.querySelector("text.gtitle").textContent, top: outer.top, bottom: outer.bottom,
+    titleTop: title.top, xticks: ticks("g.xtick text"), yticks: ticks("g.ytick text"), outside,
+    legendOnPlot: hit(legend, area), legendOnAxisTitle: hit(legend, box(plot.querySelector("text.xtitle"))),
+    titleOnPlot: hit(title, area), legendWidth: legend ? legend.width : 0, areaWidth: area ? area.width : 0};
+})"""
+
+
+def with_an_open_loop(results: Path) -> None:
+    """The many-users run with two open-loop rates, one saturated, made from its own closed-loop level (the
+    H200 runs predate the open loop; only the layout is under test here)."""
+    (path,) = results.glob("runs/*-h200-many-users-random-740m-llamacpp-cuda/throughput.json")
+    data = json.loads(path.read_text())
+    level = data["levels"]["1"]
+    verdict = {"client_behind": False, "behind_threshold_s": 0.05, "lag_growth": 0.0, "offered_per_s": 1.0}
+    verdict |= {
+        "realised_per_s": 1.0,
+        "sustained_per_s": 1.0,
+        "lateness_p50_s": 0.001,
+        "lateness_p99_s": 0.002,
+    }
+    data["rates"] = {
+        "0.5": {**level, **verdict, "saturated": False},
+        "8": {**level, **verdict, "saturated": True, "lag_growth": 0.4},
+    }
+    path.write_text(json.dumps(data))
+
+
+def test_the_page_reads_at_800_px(tmp_path: Path) -> None:
+    results = nine_deployments(tmp_path)
+    with_an_open_loop(results)
+    _, html = write_campaign_report(results)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 800, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(html.as_uri())
+        assert page.evaluate(BROKEN_WORDS) == []
+        assert page.evaluate("document.documentElement.scrollWidth") <= 800  # tables scroll in their box
+        figures = page.evaluate(FIGURE_BOXES)
+        page.screenshot(path=str(tmp_path / "page-800.png"), full_page=True)
+        browser.close()
+    assert not errors, errors
+    for figure in figures:
+        where = figure["title"]
+        assert not figure["outside"], (where, figure["outside"])  # no name cut at the figure's edge
+        assert not figure["legendOnPlot"] and not figure["legendOnAxisTitle"], where
+        assert not figure["titleOnPlot"], where
+        assert figure["legendWidth"] <= figure["areaWidth"] + 1, where
+    for above, below in zip(figures, figures[1:], strict=False):
+        assert below["titleTop"] >= above["bottom"], (above["title"], below["title"])
+    by_title = {f["title"]: f for f in figures}
+    decode = by_title["Last-turn decode alone against with a second user"]
+    names = {"740m-256k-session1", "740m-256k-session2", "740m-256k-again", "4l1024-1m-rest"}
+    assert names <= set(decode["xticks"]), decode["xticks"]  # whole names, so none look alike
+    for title in ("Many users: output tokens/s", "Many users: TTFT p50"):
+        assert all(tick.isdigit() for tick in by_title[title]["xticks"]), by_title[title]["xticks"]
+    rates = by_title["Open loop: TTFT p99 against the offered rate (x: saturated)"]
+    assert rates["xticks"] == ["0.5", "8"], rates["xticks"]

@@ -121,3 +121,25 @@ def test_the_many_users_schema_takes_rates_and_counts_their_requests() -> None:
         ThroughputParams(rates=[0])
     with pytest.raises(ValidationError, match="arrival"):
         ThroughputParams(rates=[1], arrival="bursty")
+
+
+def test_rates_of_capacity_scale_the_best_closed_loop_level_and_need_what_makes_them_known() -> None:
+    from ctxbench.checks.throughput import offered_rates
+
+    params = ThroughputParams(levels=[1, 2], rates_of_capacity=[4, 0.25], requests_per_rate=6)
+    summary = {"levels": {"1": {"requests_per_s": 0.6}, "2": {"requests_per_s": 1.18}}}
+    assert offered_rates(params, summary) == [0.295, 4.72]
+    assert summary["capacity_requests_per_s"] == 1.18
+    assert params.request_count() == 2 * 6  # the closed loop runs for duration_s: not counted in advance
+    nothing = {"levels": {"1": {"requests_per_s": None}}}
+    assert (
+        offered_rates(params, nothing) == [] and "no closed-loop level answered" in nothing["rates_skipped"]
+    )
+    assert offered_rates(ThroughputParams(rates=[8, 0.5]), {"levels": {}}) == [0.5, 8]
+    for bad, words in [
+        ({"rates": [1], "rates_of_capacity": [1], "requests_per_rate": 3}, "not both"),
+        ({"levels": [], "rates_of_capacity": [1], "requests_per_rate": 3}, "needs levels"),
+        ({"rates_of_capacity": [1]}, "requests_per_rate"),
+    ]:
+        with pytest.raises(ValidationError, match=words):
+            ThroughputParams(**bad)

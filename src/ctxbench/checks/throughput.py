@@ -155,7 +155,7 @@ async def run_throughput(
         summary["levels"][str(users)] = level_summary(measured, params, run.attempt)
         write_json_atomic(path, summary)
         run.mark_completed(unit)
-    for rate in sorted(params.rates):
+    for rate in offered_rates(params, summary):
         unit = rate_unit(rate)
         saturated_at = summary.get("saturated_at")
         if unit in done:
@@ -175,6 +175,20 @@ async def run_throughput(
         write_json_atomic(path, summary)
         run.mark_completed(unit)
     return summary
+
+
+def offered_rates(params: ThroughputParams, summary: dict[str, Any]) -> list[float]:
+    """`rates`, or `rates_of_capacity` times the best requests/s of this run's closed-loop levels (written to
+    the summary as `capacity_requests_per_s`; none measured: no rate is offered, and the summary says so)."""
+    if not params.rates_of_capacity:
+        return sorted(params.rates)
+    measured = [line.get("requests_per_s") for line in summary["levels"].values()]
+    capacity = max((value for value in measured if value), default=None)
+    summary["capacity_requests_per_s"] = capacity
+    if capacity is None:
+        summary["rates_skipped"] = "no closed-loop level answered, so there is no capacity to scale"
+        return []
+    return sorted(float(f"{factor * capacity:.3g}") for factor in params.rates_of_capacity)
 
 
 def _extra_body(params: ThroughputParams) -> dict[str, object]:

@@ -97,8 +97,15 @@ def throughput_section(run: RunDir, manifest: dict[str, Any], price_override: fl
 def _open_loop_lines(data: dict[str, Any], price: float, gpus: int) -> list[str]:
     rates = data.get("rates", {})
     if not rates:
-        return []
+        return ["", f"Open loop not offered: {data['rates_skipped']}."] if data.get("rates_skipped") else []
     spec = data.get("spec", {})
+    capacity = data.get("capacity_requests_per_s")
+    scaled = (
+        f" The rates are {spec.get('rates_of_capacity')} x this run's closed-loop capacity, "
+        f"{fmt(capacity)} req/s (its best level), so they mean the same load on any machine."
+        if capacity
+        else ""
+    )
     rows = []
     for rate, line in sorted(rates.items(), key=lambda item: float(item[0])):
         if "skipped" in line:
@@ -143,7 +150,7 @@ def _open_loop_lines(data: dict[str, Any], price: float, gpus: int) -> list[str]
         f"{spec.get('arrival', 'poisson')} arrivals at each rate, lowest first, whatever the server does; a "
         f"rate is saturated when each request's lag behind its due time grows by more than "
         f"{spec.get('saturation_lag_growth')} s a second (docs/metrics.md), and the sweep stops there. "
-        "Client lateness is sent - due; TTFT and TPOT count from the send.",
+        f"Client lateness is sent - due; TTFT and TPOT count from the send.{scaled}",
         "",
         markdown_table(rows, columns),
     ]

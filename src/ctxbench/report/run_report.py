@@ -195,9 +195,14 @@ def claims_summary(run: RunDir) -> list[str]:
                 for users, level in sorted(data["levels"].items(), key=lambda item: int(item[0]))
             )
         )
+    if data.get("rates_skipped"):
+        lines.append(f"open loop: not offered: {data['rates_skipped']}")
     if data.get("rates"):
+        capacity = data.get("capacity_requests_per_s")
         lines.append(
-            "open loop: "
+            "open loop"
+            + (f" (rates scaled from the closed loop's {fmt(capacity)} req/s)" if capacity else "")
+            + ": "
             + ", ".join(
                 f"{rate} req/s "
                 + (
