@@ -138,3 +138,16 @@ def test_a_failed_start_shows_the_engines_own_last_lines() -> None:
         "    E gguf_init_from_reader: invalid magic",
         "    E llama_server: exiting",
     ]
+
+
+@pytest.mark.parametrize("folder", ["odd[/b]", "odd[bold]x[/bold]"])  # a closing tag, then a style
+def test_paths_are_printed_as_they_are_never_as_markup(folder: str, tmp_path: Path) -> None:
+    here = tmp_path / folder
+    here.mkdir(parents=True)
+    path = campaign(here, LLAMA)
+    dry = ctxbench("run", str(path), "--dry-run", cwd=here)
+    assert dry.returncode == EXIT_OK and "Traceback" not in dry.stderr, dry.stderr
+    assert f"results in {here / 'results'}" in dry.stdout
+    (here / "trace.jsonl").write_text("oops\n")
+    refused = ctxbench("run", str(path), cwd=here)
+    assert refused.returncode == EXIT_USAGE and f"{here / 'trace.jsonl'}:1" in refused.stderr, refused.stderr

@@ -56,7 +56,7 @@ app.add_typer(engine_app, name="engine")
 app.add_typer(model_app, name="model")
 
 
-console = Console(soft_wrap=True)  # a log's lines whole: paths are never split
+console = Console(soft_wrap=True, markup=False)  # no text is read as markup; a log's lines whole
 
 
 errors = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ..config import (
     DEFAULT_PRICE_PER_GPU_HOUR,
@@ -262,7 +263,7 @@ def inspect_checkpoint(
                 highlight=False,
             )
         for warning in report.warnings:
-            console.print(f"  [yellow]warning:[/] {warning}", highlight=False)
+            console.print(Text.assemble(("  warning:", "yellow"), f" {warning}"), highlight=False)
     for first, second in zip(reports, reports[1:], strict=False):
         console.print(f"{first.checkpoint} vs {second.checkpoint}: {compare(first, second)}", highlight=False)
 

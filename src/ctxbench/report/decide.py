@@ -140,8 +140,8 @@ def _traffic_readings(rows: Sequence[Row]) -> list[Reading]:
                 "Most requests a second kept up with (open loop)",
                 f"{best.deployment}: {best.open_loop.text}",
                 "the highest offered rate whose requests' lag did not grow, at these prompt and output "
-                "lengths; the rates offered are the campaign's, so compare deployments swept over the same "
-                f"rates; {_caveat(best)}",
+                "lengths; compare deployments swept over the same rates (`rates_of_capacity` scales them "
+                f"to each run's own capacity, so those differ); {_caveat(best)}",
             )
         )
     returned = [r for r in rows if r.returning.value is not None and r.status != "failed"]

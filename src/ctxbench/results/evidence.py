@@ -224,7 +224,7 @@ def _throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour:
     source = _rel(results, path)
     cells = {
         "throughput": Cell(
-            f"{best['output_tokens_per_s']:.0f} output tok/s at {users} users",
+            f"{best['output_tokens_per_s']:.0f} output tok/s at {users} user{'s' * (str(users) != '1')}",
             source,
             best["output_tokens_per_s"],
         )
