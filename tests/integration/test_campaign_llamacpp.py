@@ -98,7 +98,7 @@ def test_an_engine_that_fails_to_start_fails_its_deployment_and_the_next_runs(
     tmp_path: Path, tiny: TinyModel
 ) -> None:
     broken = tmp_path / "broken.gguf"
-    broken.write_bytes(b"not a gguf")
+    broken.write_bytes(b"GGUF" + bytes(12))  # the magic passes the run's own check; llama-server refuses it
     path = campaign_file(
         tmp_path,
         f"""

@@ -3,6 +3,7 @@ decoding's acceptance comes from the engine's /metrics."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from ctxbench.report.counters import counter_deltas
 from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import collect
 from ctxbench.results.store import RunDir
+from ctxbench.steady import steady_state
 
 pytestmark = pytest.mark.engine
 
@@ -99,8 +101,25 @@ random_weights = true
     assert len(warmups) == 1 + 4 and not set(r.request_id for r in warmups) & set(four["request_ids"])
     measured = [r for r in records if r.labels["warmup"] == "0"]
     assert all(metrics.prompt_tokens(r) == int(r.labels["planned_tokens"]) for r in measured)  # token-exact
+    # Steady state: all four in flight, ramp-up and drain cut, recomputed from the records as stored
+    steady = four["steady"]
+    assert steady["plateau"] == 4 and steady["cut_s"] > 0 and steady["requests"] <= 12
+    again = dataclasses.asdict(steady_state(level_four))  # records in file order: sums agree to rounding
+    for key in (
+        "plateau",
+        "start_s",
+        "window_s",
+        "cut_s",
+        "requests",
+        "output_tokens_per_s",
+        "requests_per_s",
+    ):
+        assert steady[key] == pytest.approx(again[key]), key
+    assert steady["ttft_s"]["p50"] == again["ttft_s"]["p50"]
+    assert steady["output_tokens_per_s"] != four["output_tokens_per_s"]
     report = run_report(run)
     assert "## Many users, short prompts" in report and "n/a: a CPU run" in report
+    assert "steady output tok/s (cut)" in report and f"{steady['output_tokens_per_s']:.1f} (" in report
     (row,) = collect(tmp_path / "results")
     # The evidence cell is the best level, whichever it was on this host.
     assert row.throughput.value == pytest.approx(max(one["output_tokens_per_s"], four["output_tokens_per_s"]))

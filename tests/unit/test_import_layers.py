@@ -37,6 +37,7 @@ STAGES: list[tuple[str, ...]] = [
         "event_loop",
         "client",
         "metrics",
+        "steady",
         "arrivals",
         "decode_stall",
         "router",

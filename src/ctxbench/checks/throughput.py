@@ -31,6 +31,7 @@ from ..params import ThroughputParams
 from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
 from ..router import Router
+from ..steady import steady_state
 from ..text.code import CodeGenerator
 from ..text.haystack import SEPARATOR, UnitPool, build_haystack, request_seed
 from ..text.tokens import TokenCounter
@@ -358,4 +359,10 @@ async def _users_in_processes(
 
 def level_summary(records: Sequence[RequestRecord], params: ThroughputParams, attempt: int) -> dict[str, Any]:
     figures = metrics.throughput(records, params.ttft_slo_s, params.tpot_slo_s)
-    return {**dataclasses.asdict(figures), "attempt": attempt, "request_ids": [r.request_id for r in records]}
+    steady = steady_state(records)
+    return {
+        **dataclasses.asdict(figures),
+        "steady": None if steady is None else dataclasses.asdict(steady),
+        "attempt": attempt,
+        "request_ids": [r.request_id for r in records],
+    }

@@ -50,6 +50,7 @@ def throughput_section(run: RunDir, manifest: dict[str, Any], price_override: fl
                 f"{level['goodput_requests']} ({fmt(level['goodput_per_s'])}/s)",
                 f"{fmt(level['ttft_s']['p50'])} / {fmt(level['ttft_s']['p99'])}",
                 f"{fmt(level['tpot_s']['p50'], 4)} / {fmt(level['tpot_s']['p99'], 4)}",
+                *_steady_cells(level.get("steady")),
                 fmt(level["decode_rate"]["p50"], 1),
                 f"{fmt(level['queue_s']['p50'], 4)} / {fmt(level['queue_s']['p99'], 4)}",
                 fmt(level["tokens_per_chunk"]["mean"]),
@@ -65,6 +66,8 @@ def throughput_section(run: RunDir, manifest: dict[str, Any], price_override: fl
         "goodput",
         "TTFT p50/p99 s",
         "TPOT p50/p99 s",
+        "steady output tok/s (cut)",
+        "steady TTFT p50/p99 s",
         "decode/user p50",
         "client queue p50/p99 s",
         "tokens/chunk",
@@ -86,12 +89,25 @@ def throughput_section(run: RunDir, manifest: dict[str, Any], price_override: fl
         "### Closed loop: users at a concurrency",
         "",
         f"Each user sends the next request when the previous ends; each user's first "
-        f"{spec.get('warmup_requests')} request(s) are warm-up, recorded and excluded. Draft acceptance from "
-        "`/metrics` (`metrics.jsonl`).",
+        f"{spec.get('warmup_requests')} request(s) are warm-up, recorded and excluded. Steady: the same "
+        "level over the window where (nearly) all its users were in flight, ramp-up and drain cut "
+        '(docs/metrics.md, "Steady state"); the other columns are the whole level\'s. Draft acceptance '
+        "from `/metrics` (`metrics.jsonl`).",
         "",
         markdown_table(rows, columns),
     ]
     return header + (closed if rows else []) + _open_loop_lines(data, price, gpus)
+
+
+def _steady_cells(steady: dict[str, Any] | None) -> list[str]:
+    """The steady-state columns of a level, "not computed" for levels recorded before it or without one."""
+    if not steady:
+        return ["not computed", ""]
+    return [
+        f"{fmt(steady['output_tokens_per_s'], 1)} ({fmt(steady['cut_s'], 1)} s of "
+        f"{fmt(steady['cut_s'] + steady['window_s'], 1)} cut)",
+        f"{fmt(steady['ttft_s']['p50'])} / {fmt(steady['ttft_s']['p99'])}",
+    ]
 
 
 def _open_loop_lines(data: dict[str, Any], price: float, gpus: int) -> list[str]:

@@ -10,7 +10,7 @@ report keeps the static PNGs (`report/campaign.py`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,21 +18,8 @@ from ..results.evidence import Row
 from ..results.store import RunDir
 from ..telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, by_instant, gpu_series, read_telemetry
 from .check_sections import ramp_table_rows
+from .figure_layout import AXIS, LAYOUT, TITLE, legend_below, plot_figure, spread, ticks, tokens
 from .timeline import gpu_axes, gpu_traces, timeline, timeline_figure
-
-# Legends sit in a row under the plot (at 800 px one beside it took a third of the width); the title sits in
-# the top margin, left, clear of the plot and of the figure above; axes make room for their labels.
-LAYOUT = {
-    "margin": {"l": 60, "r": 20, "t": 50, "b": 40},
-    "height": 420,
-    "template": "plotly_white",
-}
-LEGEND = {"orientation": "h", "x": 0, "xanchor": "left"}
-LEGEND_ROW_PX = 22  # one row of the legend under the plot, two entries a row at 800 px
-AXIS = {"automargin": True}
-TITLE = {"x": 0, "xanchor": "left", "xref": "container", "y": 1, "yref": "container", "yanchor": "top"}
-TITLE["pad"] = {"t": 12, "l": 12}
-
 
 # plotly.js's partial bundle of the cartesian traces (vendor/README.md): the page draws scatter, bar and
 # heatmap only, and this is 1.5 MB where the full bundle is 4.8 MB.
@@ -45,53 +32,6 @@ BUNDLE_TRACES = frozenset(
 
 def plotly_js() -> str:
     return PLOTLY_BUNDLE.read_text()
-
-
-def _figure(title: str, data: list[dict[str, Any]], **layout: Any) -> dict[str, Any]:
-    axes = {key: {**AXIS, **layout.get(key, {})} for key in ("xaxis", "yaxis")}
-    merged = {**LAYOUT, **layout, **axes, "title": {**TITLE, "text": title}}
-    return {"data": data, "layout": {**merged, **_legend_below(data, merged)}}
-
-
-def _legend_below(data: list[dict[str, Any]], layout: dict[str, Any]) -> dict[str, Any]:
-    """The legend in rows at the foot of the figure, the figure taller by as many rows: beside the plot it
-    took a third of an 800 px page, and under the axis (in the plot's own units) it covered the axis title."""
-    entries = {
-        trace.get("legendgroup") or trace.get("name")
-        for trace in data
-        if trace.get("name") and trace.get("showlegend", True) and trace.get("type") != "heatmap"
-    }
-    if len(entries) < 2:
-        return {"showlegend": False} if entries else {}
-    room = LEGEND_ROW_PX * -(-len(entries) // 2) + 16
-    margin = layout.get("margin", {})
-    return {
-        "legend": {
-            "orientation": "h",
-            "x": 0,
-            "xanchor": "left",
-            "y": 0,
-            "yanchor": "bottom",
-            "yref": "container",
-        },
-        "margin": {**margin, "b": margin.get("b", 40) + room},
-        "height": layout.get("height", 420) + room,
-    }
-
-
-def _ticks(values: Sequence[float], label: Callable[[float], str] = lambda v: f"{v:g}") -> dict[str, Any]:
-    """A log axis labelled at the values themselves (users 1, 2, 4; 0.5 and 8 requests/s): Plotly's own
-    log ticks label 2..9 between decades, and one point gets none."""
-    ticks = sorted(set(values))
-    return {"type": "log", "tickvals": ticks, "ticktext": [label(v) for v in ticks]}
-
-
-def _tokens(value: float) -> str:
-    """8192 -> 8K, 1048576 -> 1M (the units the campaign files use)."""
-    for size, unit in ((1 << 20, "M"), (1 << 10, "K")):
-        if value >= size and value % (size // 4) == 0:
-            return f"{value / size:g}{unit}"
-    return f"{value:g}"
 
 
 def _ramp_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
@@ -137,13 +77,13 @@ def _ramp_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
         "showscale": False,
     }
     return [
-        _figure(
+        plot_figure(
             "TTFT against context (the conversation ramp)",
             lines,
-            xaxis={"title": {"text": "context tokens"}, **_ticks(_spread(contexts), _tokens)},
+            xaxis={"title": {"text": "context tokens"}, **ticks(spread(contexts), tokens)},
             yaxis={"title": {"text": "TTFT s"}},
         ),
-        _figure(
+        plot_figure(
             "Recall per turn (green: the planted fact was found)",
             [heat],
             height=120 + 28 * len(recall_rows),
@@ -179,7 +119,7 @@ def _needle_figure(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
         "hovertemplate": "%{y} at depth %{x}: %{z:.0%} found<extra></extra>",
     }
     return [
-        _figure(
+        plot_figure(
             "One-shot retrieval by length and depth (share of trials that found the fact)",
             [heat],
             height=140 + 28 * len(keys),
@@ -187,20 +127,6 @@ def _needle_figure(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
             yaxis={"type": "category", "automargin": True, "autorange": "reversed"},
         )
     ]
-
-
-def _spread(values: Sequence[float]) -> list[float]:
-    """Powers of two from the smallest value to the largest, at most eight of them (a log axis's labels)."""
-    low, high = min(values), max(values)
-    power = 1 << max(0, int(low).bit_length() - 1)
-    ticks = []
-    while power <= high * 1.01:
-        if power >= low * 0.99:
-            ticks.append(float(power))
-        power *= 2
-    while len(ticks) > 8:
-        ticks = ticks[::2]
-    return ticks or [float(low)]
 
 
 def _share(found: list[bool] | None) -> float | None:
@@ -222,7 +148,7 @@ def _decode_figure(rows: Sequence[Row]) -> list[dict[str, Any]]:
         },
     ]
     return [
-        _figure(
+        plot_figure(
             "Last-turn decode alone against with a second user",
             bars,
             barmode="group",
@@ -285,18 +211,20 @@ def _many_users_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, An
     out = []
     if closed:
         users_seen = [u for line in closed for u in line["x"]]
-        axis = {"title": {"text": "users (closed loop)"}, **_ticks(users_seen)}
+        axis = {"title": {"text": "users (closed loop)"}, **ticks(users_seen)}
         out.append(
-            _figure("Many users: output tokens/s", closed, xaxis=axis, yaxis={"title": {"text": "tokens/s"}})
+            plot_figure(
+                "Many users: output tokens/s", closed, xaxis=axis, yaxis={"title": {"text": "tokens/s"}}
+            )
         )
-        out.append(_figure("Many users: TTFT p50", latency, xaxis=axis, yaxis={"title": {"text": "s"}}))
+        out.append(plot_figure("Many users: TTFT p50", latency, xaxis=axis, yaxis={"title": {"text": "s"}}))
     if rates:
         offered_all = [x for line in rates for x in line["x"]]
         out.append(
-            _figure(
+            plot_figure(
                 "Open loop: TTFT p99 against the offered rate (x: saturated)",
                 rates,
-                xaxis={"title": {"text": "requests/s offered"}, **_ticks(offered_all)},
+                xaxis={"title": {"text": "requests/s offered"}, **ticks(offered_all)},
                 yaxis={"title": {"text": "TTFT p99 s"}},
             )
         )
@@ -327,7 +255,7 @@ def _timeline_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]
                 "title": {**TITLE, **figure["layout"]["title"]},
                 "xaxis": {**AXIS, **figure["layout"]["xaxis"]},
             }
-            figure["layout"] = {**layout, **_legend_below(figure["data"], layout)}
+            figure["layout"] = {**layout, **legend_below(figure["data"], layout)}
             out.append(figure)
     return out
 
@@ -362,7 +290,7 @@ def _telemetry_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any
             )
         names = ", ".join(telemetry.gpu_names())
         out.append(
-            _figure(
+            plot_figure(
                 f"{row.deployment}: GPU over the run ({names})",
                 gpu_traces(series, "y", "y2"),
                 xaxis={"title": {"text": "seconds since the first sample"}},

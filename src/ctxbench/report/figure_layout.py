@@ -1,0 +1,86 @@
+"""The evidence page's figure layout: one look for every Plotly figure, readable at 800 px (legends in rows
+under the plot, titles in the top margin, axes that make room for their labels, log axes labelled at the
+values themselves)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+# Legends sit in a row under the plot (at 800 px one beside it took a third of the width); the title sits in
+# the top margin, left, clear of the plot and of the figure above; axes make room for their labels.
+LAYOUT = {
+    "margin": {"l": 60, "r": 20, "t": 50, "b": 40},
+    "height": 420,
+    "template": "plotly_white",
+}
+LEGEND = {"orientation": "h", "x": 0, "xanchor": "left"}
+LEGEND_ROW_PX = 22  # one row of the legend under the plot, two entries a row at 800 px
+AXIS = {"automargin": True}
+TITLE = {"x": 0, "xanchor": "left", "xref": "container", "y": 1, "yref": "container", "yanchor": "top"}
+TITLE["pad"] = {"t": 12, "l": 12}
+
+
+def plot_figure(title: str, data: list[dict[str, Any]], **layout: Any) -> dict[str, Any]:
+    axes = {key: {**AXIS, **layout.get(key, {})} for key in ("xaxis", "yaxis")}
+    merged = {**LAYOUT, **layout, **axes, "title": {**TITLE, "text": title}}
+    return {"data": data, "layout": {**merged, **legend_below(data, merged)}}
+
+
+def legend_below(data: list[dict[str, Any]], layout: dict[str, Any]) -> dict[str, Any]:
+    """The legend in rows at the foot of the figure, the figure taller by as many rows: beside the plot it
+    took a third of an 800 px page, and under the axis (in the plot's own units) it covered the axis title."""
+    entries = {
+        trace.get("legendgroup") or trace.get("name")
+        for trace in data
+        if trace.get("name") and trace.get("showlegend", True) and trace.get("type") != "heatmap"
+    }
+    if len(entries) < 2:
+        return {"showlegend": False} if entries else {}
+    room = LEGEND_ROW_PX * -(-len(entries) // 2) + 16
+    margin = layout.get("margin", {})
+    return {
+        "legend": {
+            "orientation": "h",
+            "x": 0,
+            "xanchor": "left",
+            "y": 0,
+            "yanchor": "bottom",
+            "yref": "container",
+        },
+        "margin": {**margin, "b": margin.get("b", 40) + room},
+        "height": layout.get("height", 420) + room,
+    }
+
+
+def ticks(values: Sequence[float], label: Callable[[float], str] = lambda v: f"{v:g}") -> dict[str, Any]:
+    """A log axis labelled at the values themselves (users 1, 2, 4; 0.5 and 8 requests/s): Plotly's own
+    log ticks label 2..9 between decades, and one point gets none."""
+    ticks = sorted(set(values))
+    if not ticks:  # nothing drawn (every turn failed): Plotly's own axis
+        return {"type": "log"}
+    return {"type": "log", "tickvals": ticks, "ticktext": [label(v) for v in ticks]}
+
+
+def tokens(value: float) -> str:
+    """8192 -> 8K, 1048576 -> 1M (the units the campaign files use)."""
+    for size, unit in ((1 << 20, "M"), (1 << 10, "K")):
+        if value >= size and value % (size // 4) == 0:
+            return f"{value / size:g}{unit}"
+    return f"{value:g}"
+
+
+def spread(values: Sequence[float]) -> list[float]:
+    """Powers of two from the smallest value to the largest, at most eight of them (a log axis's labels)."""
+    if not values:
+        return []
+    low, high = min(values), max(values)
+    power = 1 << max(0, int(low).bit_length() - 1)
+    ticks = []
+    while power <= high * 1.01:
+        if power >= low * 0.99:
+            ticks.append(float(power))
+        power *= 2
+    while len(ticks) > 8:
+        ticks = ticks[::2]
+    return ticks or [float(low)]
