@@ -20,10 +20,11 @@ from . import __version__, event_loop
 from .checks.capacity import run_capacity
 from .checks.needle import run_needle
 from .checks.probe import probe_request_count, run_probe
+from .checks.prompts import PromptMaker
 from .checks.quality import run_quality
 from .checks.ramp import run_ramp
 from .checks.returning import run_returning
-from .checks.throughput import PromptMaker, run_throughput
+from .checks.throughput import run_throughput
 from .checks.trace import read_trace, run_trace
 from .client import Client
 from .engines.build import LLAMACPP_SDIST_VERSION

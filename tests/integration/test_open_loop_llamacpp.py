@@ -12,7 +12,7 @@ import pytest
 from ctxbench import metrics
 from ctxbench.arrivals import lateness_s
 from ctxbench.checks.open_loop import rate_summary, run_rate
-from ctxbench.checks.throughput import PromptMaker
+from ctxbench.checks.prompts import PromptMaker
 from ctxbench.client import Client
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel

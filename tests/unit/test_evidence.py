@@ -10,7 +10,8 @@ import pytest
 
 from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.report.campaign import write_campaign_report
-from ctxbench.results.evidence import collect, cost_per_million, status_of
+from ctxbench.results.cost import cost_per_million
+from ctxbench.results.evidence import collect, status_of
 from ctxbench.results.store import RunDir
 
 H200_RUN = Path(__file__).parents[2] / "docs" / "gpu-validation" / "h200-run1"

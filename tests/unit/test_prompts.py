@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.checks.throughput import PromptSourceError, read_prompts
+from ctxbench.checks.prompts import read_prompts
+from ctxbench.errors import PromptSourceError
 from ctxbench.text.code import CodeGenerator
 
 
@@ -41,7 +42,7 @@ def test_code_snippets_are_valid_python_and_seeded() -> None:
 @pytest.mark.parametrize("source", ["prose", "code"])
 def test_generated_prompts_are_token_exact_whatever_their_source(source: str) -> None:
     # code snippets were counted without the blank line that joins them: 8 to 10 tokens over at 1024
-    from ctxbench.checks.throughput import PromptMaker
+    from ctxbench.checks.prompts import PromptMaker
     from ctxbench.engines.models import tiny_model
     from ctxbench.params import ThroughputParams
     from ctxbench.text.haystack import UnitPool

@@ -27,8 +27,8 @@ from ..text.haystack import request_seed
 LEAD_S = 0.2  # between the last prompt built and the first request due: the loop is idle when it starts
 
 
-def rate_unit(rate: float) -> str:
-    return f"throughput-r{rate:g}"
+def rate_unit(rate: float, repeat: int = 0) -> str:
+    return f"throughput-r{rate:g}" + (f"-rep{repeat}" if repeat else "")
 
 
 @dataclass(frozen=True)
@@ -88,16 +88,19 @@ async def run_rate(
     rate: float,
     extra_body: dict[str, object],
     on_request: Callable[[RequestRecord], None] | None = None,
+    repeat: int = 0,
 ) -> list[RequestRecord]:
     """Offer `rate` requests a second. `prompts(seed, index)` gives a request's messages and planned tokens
-    (the many-users check's `PromptMaker`); all are built before the first is due."""
+    (the many-users check's `PromptMaker`); all are built before the first is due. A search's repeat of the
+    rate (`repeat` > 0) has its own arrivals, prompts and request ids."""
     count = params.requests_at(rate)
-    due = due_times(rate, count, params.arrival, request_seed(*scope, "arrivals", rate))
+    again = (repeat,) if repeat else ()
+    due = due_times(rate, count, params.arrival, request_seed(*scope, "arrivals", rate, *again))
 
     def build() -> list[Due]:
         requests = []
         for k, at_s in enumerate(due):
-            messages, planned = prompts(request_seed(*scope, "open-loop", rate, k), 1_000_000 + k)
+            messages, planned = prompts(request_seed(*scope, "open-loop", rate, k, *again), 1_000_000 + k)
             labels = {
                 "check": "throughput",
                 "mode": "open",
@@ -105,11 +108,12 @@ async def run_rate(
                 "arrival": params.arrival,
                 "index": str(k),
                 "warmup": "0",
+                **({"repeat": str(repeat)} if repeat else {}),
                 "source": params.source,
                 "shared_prefix_tokens": str(params.shared_prefix_tokens),
                 "planned_tokens": "" if planned is None else str(planned),
             }
-            request_id = run.request_id(f"tput-r{rate:g}-{k}")
+            request_id = run.request_id(f"tput-r{rate:g}" + (f"-rep{repeat}" if repeat else "") + f"-{k}")
             requests.append(Due(at_s, messages, params.output_tokens, request_id, labels))
         return requests
 

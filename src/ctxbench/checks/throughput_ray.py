@@ -34,7 +34,8 @@ from ..params import ThroughputParams
 from ..records import RequestRecord
 from ..results.store import RunDir
 from ..router import Router
-from .throughput import PromptMaker, WorkerJob, client_settings, make_client, run_user
+from .closed_loop import WorkerJob, client_settings, make_client, run_user
+from .prompts import PromptMaker
 
 START_AHEAD_S = 0.5  # from naming the start instant to it: every actor hears of it before it comes
 
@@ -96,7 +97,18 @@ class LoadActor:
             try:
                 await asyncio.gather(
                     *(
-                        run_user(client, job.prompts, job.params, run, job.scope, job.users, u, started, None)
+                        run_user(
+                            client,
+                            job.prompts,
+                            job.params,
+                            run,
+                            job.scope,
+                            job.users,
+                            u,
+                            started,
+                            None,
+                            job.repeat,
+                        )
                         for u in job.user_ids
                     )
                 )
@@ -166,6 +178,7 @@ async def users_over_ray(
     scope: tuple[str, ...],
     users: int,
     on_request: Callable[[RequestRecord], None] | None,
+    repeat: int = 0,
 ) -> list[RequestRecord]:
     """One level's users over `params.ray_actors` actors; their records written here as they come back."""
     try:
@@ -216,6 +229,7 @@ async def users_over_ray(
                     users,
                     k,
                     tuple(range(k, users, count)),
+                    repeat,
                 )
             )
             for k in range(count)

@@ -91,7 +91,7 @@ def plan(
     """Users x context: KV bytes a token (MHA/GQA/MLA, sliding windows, linear-attention layers), how many
     users fit beside the weights, when KV offload is needed, prefill time and cost per token."""
     from ..plan import BYTES_PER_VALUE, DenseShape, kv_layout, predicted_prefill_s, users_that_fit
-    from ..results.evidence import cost_per_million
+    from ..results.cost import cost_per_million
 
     if kv_dtype not in BYTES_PER_VALUE:
         raise typer.BadParameter(f"--kv-dtype {kv_dtype!r}: use one of {', '.join(BYTES_PER_VALUE)}.")

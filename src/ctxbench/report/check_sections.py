@@ -11,11 +11,12 @@ from typing import Any
 from .. import decode_stall, metrics
 from ..checks.needle import CONTROL_FAILED, control_failed
 from ..records import RequestRecord
-from ..results.evidence import cost_per_million, price_of
+from ..results.cost import cost_per_million, price_of
 from ..results.ramp_table import RAMP_TABLE, run_rows
 from ..results.store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
 from .counters import counter_deltas, reported_text
+from .slo_section import search_lines
 from .tables import fmt, markdown_table, relative
 
 
@@ -96,7 +97,7 @@ def throughput_section(run: RunDir, manifest: dict[str, Any], price_override: fl
         "",
         markdown_table(rows, columns),
     ]
-    return header + (closed if rows else []) + _open_loop_lines(data, price, gpus)
+    return header + (closed if rows else []) + _open_loop_lines(data, price, gpus) + search_lines(data)
 
 
 def _steady_cells(steady: dict[str, Any] | None) -> list[str]:

@@ -144,6 +144,17 @@ def _traffic_readings(rows: Sequence[Row]) -> list[Reading]:
                 f"to each run's own capacity, so those differ); {_caveat(best)}",
             )
         )
+    searched = [r for r in rows if r.slo.source and r.status != "failed"]
+    if searched:
+        out.append(
+            Reading(
+                "The highest load within an SLO",
+                "; ".join(f"{r.deployment}: {r.slo.text}" for r in searched),
+                "each run's own search, SLO and prompt and output lengths (the cell says which), not ranked: "
+                "levels meet an SLO by the figures of one run of them, and with search_repeats the cell "
+                "says in how many runs the level found met it",
+            )
+        )
     returned = [r for r in rows if r.returning.value is not None and r.status != "failed"]
     if returned:
         kept = max(returned, key=lambda r: r.returning.value or 0.0)

@@ -76,6 +76,7 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
         ("3 decode under another user's prefill", row.stall),
         ("many users, closed loop", row.throughput),
         ("many users, open loop", row.open_loop),
+        ("many users, within the SLO", row.slo),
         ("trace replay", row.trace),
         ("returning users", row.returning),
         ("quality", row.quality),

@@ -16,9 +16,10 @@ from typing import Literal
 
 from .. import decode_stall, metrics
 from ..checks.needle import CONTROL_FAILED, control_failed
-from ..config import DEFAULT_PRICE_PER_GPU_HOUR
 from ..engines.chat_template import template_warnings
 from .cell import MISSING, Cell
+from .cost import cost_per_million, price_of
+from .load_cells import open_loop_cell, slo_cell, throughput_cells
 from .ramp_table import RAMP_TABLE, run_rows
 from .store import RunDir
 from .traffic_cells import returning_cell, trace_cell
@@ -45,6 +46,7 @@ class Row:
     throughput: Cell = MISSING
     throughput_cost: Cell = MISSING
     open_loop: Cell = MISSING
+    slo: Cell = MISSING
     trace: Cell = MISSING
     returning: Cell = MISSING
     quality: Cell = MISSING
@@ -59,22 +61,6 @@ def _head(message: str) -> str:
 
 def _rel(results: Path, path: Path) -> str:
     return str(path.relative_to(results))
-
-
-def cost_per_million(price_per_gpu_hour: float, gpus: int, seconds: float, tokens: float) -> float | None:
-    """Cost per million tokens = price per GPU-hour x GPUs x hours / (tokens / 1e6)."""
-    if gpus <= 0 or tokens <= 0 or seconds <= 0:
-        return None
-    return price_per_gpu_hour * gpus * (seconds / 3600) / (tokens / 1e6)
-
-
-def price_of(manifest: dict[str, object], override: float | None = None) -> float:
-    """The price every cost of a run uses: `override` (`ctxbench report --price`), else the one its manifest
-    recorded (the campaign's), else the default."""
-    if override is not None:
-        return override
-    recorded = manifest.get("price_per_gpu_hour")
-    return float(recorded) if isinstance(recorded, (int, float)) else DEFAULT_PRICE_PER_GPU_HOUR
 
 
 def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = None) -> Row:
@@ -190,8 +176,9 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
                 _rel(results, run.requests_path),
                 cost,
             )
-    cells.update(_throughput_cells(results, run, gpus, price))
-    cells.update(_open_loop_cell(results, run))
+    cells.update(throughput_cells(results, run, gpus, price))
+    cells.update(open_loop_cell(results, run))
+    cells.update(slo_cell(results, run))
     cells.update(trace_cell(results, run))
     cells.update(returning_cell(results, run))
     cells.update(_quality_cell(results, run.run_id))
@@ -209,66 +196,6 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         reasons=reasons,
         **cells,
     )
-
-
-def _throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour: float) -> dict[str, Cell]:
-    """The level with the most output tokens/s, and its cost per million output tokens."""
-    path = run.path / "throughput.json"
-    if not path.exists():
-        return {}
-    levels = json.loads(path.read_text()).get("levels", {})
-    rated = {users: level for users, level in levels.items() if level.get("output_tokens_per_s")}
-    if not rated:
-        return {}
-    users, best = max(rated.items(), key=lambda item: item[1]["output_tokens_per_s"])
-    source = _rel(results, path)
-    cells = {
-        "throughput": Cell(
-            f"{best['output_tokens_per_s']:.0f} output tok/s at {users} user{'s' * (str(users) != '1')}",
-            source,
-            best["output_tokens_per_s"],
-        )
-    }
-    cost = cost_per_million(price_per_gpu_hour, gpus, best["window_s"], best["output_tokens"])
-    cells["throughput_cost"] = Cell(
-        f"${cost:.2f}/M output tokens ({gpus} GPU at ${price_per_gpu_hour:.2f}/h)"
-        if cost is not None
-        else "n/a (no GPU count)",
-        source,
-        cost,
-    )
-    return cells
-
-
-def _open_loop_cell(results: Path, run: RunDir) -> dict[str, Cell]:
-    """The highest offered rate the server kept up with, and where it saturated (sustained rate there)."""
-    path = run.path / "throughput.json"
-    if not path.exists():
-        return {}
-    rates = {
-        float(k): v for k, v in json.loads(path.read_text()).get("rates", {}).items() if "saturated" in v
-    }
-    if not rates:
-        return {}
-    kept = [rate for rate, line in rates.items() if not line["saturated"]]
-    saturated = [(rate, line) for rate, line in sorted(rates.items()) if line["saturated"]]
-    parts = []
-    if kept:
-        best = rates[max(kept)]
-        p99 = best["ttft_s"]["p99"]
-        parts.append(
-            f"kept up with {max(kept):g} req/s (TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s)"
-        )
-    else:
-        parts.append("kept up with none of the rates offered")
-    if saturated:
-        rate, line = saturated[0]
-        sustained = line.get("sustained_per_s")
-        parts.append(f"saturated at {rate:g}" + (f" (sustained {sustained:.2g} req/s)" if sustained else ""))
-    behind = sorted(rate for rate, line in rates.items() if line.get("client_behind"))
-    if behind:
-        parts.append(f"client behind at {', '.join(f'{r:g}' for r in behind)} req/s")
-    return {"open_loop": Cell("; ".join(parts), _rel(results, path), max(kept) if kept else 0.0)}
 
 
 def _quality_cell(results: Path, run_id: str) -> dict[str, Cell]:
@@ -368,6 +295,7 @@ COLUMNS: Sequence[tuple[str, str]] = (
     ("throughput", "many users: output tok/s"),
     ("throughput_cost", "many users: cost"),
     ("open_loop", "many users: rate kept up"),
+    ("slo", "many users: most within the SLO"),
     ("trace", "trace replay"),
     ("returning", "returning users"),
     ("quality", "GSM8K (flexible) [95%]"),
@@ -390,7 +318,7 @@ COLUMN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cost",
         ),
     ),
-    ("Many users", ("throughput", "throughput_cost", "open_loop")),
+    ("Many users", ("throughput", "throughput_cost", "open_loop", "slo")),
     ("Traffic that comes back: a replayed trace, returning users", ("trace", "returning")),
     ("Quality", ("quality",)),
 )

@@ -1,0 +1,201 @@
+"""Many users as a closed loop: each of a level's users sends its next request when the previous ends, in
+this process or spread over client processes (`throughput_worker.py`) or Ray actors (`throughput_ray.py`),
+which make the same client from `client_settings` and run the same `run_user`."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import pickle
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..client import Client
+from ..errors import CtxbenchError
+from ..params import ThroughputParams
+from ..records import RequestRecord
+from ..results.store import RunDir
+from ..router import Router
+from ..text.haystack import request_seed
+from .prompts import PromptMaker
+
+SAMPLING = {"temperature": 0.0}
+
+
+def extra_body(params: ThroughputParams) -> dict[str, object]:
+    return {**SAMPLING, **({"ignore_eos": True} if params.ignore_eos else {})}
+
+
+async def run_user(
+    client: Client,
+    prompts: PromptMaker,
+    params: ThroughputParams,
+    run: RunDir,
+    scope: tuple[str, ...],
+    users: int,
+    user: int,
+    started: float,
+    on_request: Callable[[RequestRecord], None] | None,
+    repeat: int = 0,
+) -> list[RequestRecord]:
+    """One user of a level: requests back to back until its count or the level's duration is done. A search's
+    repeat of the level (`repeat` > 0) has its own prompts and request ids."""
+    extra = extra_body(params)
+    again = (repeat,) if repeat else ()
+    name = f"u{users}" + (f"-rep{repeat}" if repeat else "")
+    out = []
+    # A little jitter so that U users do not all arrive in the same millisecond of the first step.
+    await asyncio.sleep(random.Random(request_seed(*scope, "tput-start", users, user)).uniform(0, 0.05))
+    for index in itertools.count():
+        warmup = index < params.warmup_requests
+        measured = index - params.warmup_requests
+        if not warmup and (
+            measured >= params.requests_per_user
+            if params.requests_per_user is not None
+            else time.perf_counter() - started >= params.duration_s
+        ):
+            break
+        enqueued = time.perf_counter_ns()  # before the prompt is built: client-side time is queueing, shown
+        seed = request_seed(*scope, "throughput", users, user, index, *again)
+        messages, planned = await asyncio.to_thread(prompts, seed, user * 100_000 + index)
+        record = await client.chat(
+            messages,
+            max_tokens=params.output_tokens,
+            request_id=run.request_id(f"tput-{name}-user{user}-{index}"),
+            labels={
+                "check": "throughput",
+                "users": str(users),
+                "user": str(user),
+                "index": str(index),
+                "warmup": "1" if warmup else "0",
+                **({"repeat": str(repeat)} if repeat else {}),
+                "source": params.source,
+                "shared_prefix_tokens": str(params.shared_prefix_tokens),
+                "planned_tokens": "" if planned is None else str(planned),
+            },
+            extra_body=extra,
+            enqueued_ns=enqueued,
+        )
+        run.append(record)
+        out.append(record)
+        if on_request is not None:
+            on_request(record)
+    return out
+
+
+@dataclass(frozen=True)
+class WorkerJob:
+    """What one client process of a level needs; pickled to its stdin (`checks/throughput_worker.py`)."""
+
+    client: dict[str, Any]  # `client_settings`: the API key travels here, never on a command line
+    prompts: PromptMaker
+    params: ThroughputParams
+    run_path: Path
+    attempt: int
+    scope: tuple[str, ...]
+    users: int  # the level
+    process: int
+    user_ids: tuple[int, ...]
+    repeat: int = 0  # a search's repeat of the level (`run_user`)
+
+
+READY = b"ready\n"  # a worker's first line: its client is made, it waits for the level's start time
+
+
+def client_settings(client: Client | Router) -> dict[str, Any]:
+    """How a worker process makes the same client (`make_client`): one `Client`, or a `Router` over the
+    replicas'."""
+    if isinstance(client, Router):
+        return {"router": True, "clients": [one.settings() for one in client.clients]}
+    return {"router": False, "clients": [client.settings()]}
+
+
+def make_client(settings: dict[str, Any]) -> Client | Router:
+    clients = [Client(**one) for one in settings["clients"]]
+    return Router(clients) if settings["router"] else clients[0]
+
+
+async def users_in_processes(
+    client: Client | Router,
+    prompts: PromptMaker,
+    params: ThroughputParams,
+    run: RunDir,
+    scope: tuple[str, ...],
+    users: int,
+    on_request: Callable[[RequestRecord], None] | None,
+    repeat: int = 0,
+) -> list[RequestRecord]:
+    """One level's users spread round-robin over `spec.client_processes` worker processes
+    (`checks/throughput_worker.py`); their records are written here as they come back."""
+    processes = min(params.client_processes, users)
+    settings = client_settings(client)
+    workers: list[asyncio.subprocess.Process] = []
+    records: list[RequestRecord] = []
+
+    async def collect(worker: asyncio.subprocess.Process) -> int:
+        assert worker.stdout is not None
+        while line := await worker.stdout.readline():
+            record = RequestRecord.model_validate_json(line)
+            run.append(record)
+            records.append(record)
+            if on_request is not None:
+                on_request(record)
+        return await worker.wait()
+
+    try:
+        for index in range(processes):
+            worker = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "ctxbench.checks.throughput_worker",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                limit=1 << 26,
+            )
+            workers.append(worker)
+            assert worker.stdin is not None
+            job = WorkerJob(
+                settings,
+                prompts,
+                params,
+                run.path,
+                run.attempt,
+                scope,
+                users,
+                index,
+                tuple(range(index, users, processes)),
+                repeat,
+            )
+            worker.stdin.write(pickle.dumps(job))
+            await worker.stdin.drain()
+        for worker in workers:  # every worker has its client: start all users together
+            assert worker.stdout is not None
+            if await worker.stdout.readline() != READY:
+                raise CtxbenchError(
+                    f"many users, {users} users: a client process did not start "
+                    f"(exit {await worker.wait()}); its messages are above."
+                )
+        started = time.perf_counter()  # CLOCK_MONOTONIC, the workers' clock too
+        for worker in workers:
+            assert worker.stdin is not None
+            worker.stdin.write(f"{started!r}\n".encode())
+            await worker.stdin.drain()
+            worker.stdin.close()
+        codes = await asyncio.gather(*(collect(worker) for worker in workers))
+    finally:
+        for worker in workers:
+            if worker.returncode is None:  # interrupted or failed: no client process outlives the check
+                worker.kill()
+                await worker.wait()
+    failed = [code for code in codes if code != 0]
+    if failed:
+        raise CtxbenchError(
+            f"many users, {users} users: {len(failed)} of {processes} client processes failed "
+            f"(exit {failed}); their messages are above, and the records they sent are kept."
+        )
+    return records

@@ -1,0 +1,67 @@
+"""The run report's SLO search: each probed level in the order the search chose it, what it measured and
+which limit it broke, then the answer and the repeats of the level found."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..slo_search import breach_text, slo_text
+from .tables import fmt, markdown_table
+
+
+def _figures(data: Mapping[str, Any], by: str, level: float, run: int) -> Mapping[str, Any] | None:
+    if run:
+        unit = f"throughput-{'u' if by == 'users' else 'r'}{level:g}-rep{run}"
+        return data.get("repeats", {}).get(unit)
+    if by == "users":
+        return data.get("levels", {}).get(str(int(level)))
+    return data.get("rates", {}).get(f"{level:g}")
+
+
+def search_lines(data: Mapping[str, Any]) -> list[str]:
+    found = data.get("search")
+    if not found:
+        return []
+    head = ["", "### The highest level within the SLO", ""]
+    if "skipped" in found:
+        return [*head, f"Not searched: {found['skipped']}."]
+    by = found["by"]
+    unit = "users" if by == "users" else "req/s"
+    rows = []
+    probes = [(p, 0) for p in found["probes"]] + [
+        ({"level": found["met"], **r}, r["run"]) for r in found.get("repeats", [])
+    ]
+    for number, (probe, run) in enumerate(probes, start=1):
+        level = _figures(data, by, probe["level"], run) or {}
+        share = level["goodput_requests"] / level["requests"] if level.get("requests") else None
+        rows.append(
+            [
+                str(number),
+                f"{probe['level']:g}" + (f" (repeat {run})" if run else ""),
+                "met" if probe["met"] else "broke: " + "; ".join(breach_text(b) for b in probe["breaches"]),
+                fmt(level.get("ttft_s", {}).get("p99")),
+                fmt(level.get("tpot_s", {}).get("p99"), 4),
+                fmt(share),
+                fmt(level.get("output_tokens_per_s"), 1),
+            ]
+        )
+    met, broken = found["met"], found["broken"]
+    answer = (
+        f"no level probed met it (the lowest, {broken:g} {unit}, broke it)"
+        if met is None
+        else f"**{met:g} {unit}**"
+        + (f", met in {found['met_runs']} of {found['runs']} runs" if found["runs"] > 1 else "")
+        + (f"; {broken:g} {unit} broke it" if broken is not None else "; nothing probed broke it")
+    )
+    return [
+        *head,
+        f"SLO: {slo_text(found['slo'])}. The search doubles {unit} from {found['start']:g} until a level "
+        "breaks the SLO, then bisects between the highest level met and the lowest broken, each probe a "
+        f'level measured like those above (docs/metrics.md, "SLO search"); it stopped because '
+        f"{found['stopped']}. Highest level within the SLO: {answer}.",
+        "",
+        markdown_table(
+            rows, ["probe", unit, "SLO", "TTFT p99 s", "TPOT p99 s", "goodput share", "output tok/s"]
+        ),
+    ]

@@ -1,0 +1,97 @@
+"""The evidence cells of many users (`throughput.json`): the closed loop's best level and its cost, the open
+loop's highest rate kept up with, and the SLO search's highest level within its SLO."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..slo_search import breach_text, slo_text
+from .cell import Cell
+from .cost import cost_per_million
+from .store import RunDir
+
+
+def throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour: float) -> dict[str, Cell]:
+    """The level with the most output tokens/s, and its cost per million output tokens."""
+    path = run.path / "throughput.json"
+    if not path.exists():
+        return {}
+    levels = json.loads(path.read_text()).get("levels", {})
+    rated = {users: level for users, level in levels.items() if level.get("output_tokens_per_s")}
+    if not rated:
+        return {}
+    users, best = max(rated.items(), key=lambda item: item[1]["output_tokens_per_s"])
+    source = str(path.relative_to(results))
+    cells = {
+        "throughput": Cell(
+            f"{best['output_tokens_per_s']:.0f} output tok/s at {users} user{'s' * (str(users) != '1')}",
+            source,
+            best["output_tokens_per_s"],
+        )
+    }
+    cost = cost_per_million(price_per_gpu_hour, gpus, best["window_s"], best["output_tokens"])
+    cells["throughput_cost"] = Cell(
+        f"${cost:.2f}/M output tokens ({gpus} GPU at ${price_per_gpu_hour:.2f}/h)"
+        if cost is not None
+        else "n/a (no GPU count)",
+        source,
+        cost,
+    )
+    return cells
+
+
+def open_loop_cell(results: Path, run: RunDir) -> dict[str, Cell]:
+    """The highest offered rate the server kept up with, and where it saturated (sustained rate there)."""
+    path = run.path / "throughput.json"
+    if not path.exists():
+        return {}
+    rates = {
+        float(k): v for k, v in json.loads(path.read_text()).get("rates", {}).items() if "saturated" in v
+    }
+    if not rates:
+        return {}
+    kept = [rate for rate, line in rates.items() if not line["saturated"]]
+    saturated = [(rate, line) for rate, line in sorted(rates.items()) if line["saturated"]]
+    parts = []
+    if kept:
+        best = rates[max(kept)]
+        p99 = best["ttft_s"]["p99"]
+        parts.append(
+            f"kept up with {max(kept):g} req/s (TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s)"
+        )
+    else:
+        parts.append("kept up with none of the rates offered")
+    if saturated:
+        rate, line = saturated[0]
+        sustained = line.get("sustained_per_s")
+        parts.append(f"saturated at {rate:g}" + (f" (sustained {sustained:.2g} req/s)" if sustained else ""))
+    behind = sorted(rate for rate, line in rates.items() if line.get("client_behind"))
+    if behind:
+        parts.append(f"client behind at {', '.join(f'{r:g}' for r in behind)} req/s")
+    return {"open_loop": Cell("; ".join(parts), str(path.relative_to(results)), max(kept) if kept else 0.0)}
+
+
+def slo_cell(results: Path, run: RunDir) -> dict[str, Cell]:
+    """The highest level that met the SLO (the value, so readings can name it), the level above it that broke
+    it and which limit broke, the SLO itself and, with repeats, in how many runs the level met it."""
+    path = run.path / "throughput.json"
+    if not path.exists():
+        return {}
+    found = json.loads(path.read_text()).get("search")
+    if not found:
+        return {}
+    source = str(path.relative_to(results))
+    if "skipped" in found:
+        return {"slo": Cell(f"not searched: {found['skipped']}", source)}
+    unit = " users" if found["by"] == "users" else " req/s"
+    slo = slo_text(found["slo"])
+    met, broken = found["met"], found["broken"]
+    why = "; ".join(breach_text(b) for b in found["broken_by"])
+    above = f"{broken:g}{unit} broke it: {why}" if broken is not None else "nothing probed broke it"
+    if met is None:
+        text = f"none met {slo} (from {broken:g}{unit}: {why})"
+    else:
+        runs = f"; met in {found['met_runs']}/{found['runs']} runs" if found["runs"] > 1 else ""
+        text = f"{met:g}{unit} within {slo} ({above}){runs}"
+    return {"slo": Cell(text, source, met)}

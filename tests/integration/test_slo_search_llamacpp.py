@@ -1,0 +1,82 @@
+"""The SLO search against the real llama-server: with 2 slots, a TTFT limit well under one request's decode
+time is met by 2 users (each request finds a free slot) and broken by 3 (one always waits for a slot), and
+the search finds exactly that, in a bounded number of levels, each recorded like any level."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ctxbench import metrics
+from ctxbench.campaign import run_campaign
+from ctxbench.campaign_file import load_campaign
+from ctxbench.engines.models import TinyModel
+from ctxbench.report.run_report import run_report
+from ctxbench.results.evidence import collect
+from ctxbench.results.store import RunDir
+
+pytestmark = pytest.mark.engine
+
+OUTPUT_TOKENS = 1024  # a long decode, so that waiting for a slot dwarfs a 128-token prefill
+
+DEPLOYMENT = """
+[[deployments]]
+name = "tiny-2-slots"
+engine = "llamacpp"
+model = "{gguf}"
+tokenizer = "{tok}"
+ctx_size = 4096
+parallel = 2
+random_weights = true
+"""
+
+
+def campaign_run(tmp_path: Path, name: str, checks: str, tiny: TinyModel) -> tuple[Path, RunDir]:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(
+        f'[campaign]\nname = "{name}"\nresults = "{tmp_path / name}"\n{checks}\n'
+        + DEPLOYMENT.format(gguf=tiny.gguf, tok=tiny.tokenizer_dir)
+    )
+    (outcome,) = run_campaign(load_campaign(path))
+    assert outcome.status == "done", outcome.error
+    return path, RunDir(tmp_path / name / "runs" / str(outcome.run_id))
+
+
+def test_the_search_finds_the_slots_a_ttft_limit_allows(tmp_path: Path, tiny: TinyModel) -> None:
+    shape = f"prompt_tokens = 128\noutput_tokens = {OUTPUT_TOKENS}\nrequests_per_user = 3\n"
+    # One user alone: how long a whole request's decode takes here, now (a busy host is slower at both).
+    _, alone = campaign_run(tmp_path, "alone", f"[checks.throughput]\nlevels = [1]\n{shape}", tiny)
+    tpot = json.loads((alone.path / "throughput.json").read_text())["levels"]["1"]["tpot_s"]["p50"]
+    limit = round(OUTPUT_TOKENS * tpot / 4, 4)  # a quarter of one request's decode: a prefill is far under it
+    path, run = campaign_run(
+        tmp_path,
+        "search",
+        f'[checks.throughput]\nlevels = []\n{shape}search = "users"\nsearch_repeats = 2\n'
+        f"slo = {{ ttft_p99_s = {limit} }}\n",
+        tiny,
+    )
+    data = json.loads((run.path / "throughput.json").read_text())
+    found = data["search"]
+    ttft = {users: level["ttft_s"]["p99"] for users, level in data["levels"].items()}
+    assert (found["met"], found["broken"]) == (2, 3), (limit, ttft)
+    assert [p["level"] for p in found["probes"]] == [1, 2, 4, 3]  # doubling, then one bisection
+    assert found["broken_by"][0]["limit"] == "ttft_p99_s" and found["stopped"] == "the bracket closed"
+    assert sorted(data["levels"]) == ["1", "2", "3", "4"]  # each probe recorded as a level
+    # The level found ran twice, the repeat with its own prompts and request ids.
+    assert (found["met_runs"], found["runs"]) == (2, 2)
+    repeat = data["repeats"]["throughput-u2-rep1"]
+    assert not set(repeat["request_ids"]) & set(data["levels"]["2"]["request_ids"])
+    records = {r.request_id: r for r in run.records()}
+    assert all(records[i].labels["repeat"] == "1" for i in repeat["request_ids"])
+    assert all(metrics.prompt_tokens(records[i]) == 128 for i in repeat["request_ids"])
+    report = run_report(run)
+    assert "### The highest level within the SLO" in report and "**2 users**, met in 2 of 2 runs" in report
+    (row,) = collect(tmp_path / "search")
+    assert not [r for r in row.reasons if "cache audit" in r], row.reasons  # fresh prompts: no cache hits
+    assert row.slo.value == 2 and row.slo.text.startswith(f"2 users within TTFT p99 <= {limit:g} s")
+    # Run again: every probe is done, nothing is sent, and the search reads the same.
+    before = len(records)
+    (again,) = run_campaign(load_campaign(path))
+    assert again.status == "skipped" and len(list(run.records())) == before
