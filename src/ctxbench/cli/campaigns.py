@@ -1,4 +1,4 @@
-"""Campaigns and their files: demo, run, report, audit-cache, sample-trace."""
+"""Campaigns and their files: demo, run, report, export, audit-cache, sample-trace."""
 
 from __future__ import annotations
 
@@ -176,6 +176,51 @@ def report(
     except CtxbenchError as exc:
         raise _fail(exc) from exc
     console.print(f"evidence: {markdown_path}\n          {html_path}")
+
+
+@app.command()
+def export(
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="summary: the JSON file to write; llm-d-report: the directory (one file per stage)."
+        ),
+    ] = None,
+    results: ResultsOption = Path("results"),
+    kind: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="summary (ctxbench's own run summary, versioned) or llm-d-report (llm-d-benchmark's report "
+            "v0.2, a file per stage of every run).",
+        ),
+    ] = "summary",
+    schema: Annotated[bool, typer.Option(help="Print the summary's JSON schema and stop.")] = False,
+) -> None:
+    """Write the runs under --results in a format other tools read (docs/results-format.md, "Exports")."""
+    import json
+
+    from ..results.summary import Summary, summarize
+
+    if schema:
+        print(json.dumps(Summary.model_json_schema(), indent=2))
+        return
+    if kind not in ("summary", "llm-d-report"):
+        raise _fail(UsageError(f"--format {kind!r}: give summary or llm-d-report"))
+    if out is None:
+        raise _fail(UsageError("--out: give the file (summary) or the directory (llm-d-report) to write"))
+    if not list((results / "runs").glob("*/manifest.json")):
+        raise _fail(
+            UsageError(f"no runs under {results / 'runs'} (--results): give the directory that holds them")
+        )
+    if kind == "summary":
+        summarize(results).save(out)
+        console.print(f"summary: {out}")
+        return
+    from ..results.llmd_report import export_llmd
+
+    written = export_llmd(results, out)
+    console.print(f"llm-d report v0.2: {len(written)} file(s) under {out}")
 
 
 @app.command("audit-cache")

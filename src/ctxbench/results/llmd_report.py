@@ -1,0 +1,301 @@
+"""`ctxbench export --format llm-d-report`: every stage of a run as an llm-d benchmark report v0.2
+(`llmd_schema.py`), so ctxbench's runs sit beside vLLM bench, GuideLLM, inference-perf and AIPerf results in
+llm-d-benchmark's comparisons.
+
+A stage is a set of requests one load produced: a closed-loop level (its measured requests, warm-up left
+out), an open-loop rate, a search's repeat of either, a needle length, a ramp's users setting, the capacity
+check's near-limit prompt, a trace replay, the returning users, the probe. Its figures are computed from its
+records with ctxbench's own definitions (docs/metrics.md): TTFT, TPOT and end-to-end latency percentiles over
+successful requests, token rates over the stage's window (first send to last end). What the v0.2 schema has
+no field for (recall, the check's verdict) stays in ctxbench's own summary; `results.profiling.ctxbench`
+names the run, check and stage so a reader can find it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import __version__, metrics
+from ..records import RequestRecord
+from ..telemetry import TELEMETRY_FILE, read_telemetry
+from .llmd_schema import (
+    BenchmarkReportV02,
+    Component,
+    Load,
+    Results,
+    Run,
+    Scenario,
+    SequenceLength,
+    Statistics,
+)
+from .store import RunDir
+
+ENGINE_TOOLS = {"llamacpp": "llama.cpp", "vllm": "vllm", "sglang": "sglang", "external": "external"}
+_ATTEMPT = re.compile(r"-a(\d+)$")
+
+
+def stage_of(record: RequestRecord) -> str | None:
+    """The stage a record belongs to, or None for one no stage reports (warm-up, the over-limit probe)."""
+    labels = record.labels
+    check = labels.get("check", "")
+    again = f"-rep{labels['repeat']}" if labels.get("repeat") else ""
+    if check == "throughput":
+        if labels.get("warmup") == "1":
+            return None
+        if labels.get("mode") == "open":
+            return f"throughput-r{labels['rate']}{again}"
+        return f"throughput-u{labels['users']}{again}"
+    if check == "needle":
+        return f"needle-{labels['length']}" + ("-control" if labels.get("control") else "")
+    if check == "ramp":
+        return f"ramp-u{labels['users']}"
+    if check == "capacity":
+        return "capacity" if labels.get("prompt") == "near_limit" else None
+    return check or None
+
+
+def stages(records: Iterable[RequestRecord]) -> dict[str, list[RequestRecord]]:
+    """Records by stage, stages in the order their first request was sent."""
+    out: dict[str, list[RequestRecord]] = {}
+    for record in sorted(records, key=lambda r: r.sent_ns):
+        stage = stage_of(record)
+        if stage is not None:
+            out.setdefault(stage, []).append(record)
+    return out
+
+
+def _stat(units: str, values: Iterable[float | None]) -> Statistics | None:
+    present = sorted(v for v in values if v is not None)
+    if not present:
+        return None
+    d = metrics.Distribution.of(present)
+    assert d.mean is not None
+    return Statistics(
+        units=units, mean=d.mean, min=present[0], p50=d.p50, p90=d.p90, p99=d.p99, max=present[-1]
+    )  # type: ignore[arg-type]
+
+
+def _rate(units: str, amount: float, window_s: float) -> Statistics | None:
+    return Statistics(units=units, mean=amount / window_s) if window_s > 0 else None  # type: ignore[arg-type]
+
+
+def _length(values: Sequence[int]) -> SequenceLength | None:
+    values = [v for v in values if v and v > 0]
+    if not values:
+        return None
+    if min(values) == max(values):
+        return SequenceLength(distribution="fixed", value=values[0])
+    return SequenceLength(
+        distribution="other", value=sum(values) / len(values), min=min(values), max=max(values)
+    )
+
+
+def _total(values: Sequence[int | None]) -> int | None:
+    """The sum, or None where any count was not reported (a rate from part of them would be too low)."""
+    return None if not values or any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def aggregate(records: Sequence[RequestRecord]) -> dict[str, Any]:
+    """The schema's `request_performance.aggregate` over one stage's records. A count the server did not
+    report is left out (the field absent), never 0."""
+    ok = [r for r in records if r.ok]
+    window = (max(r.end_ns for r in records) - min(r.sent_ns for r in records)) / metrics.NS
+    prompt = [metrics.prompt_tokens(r) for r in ok]
+    output = [None if (n := metrics.output_tokens(r)) is None else n.tokens for r in ok]
+    prompt_total, output_total = _total(prompt), _total(output)
+    both = None if prompt_total is None or output_total is None else prompt_total + output_total
+    rate = lambda units, amount: None if amount is None else _rate(units, amount, window)  # noqa: E731
+    return {
+        "requests": {
+            "total": len(records),
+            "failures": sum(1 for r in records if r.error is not None and r.error.kind != "interrupted"),
+            "incomplete": sum(1 for r in records if r.error is not None and r.error.kind == "interrupted"),
+            "input_length": _stat("count", prompt),
+            "output_length": _stat("count", output),
+        },
+        "latency": {
+            "time_to_first_token": _stat("s", (metrics.ttft_s(r) for r in ok)),
+            "time_per_output_token": _stat("s/token", (metrics.tpot_s(r) for r in ok)),
+            "request_latency": _stat("s", (metrics.e2e_s(r) for r in ok)),
+        },
+        "throughput": {
+            "input_token_rate": rate("tokens/s", prompt_total),
+            "output_token_rate": rate("tokens/s", output_total),
+            "total_token_rate": rate("tokens/s", both),
+            "requests_rate": _rate("queries/s", len(ok), window),
+        },
+    }
+
+
+def _wall_clock(manifest: dict[str, Any]) -> Callable[[RequestRecord, int], dt.datetime | None]:
+    """A record's perf_counter stamp as UTC, by its attempt's clock pair in the manifest (None for runs
+    recorded before manifests kept one)."""
+    clocks = {a["attempt"]: a["clock"] for a in manifest.get("attempts", []) if a.get("clock")}
+
+    def wall(record: RequestRecord, stamp_ns: int) -> dt.datetime | None:
+        found = _ATTEMPT.search(record.request_id)
+        clock = clocks.get(int(found.group(1)) if found else 1) or next(iter(clocks.values()), None)
+        if clock is None:
+            return None
+        unix_ns = clock["unix_ns"] + stamp_ns - clock["perf_counter_ns"]
+        return dt.datetime.fromtimestamp(unix_ns / 1e9, tz=dt.UTC)
+
+    return wall
+
+
+def _flags(command: Sequence[str]) -> dict[str, Any]:
+    """`['server', '--port', '1', '--metrics']` -> {'--port': '1', '--metrics': None}."""
+    out: dict[str, Any] = {}
+    items = list(command[1:])
+    for index, item in enumerate(items):
+        if item.startswith("-"):
+            value = (
+                items[index + 1] if index + 1 < len(items) and not items[index + 1].startswith("-") else None
+            )
+            out[item] = value
+    return out
+
+
+def _component(run: RunDir, manifest: dict[str, Any]) -> Component:
+    engine = manifest.get("engine") or {}
+    deployment = manifest.get("campaign_file_deployment") or {}
+    gpus = int(manifest.get("gpus") or 0)
+    telemetry = read_telemetry(run.path / TELEMETRY_FILE)
+    names = telemetry.gpu_names() if telemetry else []
+    tool = ENGINE_TOOLS.get(str(engine.get("kind") or deployment.get("engine")), str(engine.get("kind")))
+    model = str(engine.get("served_name") or manifest.get("model") or "")
+    common = {"tool": tool, "tool_version": str(engine.get("version") or "not reported")}
+    if gpus and names:
+        kind = "inference_engine"
+        standardized: dict[str, Any] = {
+            **common,
+            "role": "replica",
+            "model": {"name": model},
+            "accelerator": {
+                "model": names[0],
+                "count": gpus,
+                "parallelism": {"dp": max(1, len(engine.get("replica_gpus") or [1]))},
+            },
+        }
+    else:  # no accelerator to name (a CPU run, or none recorded): the schema's generic component
+        kind = "generic"
+        standardized = {
+            **common,
+            "model": model,
+            "accelerator": "not recorded" if gpus else "none listed in the deployment (gpus = [])",
+        }
+    cfg = hashlib.sha256(json.dumps(deployment, sort_keys=True).encode()).hexdigest()[:32]
+    return Component.model_validate(
+        {
+            "metadata": {"kind": kind, "label": str(manifest.get("deployment")), "cfg_id": cfg},
+            "standardized": standardized,
+            "native": {
+                "args": _flags(engine.get("command") or []) or None,
+                "envars": engine.get("env") or None,
+            },
+        }
+    )
+
+
+def _load(stage: str, number: int, records: Sequence[RequestRecord], params: dict[str, Any]) -> Load:
+    first = records[0].labels
+    check = first.get("check", "")
+    planned = [int(r.labels["planned_tokens"]) for r in records if r.labels.get("planned_tokens")]
+    inputs = _length(planned) or _length([metrics.prompt_tokens(r) or 0 for r in records])
+    standardized: dict[str, Any] = {
+        "tool": "ctxbench",
+        "tool_version": __version__,
+        # ctxbench's generators write fresh text per request; a user's JSONL is sampled data
+        "source": "sampled"
+        if check == "throughput" and params.get("source") not in ("prose", "code")
+        else "random",
+        "stage": number,
+        "input_seq_len": (inputs or SequenceLength(distribution="fixed", value=1)).model_dump(
+            exclude_none=True
+        ),
+    }
+    outputs = [None if (n := metrics.output_tokens(r)) is None else n.tokens for r in records if r.ok]
+    if outputs and records[0].max_tokens and all(n == records[0].max_tokens for n in outputs):
+        # enforced (ignore_eos, or every reply ran to its budget); else the schema's field stays out
+        standardized["output_seq_len"] = {"distribution": "fixed", "value": records[0].max_tokens}
+    if check == "throughput" and first.get("mode") == "open":
+        standardized["rate_qps"] = float(first["rate"])
+    elif "users" in first:
+        standardized["concurrency"] = int(first["users"])
+    else:
+        standardized["concurrency"] = 1
+    if check == "throughput" and int(params.get("shared_prefix_tokens") or 0):
+        users = int(first.get("users", "1"))
+        standardized["prefix"] = {
+            "prefix_len": {"distribution": "fixed", "value": int(params["shared_prefix_tokens"])},
+            "num_groups": 1,
+            "num_users_per_group": users,
+            "num_prefixes": 1,
+        }
+    if check == "ramp":
+        standardized["multi_turn"] = {
+            "enabled": True,
+            "max_turns": {"distribution": "fixed", "value": int(params.get("turns") or 1)},
+        }
+    return Load.model_validate(
+        {
+            "metadata": {"description": f"ctxbench {check} check, stage {stage}"},
+            "standardized": standardized,
+            "native": {"config": {"check": check, "stage": stage, "parameters": params}},
+        }
+    )
+
+
+def run_reports(run: RunDir) -> list[BenchmarkReportV02]:
+    """One v0.2 report per stage of the run, in the order the stages ran."""
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    wall = _wall_clock(manifest)
+    component = _component(run, manifest)
+    parameters = manifest.get("check_parameters") or {}
+    reports = []
+    for number, (stage, records) in enumerate(stages(run.records()).items()):
+        check = records[0].labels.get("check", "")
+        start = wall(records[0], min(r.sent_ns for r in records))
+        end = wall(records[-1], max(r.end_ns for r in records))
+        seconds = (max(r.end_ns for r in records) - min(r.sent_ns for r in records)) / metrics.NS
+        reports.append(
+            BenchmarkReportV02(
+                run=Run.model_validate(
+                    {
+                        "uid": f"{run.run_id}/{stage}",
+                        "eid": str(manifest.get("campaign", "")) or None,
+                        "time": {"start": start, "end": end, "duration": f"PT{seconds:.6f}S"},
+                    }
+                ),
+                scenario=Scenario(
+                    stack=[component], load=_load(stage, number, records, parameters.get(check) or {})
+                ),
+                results=Results.model_validate(
+                    {
+                        "request_performance": {"aggregate": aggregate(records)},
+                        "profiling": {"ctxbench": {"run_id": run.run_id, "check": check, "stage": stage}},
+                    }
+                ),
+            )
+        )
+    return reports
+
+
+def export_llmd(results: Path, out: Path) -> list[Path]:
+    """Every run's stages under `results/runs` as `out/<run_id>/<stage>.json`; the files written."""
+    written = []
+    for manifest in sorted((results / "runs").glob("*/manifest.json")):
+        run = RunDir(manifest.parent)
+        for report in run_reports(run):
+            stage = report.run.uid.split("/", 1)[1]  # type: ignore[union-attr]
+            path = out / run.run_id / f"{stage}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(report.dump(), indent=2) + "\n")
+            written.append(path)
+    return written
