@@ -182,3 +182,16 @@ def slo_text(slo: Mapping[str, Any]) -> str:
     if slo.get("goodput_fraction") is not None:
         parts.append(f"goodput >= {slo['goodput_fraction']:g} of requests")
     return ", ".join(parts)
+
+
+def search_text(found: Mapping[str, Any]) -> str:
+    """A recorded search (`throughput.json`'s `search`) in a line: the level found within the SLO, the level
+    above it that broke it and which limit, and with repeats in how many runs the level met it."""
+    unit = " users" if found["by"] == "users" else " req/s"
+    slo, met, broken = slo_text(found["slo"]), found["met"], found["broken"]
+    why = "; ".join(breach_text(b) for b in found["broken_by"])
+    if met is None:
+        return f"none met {slo} (from {broken:g}{unit}: {why})"
+    above = f"{broken:g}{unit} broke it: {why}" if broken is not None else "nothing probed broke it"
+    runs = f"; met in {found['met_runs']}/{found['runs']} runs" if found["runs"] > 1 else ""
+    return f"{met:g}{unit} within {slo} ({above}){runs}"

@@ -274,7 +274,8 @@ async def test_a_client_process_that_cannot_start_fails_the_level_with_a_message
 ) -> None:
     # The worker gets settings it cannot make a client from: it exits before saying ready, and the parent
     # says so instead of waiting for it.
-    from ctxbench.checks import throughput
+    from ctxbench.checks import closed_loop, throughput
+    from ctxbench.checks import prompts as prompt_makers
     from ctxbench.client import Client
     from ctxbench.errors import CtxbenchError
     from ctxbench.text.haystack import UnitPool
@@ -286,9 +287,9 @@ async def test_a_client_process_that_cannot_start_fails_the_level_with_a_message
     spec = ThroughputParams(
         levels=[2], prompt_tokens=128, output_tokens=4, requests_per_user=1, client_processes=2
     )
-    prompts = throughput.PromptMaker(spec, UnitPool.generated(counter, units=64), counter, ("t",))
+    prompts = prompt_makers.PromptMaker(spec, UnitPool.generated(counter, units=64), counter, ("t",))
     monkeypatch.setattr(
-        throughput, "client_settings", lambda client: {"router": False, "clients": [{"bogus": 1}]}
+        closed_loop, "client_settings", lambda client: {"router": False, "clients": [{"bogus": 1}]}
     )
     run = RunDir.create(tmp_path, "run")
     async with Client("http://127.0.0.1:9", "m") as client:

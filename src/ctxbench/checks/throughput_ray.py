@@ -1,5 +1,5 @@
 """Many users over Ray actors: one level's users spread over `ray_actors` actors on the nodes of a cluster,
-each driving the same asyncio users as one process does (`throughput.run_user`), all starting together.
+each driving the same asyncio users as one process does (`closed_loop.run_user`), all starting together.
 
 Placement: a level's actors are placed all at once or not at all, one placement group of a CPU a bundle
 spread over the nodes that can reach the server. A URL on loopback is reachable only from the nodes with the

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from .. import decode_stall, metrics
 from ..records import RequestRecord
 from ..results.store import RunDir
+from ..slo_search import search_text
 from ..telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
 from .agreement import agreement_section
 from .check_sections import (
@@ -214,6 +215,12 @@ def claims_summary(run: RunDir) -> list[str]:
                 )
                 for rate, line in sorted(data["rates"].items(), key=lambda item: float(item[0]))
             )
+        )
+    found = data.get("search")
+    if found:
+        lines.append(
+            "SLO search: "
+            + (f"not searched: {found['skipped']}" if "skipped" in found else search_text(found))
         )
     lines += _traffic_summary(run)
     return lines

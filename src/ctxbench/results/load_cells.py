@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..slo_search import breach_text, slo_text
+from ..slo_search import search_text
 from .cell import Cell
 from .cost import cost_per_million
 from .store import RunDir
@@ -84,14 +84,6 @@ def slo_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     source = str(path.relative_to(results))
     if "skipped" in found:
         return {"slo": Cell(f"not searched: {found['skipped']}", source)}
-    unit = " users" if found["by"] == "users" else " req/s"
-    slo = slo_text(found["slo"])
-    met, broken = found["met"], found["broken"]
-    why = "; ".join(breach_text(b) for b in found["broken_by"])
-    above = f"{broken:g}{unit} broke it: {why}" if broken is not None else "nothing probed broke it"
-    if met is None:
-        text = f"none met {slo} (from {broken:g}{unit}: {why})"
-    else:
-        runs = f"; met in {found['met_runs']}/{found['runs']} runs" if found["runs"] > 1 else ""
-        text = f"{met:g}{unit} within {slo} ({above}){runs}"
+    met = found["met"]
+    text = search_text(found)
     return {"slo": Cell(text, source, met)}
