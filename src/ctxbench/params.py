@@ -305,16 +305,6 @@ class TraceParams(_Strict):
     ignore_eos: bool = True  # every reply writes the trace's output_length
     ttft_slo_s: float | None = Field(None, gt=0)
     tpot_slo_s: float | None = Field(None, gt=0)
-    # The highest level that meets `slo`: users (closed loop) or rate (open loop), searched after `levels`
-    # and `rates` by doubling from `search_from` until a level breaks it, then bisecting, at most
-    # `search_probes` levels (docs/metrics.md, "SLO search"). The level found is run `search_repeats` times.
-    slo: SloParams | None = None
-    search: Literal["users", "rate"] | None = None
-    search_from: float | None = Field(None, gt=0, le=10_000)  # users: 1; rate: 1/4 of the capacity measured
-    search_to: float | None = Field(None, gt=0, le=10_000)  # the highest probed; users: 4096
-    search_probes: int = Field(8, ge=2, le=32)
-    search_tolerance: float = Field(0.1, gt=0, le=1)  # rate: stop when broken / met <= 1 + this
-    search_repeats: int = Field(1, ge=1, le=20)
 
 
 class ReturningParams(_Strict):

@@ -126,3 +126,10 @@ def test_a_resumed_search_replays_the_same_probes() -> None:
     first, calls = run_search(p, 1, lambda users, run: 0.1 * users)
     again, calls_again = run_search(p, 1, lambda users, run: 0.1 * users)
     assert first == again and calls == calls_again
+
+
+def test_only_the_many_users_check_takes_a_search() -> None:
+    from ctxbench.params import TraceParams
+
+    with pytest.raises(ValidationError, match="search"):
+        TraceParams(file="t.jsonl", search="users")

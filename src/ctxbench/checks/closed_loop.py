@@ -32,7 +32,7 @@ def extra_body(params: ThroughputParams) -> dict[str, object]:
 
 
 async def run_user(
-    client: Client,
+    client: Client | Router,
     prompts: PromptMaker,
     params: ThroughputParams,
     run: RunDir,
@@ -102,6 +102,26 @@ class WorkerJob:
     process: int
     user_ids: tuple[int, ...]
     repeat: int = 0  # a search's repeat of the level (`run_user`)
+
+    async def run_users(self, client: Client | Router, run: RunDir, started: float) -> None:
+        """This job's users, from `started` (perf_counter), each record appended to `run`."""
+        await asyncio.gather(
+            *(
+                run_user(
+                    client,
+                    self.prompts,
+                    self.params,
+                    run,
+                    self.scope,
+                    self.users,
+                    u,
+                    started,
+                    None,
+                    self.repeat,
+                )
+                for u in self.user_ids
+            )
+        )
 
 
 READY = b"ready\n"  # a worker's first line: its client is made, it waits for the level's start time

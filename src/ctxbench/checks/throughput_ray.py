@@ -34,7 +34,7 @@ from ..params import ThroughputParams
 from ..records import RequestRecord
 from ..results.store import RunDir
 from ..router import Router
-from .closed_loop import WorkerJob, client_settings, make_client, run_user
+from .closed_loop import WorkerJob, client_settings, make_client
 from .prompts import PromptMaker
 
 START_AHEAD_S = 0.5  # from naming the start instant to it: every actor hears of it before it comes
@@ -95,23 +95,7 @@ class LoadActor:
 
         async def users() -> None:
             try:
-                await asyncio.gather(
-                    *(
-                        run_user(
-                            client,
-                            job.prompts,
-                            job.params,
-                            run,
-                            job.scope,
-                            job.users,
-                            u,
-                            started,
-                            None,
-                            job.repeat,
-                        )
-                        for u in job.user_ids
-                    )
-                )
+                await job.run_users(client, run, started)
             finally:
                 queue.put_nowait(None)
 

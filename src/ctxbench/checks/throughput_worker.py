@@ -18,7 +18,7 @@ from pathlib import Path
 from .. import event_loop
 from ..records import RequestRecord
 from ..results.store import RunDir
-from .closed_loop import READY, WorkerJob, make_client, run_user
+from .closed_loop import READY, WorkerJob, make_client
 
 
 class _PipeRun(RunDir):
@@ -42,23 +42,7 @@ async def _work(job: WorkerJob) -> None:
         sys.stdout.buffer.write(READY)
         sys.stdout.flush()
         started = float(await asyncio.to_thread(sys.stdin.buffer.readline))
-        await asyncio.gather(
-            *(
-                run_user(
-                    client,
-                    job.prompts,
-                    job.params,
-                    run,
-                    job.scope,
-                    job.users,
-                    user,
-                    started,
-                    None,
-                    job.repeat,
-                )
-                for user in job.user_ids
-            )
-        )
+        await job.run_users(client, run, started)
 
 
 def main() -> None:
