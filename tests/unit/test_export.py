@@ -171,9 +171,9 @@ def test_the_summary_loads_back_equal_and_says_what_the_table_says(tmp_path: Pat
 def test_the_export_command_writes_both_formats_and_names_a_bad_one(tmp_path: Path) -> None:
     runner = CliRunner()
     results = str(RECORDED / "h200-run1")
-    done = runner.invoke(app, ["export", "--results", results, "--out", str(tmp_path / "s.json")])
+    done = runner.invoke(app, ["export", "--results", results, "--out", str(tmp_path / "new" / "s.json")])
     assert done.exit_code == 0, done.output
-    assert Summary.load(tmp_path / "s.json").runs
+    assert Summary.load(tmp_path / "new" / "s.json").runs
     done = runner.invoke(
         app, ["export", "--results", results, "--format", "llm-d-report", "--out", str(tmp_path / "br")]
     )

@@ -214,6 +214,7 @@ def export(
             UsageError(f"no runs under {results / 'runs'} (--results): give the directory that holds them")
         )
     if kind == "summary":
+        out.parent.mkdir(parents=True, exist_ok=True)
         summarize(results).save(out)
         console.print(f"summary: {out}")
         return
