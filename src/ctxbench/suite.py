@@ -17,15 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, event_loop
-from .checks.capacity import run_capacity
-from .checks.needle import run_needle
-from .checks.probe import probe_request_count, run_probe
-from .checks.prompts import PromptMaker
-from .checks.quality import run_quality
-from .checks.ramp import run_ramp
-from .checks.returning import run_returning
-from .checks.throughput import run_throughput
-from .checks.trace import read_trace, run_trace
+from .checks.base import RunContext
+from .checks.catalog import longest_prompt, selected
 from .client import Client
 from .engines.build import LLAMACPP_SDIST_VERSION
 from .engines.chat_template import TEMPLATE_FILE, compare_with_counter, template_warnings
@@ -35,43 +28,14 @@ from .engines.llamacpp import LlamaServerConfig
 from .engines.models import gguf_shape
 from .engines.server import EngineDied
 from .errors import CtxbenchError
-from .params import CHECK_NAMES, Checks, TraceParams
+from .params import CHECK_NAMES, Checks
 from .report.run_report import run_report
-from .results.ramp_table import RAMP_TABLE
 from .results.store import RunDir, git_revision, new_run_id
 from .router import Router
 from .telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, GpuSampler
 from .text.haystack import pool_for
 from .text.tokens import TokenCounter, require_content_counted
 from .wire import arrival_clock
-
-
-def request_count(checks: Checks) -> int:
-    """Requests the checks send (for progress bars)."""
-    count = probe_request_count(checks.probe) if checks.probe else 0
-    count += 2 if checks.capacity else 0
-    count += checks.needle.trial_count() if checks.needle else 0
-    count += checks.throughput.request_count() if checks.throughput else 0
-    count += checks.quality.samples if checks.quality else 0
-    count += trace_request_count(checks.trace) if checks.trace else 0
-    count += checks.returning.request_count() if checks.returning else 0
-    return count + (checks.ramp.turns * sum(checks.ramp.users) if checks.ramp else 0)
-
-
-def trace_request_count(trace: TraceParams) -> int:
-    try:
-        return len(read_trace(trace.file, trace.max_requests))
-    except CtxbenchError:
-        return 0  # the check itself reports what is wrong with the file
-
-
-def longest_prompt(checks: Checks, limit_tokens: int) -> int:
-    lengths = [limit_tokens] if checks.capacity else []
-    lengths += list(checks.needle.lengths) if checks.needle else []
-    lengths += [checks.ramp.end] if checks.ramp else []
-    lengths += [checks.throughput.prompt_tokens] if checks.throughput else []
-    lengths += [checks.returning.context] if checks.returning else []
-    return max(lengths, default=1024)
 
 
 def _context_limit(plan: DeploymentPlan, running: Running, checks: Checks) -> ContextLimit | None:
@@ -84,7 +48,7 @@ def _context_limit(plan: DeploymentPlan, running: Running, checks: Checks) -> Co
             running.base_urls[0], api_key=running.api_key, fix="limit_tokens = N in the deployment's table"
         )
     except ContextLimitUnstated:
-        if checks.capacity or checks.needle:
+        if any(check.needs_limit for check, _ in selected(checks)):
             raise
         return None
 
@@ -259,10 +223,7 @@ def _run_checks(
 
     snapshot("run", "before")
     stated = limit.tokens if limit else 0  # 0: none stated; capacity and needle never run without one
-    needle = checks.needle
-    if needle is not None and not needle.lengths:  # no lengths: the server's limit, less the reply
-        needle = needle.model_copy(update={"lengths": [stated - needle.max_tokens - 16]})
-    pool = pool_for(counter, max([longest_prompt(checks, stated), *(needle.lengths if needle else ())]))
+    pool = pool_for(counter, longest_prompt(checks, stated))
 
     @contextlib.contextmanager
     def watched(name: str) -> Iterator[None]:
@@ -286,113 +247,27 @@ def _run_checks(
         ]
         client = clients[0] if len(clients) == 1 else Router(clients)
         async with client:
-            if checks.probe and "probe" not in skip:
-                with watched("probe"):
-                    await run_probe(client, checks.probe, run, lambda _: on_request_done())  # type: ignore[arg-type]
-                run.mark_completed("probe")
-            if checks.capacity and "capacity" not in skip:
-                on_status(f"claim 1: capacity near the {stated}-token limit, and one prompt over it")
-                with watched("capacity"):
-                    await run_capacity(client, pool, limit, checks.capacity, run, scope)  # type: ignore[arg-type]
-                run.mark_completed("capacity")
-                on_request_done()
-                on_request_done()
-            if needle and "needle" not in skip:
-                on_status(f"claim 2: planted facts in fresh documents of {list(needle.lengths)} tokens")
-                with watched("needle"):
-                    await run_needle(
-                        client,
-                        pool,
-                        needle,
-                        run,
-                        scope,
-                        stated,  # type: ignore[arg-type]
-                        on_trial=lambda _: on_request_done(),
-                    )
-                run.mark_completed("needle")
-            if checks.ramp:
-                ramp = checks.ramp
-                on_status(
-                    f"claim 3: conversations growing {ramp.start} -> {ramp.end} "
-                    f"tokens in {ramp.turns} turns, with {list(ramp.users)} users"
-                )
-                with watched("ramp"):
-                    await run_ramp(
-                        client,
-                        pool,
-                        ramp,
-                        run,
-                        scope,
-                        deployment=deployment,  # type: ignore[arg-type]
-                        table=results / RAMP_TABLE,
-                        on_turn=lambda _: on_request_done(),
-                        skip_completed=not force,
-                    )
-            if checks.quality and "quality" not in skip:
-                quality = checks.quality
-                on_status(
-                    f"quality: {quality.samples} GSM8K problems from {quality.data}, {quality.fewshot}-shot, "
-                    f"{quality.endpoint} endpoint"
-                )
-                with watched("quality"):
-                    await run_quality(
-                        client,
-                        quality,
-                        run,
-                        results,
-                        deployment=deployment,  # type: ignore[arg-type]
-                        on_sample=lambda _: on_request_done(),
-                    )
-                run.mark_completed("quality")
-            if checks.throughput:
-                spec = checks.throughput
-                on_status(
-                    f"many users, short prompts: {list(spec.levels)} users, {spec.rates_text()}, "
-                    f"{spec.prompt_tokens} tokens in, "
-                    f"{spec.output_tokens} out ({spec.source})"
-                )
-                prompts = PromptMaker(spec, pool, counter, scope)
-                with watched("throughput"):
-                    await run_throughput(
-                        client,
-                        prompts,
-                        spec,
-                        run,
-                        scope,
-                        snapshot=snapshot,  # type: ignore[arg-type]
-                        on_request=lambda _: on_request_done(),
-                        skip_completed=not force,
-                    )
-            if checks.trace and "trace" not in skip:
-                trace = checks.trace
-                on_status(
-                    f"trace replay: {trace.file} at {trace.time_scale:g}x its times, "
-                    f"{trace.block_tokens}-token blocks"
-                )
-                with watched("trace"):
-                    await run_trace(
-                        client,
-                        pool,
-                        trace,
-                        run,
-                        scope,  # type: ignore[arg-type]
-                        on_request=lambda _: on_request_done(),
-                    )
-            if checks.returning and "returning" not in skip:
-                returning = checks.returning
-                on_status(
-                    f"returning users: {returning.conversations} conversations of {returning.context} "
-                    f"tokens, {returning.filler_requests} other prompts between, then each returns"
-                )
-                with watched("returning"):
-                    await run_returning(
-                        client,
-                        pool,
-                        returning,
-                        run,
-                        scope,  # type: ignore[arg-type]
-                        on_request=lambda _: on_request_done(),
-                    )
+            ctx = RunContext(
+                client,
+                pool,
+                counter,
+                limit,
+                run,
+                results,
+                scope,
+                deployment,
+                force,
+                snapshot,
+                on_request_done,
+            )
+            for check, params in selected(checks):
+                if not check.pending(params, skip):
+                    continue
+                if (line := check.announce(params, ctx)) is not None:
+                    on_status(line)
+                with watched(check.name):
+                    await check.run(ctx, params)
+                run.mark_completed(check.name)  # only once the engine outlived it: a death reruns it
 
     event_loop.run(run_all())
     snapshot("run", "after")

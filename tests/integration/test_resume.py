@@ -70,7 +70,7 @@ def test_interrupted_suite_resumes_where_it_stopped(
         f"needle-{n}-{d:.2f}-a2" for n in (500, 1200) for d in (0.1, 0.5, 0.9)
     ]
     assert not any(t["cache_hit_suspected"] for t in trials)  # the new attempt drew new documents
-    assert run.completed_units() == {"capacity", "needle", "ramp-u1", "ramp-u2"}
+    assert run.completed_units() == {"capacity", "needle", "ramp", "ramp-u1", "ramp-u2"}
     assert len(read_rows(results / "ramp1m.csv", run.run_id)) == 2 + 4
     manifest = json.loads((path / "manifest.json").read_text())
     assert [a["attempt"] for a in manifest["attempts"]] == [1, 2]

@@ -42,6 +42,7 @@ STAGES: list[tuple[str, ...]] = [
         "arrivals",
         "decode_stall",
         "router",
+        "chat_client",
         "telemetry",
     ),
     ("engines", "results.store", "results.ramp_table"),

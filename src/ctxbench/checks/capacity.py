@@ -9,12 +9,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .. import metrics
-from ..client import Client
+from ..chat_client import ChatClient
 from ..engines.limits import ContextLimit
 from ..params import CapacityParams
 from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
 from ..text.haystack import UnitPool, build_haystack, request_seed, template_tokens
+from .base import Check, RunContext
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def prefill_rate(record: RequestRecord) -> float | None:
 
 
 async def run_capacity(
-    client: Client,
+    client: ChatClient,
     pool: UnitPool,
     limit: ContextLimit,
     params: CapacityParams,
@@ -109,3 +110,26 @@ async def run_capacity(
     )
     write_json_atomic(run.path / "capacity.json", {**asdict(result), "holds": result.holds})
     return result
+
+
+class CapacityCheck(Check[CapacityParams]):
+    name = "capacity"
+    params_type = CapacityParams
+    needs_limit = True
+
+    def request_count(self, params: CapacityParams) -> int:
+        return 2  # one prompt near the limit, one over it
+
+    def longest_prompt(self, params: CapacityParams, limit_tokens: int) -> int | None:
+        return limit_tokens
+
+    def announce(self, params: CapacityParams, ctx: RunContext) -> str | None:
+        return f"claim 1: capacity near the {ctx.stated}-token limit, and one prompt over it"
+
+    async def run(self, ctx: RunContext, params: CapacityParams) -> None:
+        await run_capacity(ctx.client, ctx.pool, ctx.require_limit(self.name), params, ctx.run, ctx.scope)
+        ctx.advance()
+        ctx.advance()
+
+
+CAPACITY = CapacityCheck()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..chat_client import ChatClient
 from ..client import Client
 from ..errors import CtxbenchError
 from ..params import ThroughputParams
@@ -32,7 +33,7 @@ def extra_body(params: ThroughputParams) -> dict[str, object]:
 
 
 async def run_user(
-    client: Client | Router,
+    client: ChatClient,
     prompts: PromptMaker,
     params: ThroughputParams,
     run: RunDir,
@@ -103,7 +104,7 @@ class WorkerJob:
     user_ids: tuple[int, ...]
     repeat: int = 0  # a search's repeat of the level (`run_user`)
 
-    async def run_users(self, client: Client | Router, run: RunDir, started: float) -> None:
+    async def run_users(self, client: ChatClient, run: RunDir, started: float) -> None:
         """This job's users, from `started` (perf_counter), each record appended to `run`."""
         await asyncio.gather(
             *(
@@ -127,12 +128,14 @@ class WorkerJob:
 READY = b"ready\n"  # a worker's first line: its client is made, it waits for the level's start time
 
 
-def client_settings(client: Client | Router) -> dict[str, Any]:
+def client_settings(client: ChatClient) -> dict[str, Any]:
     """How a worker process makes the same client (`make_client`): one `Client`, or a `Router` over the
     replicas'."""
     if isinstance(client, Router):
         return {"router": True, "clients": [one.settings() for one in client.clients]}
-    return {"router": False, "clients": [client.settings()]}
+    if isinstance(client, Client):
+        return {"router": False, "clients": [client.settings()]}
+    raise TypeError(f"client processes need a Client or a Router, not {type(client).__name__}")
 
 
 def make_client(settings: dict[str, Any]) -> Client | Router:
@@ -141,7 +144,7 @@ def make_client(settings: dict[str, Any]) -> Client | Router:
 
 
 async def users_in_processes(
-    client: Client | Router,
+    client: ChatClient,
     prompts: PromptMaker,
     params: ThroughputParams,
     run: RunDir,

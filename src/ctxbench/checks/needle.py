@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from .. import metrics
-from ..client import Client
+from ..chat_client import ChatClient
 from ..params import NeedleParams
 from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
 from ..text.haystack import Haystack, UnitPool, build_haystack, request_seed, template_tokens
+from .base import Check, RunContext
 
 # Tokens two fresh prompts may share: the chat template's opening plus the first bytes of the header.
 SHARED_PREFIX_SLACK = 8
@@ -89,7 +90,7 @@ def log_line(trial: NeedleTrial) -> str:
 
 
 async def run_needle(
-    client: Client,
+    client: ChatClient,
     pool: UnitPool,
     params: NeedleParams,
     run: RunDir,
@@ -201,3 +202,33 @@ def _trial(
         cache_hit_suspected=cached is not None and cached > allowance,
         control=control,
     )
+
+
+class NeedleCheck(Check[NeedleParams]):
+    name = "needle"
+    params_type = NeedleParams
+    needs_limit = True
+
+    def request_count(self, params: NeedleParams) -> int:
+        return params.trial_count()
+
+    def longest_prompt(self, params: NeedleParams, limit_tokens: int) -> int | None:
+        return max(self.resolved(params, limit_tokens).lengths)
+
+    @staticmethod
+    def resolved(params: NeedleParams, limit_tokens: int) -> NeedleParams:
+        """No lengths given: one length, the server's limit less the reply (and a little slack)."""
+        if params.lengths:
+            return params
+        return params.model_copy(update={"lengths": [limit_tokens - params.max_tokens - 16]})
+
+    def announce(self, params: NeedleParams, ctx: RunContext) -> str | None:
+        lengths = list(self.resolved(params, ctx.stated).lengths)
+        return f"claim 2: planted facts in fresh documents of {lengths} tokens"
+
+    async def run(self, ctx: RunContext, params: NeedleParams) -> None:
+        needle = self.resolved(params, ctx.stated)
+        await run_needle(ctx.client, ctx.pool, needle, ctx.run, ctx.scope, ctx.stated, on_trial=ctx.advance)
+
+
+NEEDLE = NeedleCheck()

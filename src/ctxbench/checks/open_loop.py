@@ -17,11 +17,10 @@ from typing import Any
 
 from .. import metrics
 from ..arrivals import behind_threshold_s, due_times, open_loop
-from ..client import Client
+from ..chat_client import ChatClient
 from ..params import ThroughputParams
 from ..records import RequestRecord
 from ..results.store import RunDir
-from ..router import Router
 from ..text.haystack import request_seed
 
 LEAD_S = 0.2  # between the last prompt built and the first request due: the loop is idle when it starts
@@ -43,7 +42,7 @@ class Due:
 
 
 async def send_when_due(
-    client: Client | Router,
+    client: ChatClient,
     run: RunDir,
     requests: Sequence[Due],
     extra_body: dict[str, object],
@@ -80,7 +79,7 @@ async def send_when_due(
 
 
 async def run_rate(
-    client: Client | Router,
+    client: ChatClient,
     prompts: Callable[[int, int], tuple[list[dict[str, str]], int | None]],
     params: ThroughputParams,
     run: RunDir,

@@ -11,11 +11,12 @@ import asyncio
 from collections.abc import Callable, Sequence
 from time import perf_counter_ns
 
-from ..client import Client
+from ..chat_client import ChatClient
 from ..params import ProbeParams
 from ..records import RequestRecord
 from ..results.store import RunDir
 from ..text.corpus import ProseGenerator
+from .base import Check, RunContext
 
 QUESTIONS = (
     "What is the capital of France? Answer in one sentence.",
@@ -38,7 +39,7 @@ def probe_requests(params: ProbeParams) -> list[tuple[str, list[dict[str, str]]]
 
 
 async def run_probe(
-    client: Client,
+    client: ChatClient,
     params: ProbeParams,
     run: RunDir,
     on_record: Callable[[RequestRecord], None] | None = None,
@@ -77,3 +78,24 @@ async def run_probe(
 
 def probe_request_count(params: ProbeParams) -> int:
     return len(probe_requests(params)) + (params.concurrency if params.concurrency > 1 else 0)
+
+
+class ProbeCheck(Check[ProbeParams]):
+    name = "probe"
+    params_type = ProbeParams
+    needs_limit = False
+
+    def request_count(self, params: ProbeParams) -> int:
+        return probe_request_count(params)
+
+    def longest_prompt(self, params: ProbeParams, limit_tokens: int) -> int | None:
+        return None  # its prompts are its own prose, not the document pool's
+
+    def announce(self, params: ProbeParams, ctx: RunContext) -> str | None:
+        return None
+
+    async def run(self, ctx: RunContext, params: ProbeParams) -> None:
+        await run_probe(ctx.client, params, ctx.run, ctx.advance)
+
+
+PROBE = ProbeCheck()

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import stats
-from ..client import Client
+from ..chat_client import ChatClient
 from ..errors import QualityDataError
 from ..params import QualityParams
 from ..records import RequestRecord
 from ..results.store import RunDir
+from .base import Check, RunContext
 
 GSM8K_SOURCES = (
     "https://github.com/openai/grade-school-math (grade_school_math/data/test.jsonl), or the "
@@ -247,7 +248,7 @@ def _append(path: Path, line: dict[str, Any]) -> None:
 
 
 async def run_quality(
-    client: Client,
+    client: ChatClient,
     params: QualityParams,
     run: RunDir,
     results: Path,
@@ -319,3 +320,29 @@ def compare(a: dict[str, Any], b: dict[str, Any], scoring: str = "flexible", alp
         else f"not established at alpha {alpha} (p = {p:.3g}); this does not show they are equal"
     )
     return head + (f"; {'; '.join(caveats)}" if caveats else "")
+
+
+class QualityCheck(Check[QualityParams]):
+    name = "quality"
+    params_type = QualityParams
+    needs_limit = False
+
+    def request_count(self, params: QualityParams) -> int:
+        return params.samples
+
+    def longest_prompt(self, params: QualityParams, limit_tokens: int) -> int | None:
+        return None  # its prompts are the data set's problems
+
+    def announce(self, params: QualityParams, ctx: RunContext) -> str | None:
+        return (
+            f"quality: {params.samples} GSM8K problems from {params.data}, {params.fewshot}-shot, "
+            f"{params.endpoint} endpoint"
+        )
+
+    async def run(self, ctx: RunContext, params: QualityParams) -> None:
+        await run_quality(
+            ctx.client, params, ctx.run, ctx.results, deployment=ctx.deployment, on_sample=ctx.advance
+        )
+
+
+QUALITY = QualityCheck()

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import decode_stall, metrics
-from ..client import Client
+from ..chat_client import ChatClient
 from ..params import RampParams
 from ..records import RequestRecord
-from ..results.ramp_table import RAMP_COLUMNS, append_rows, record_row
+from ..results.ramp_table import RAMP_COLUMNS, RAMP_TABLE, append_rows, record_row
 from ..results.store import RunDir
 from ..text.haystack import HaystackError, Needle, UnitPool, build_haystack, request_seed
+from .base import Check, RunContext
 
 FOLLOW_UP = "Then, in a few sentences, summarize the newest section of the archive."
 
@@ -73,7 +74,7 @@ def recall_k_of_n(turns: Sequence[Turn]) -> tuple[int, int]:
 
 
 async def _user(
-    client: Client,
+    client: ChatClient,
     pool: UnitPool,
     params: RampParams,
     users: int,
@@ -156,7 +157,7 @@ async def _user(
 
 
 async def run_ramp(
-    client: Client,
+    client: ChatClient,
     pool: UnitPool,
     params: RampParams,
     run: RunDir,
@@ -225,3 +226,40 @@ def ramp_rows(turns: Sequence[Turn], *, deployment: str, run: RunDir) -> list[di
             }
         )
     return rows
+
+
+class RampCheck(Check[RampParams]):
+    name = "ramp"
+    params_type = RampParams
+    needs_limit = False
+
+    def request_count(self, params: RampParams) -> int:
+        return params.turns * sum(params.users)
+
+    def longest_prompt(self, params: RampParams, limit_tokens: int) -> int | None:
+        return params.end
+
+    def pending(self, params: RampParams, done: set[str]) -> bool:
+        return True  # each users setting is a unit of its own, skipped in `run_ramp`
+
+    def announce(self, params: RampParams, ctx: RunContext) -> str | None:
+        return (
+            f"claim 3: conversations growing {params.start} -> {params.end} "
+            f"tokens in {params.turns} turns, with {list(params.users)} users"
+        )
+
+    async def run(self, ctx: RunContext, params: RampParams) -> None:
+        await run_ramp(
+            ctx.client,
+            ctx.pool,
+            params,
+            ctx.run,
+            ctx.scope,
+            deployment=ctx.deployment,
+            table=ctx.results / RAMP_TABLE,
+            on_turn=ctx.advance,
+            skip_completed=not ctx.force,
+        )
+
+
+RAMP = RampCheck()

@@ -17,12 +17,12 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from .. import metrics
-from ..client import Client
+from ..chat_client import ChatClient
 from ..params import ReturningParams
 from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
-from ..router import Router
 from ..text.haystack import UnitPool, build_haystack, request_seed, turn_overhead_tokens
+from .base import Check, RunContext
 
 RETURNING_FILE = "returning.json"
 UNIT = "returning"
@@ -57,7 +57,7 @@ def verdict_of(cached: int | None, history: int, ok: bool) -> Verdict:
 
 
 async def run_returning(
-    client: Client | Router,
+    client: ChatClient,
     pool: UnitPool,
     params: ReturningParams,
     run: RunDir,
@@ -130,7 +130,6 @@ async def run_returning(
         )
     summary = returning_summary(conversations, params, run.attempt)
     write_json_atomic(run.path / RETURNING_FILE, summary)
-    run.mark_completed(UNIT)
     return summary
 
 
@@ -158,3 +157,27 @@ def returning_summary(
         "ttft_fresh_s": median([c.ttft_fresh_s for c in conversations]),
         "attempt": attempt,
     }
+
+
+class ReturningCheck(Check[ReturningParams]):
+    name = UNIT
+    params_type = ReturningParams
+    needs_limit = False
+
+    def request_count(self, params: ReturningParams) -> int:
+        return params.request_count()
+
+    def longest_prompt(self, params: ReturningParams, limit_tokens: int) -> int | None:
+        return params.context
+
+    def announce(self, params: ReturningParams, ctx: RunContext) -> str | None:
+        return (
+            f"returning users: {params.conversations} conversations of {params.context} "
+            f"tokens, {params.filler_requests} other prompts between, then each returns"
+        )
+
+    async def run(self, ctx: RunContext, params: ReturningParams) -> None:
+        await run_returning(ctx.client, ctx.pool, params, ctx.run, ctx.scope, on_request=ctx.advance)
+
+
+RETURNING = ReturningCheck()

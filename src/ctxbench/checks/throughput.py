@@ -19,12 +19,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import metrics
-from ..client import Client
+from ..chat_client import ChatClient
 from ..params import ThroughputParams
 from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
 from ..slo_search import search
 from ..steady import steady_state
+from .base import Check, RunContext
 from .closed_loop import extra_body, run_user, users_in_processes
 from .open_loop import rate_summary, rate_unit, run_rate
 from .prompts import PromptMaker
@@ -42,7 +43,7 @@ class _Levels:
 
     def __init__(
         self,
-        client: Client,
+        client: ChatClient,
         prompts: PromptMaker,
         params: ThroughputParams,
         run: RunDir,
@@ -135,7 +136,7 @@ class _Levels:
 
 
 async def run_throughput(
-    client: Client,
+    client: ChatClient,
     prompts: PromptMaker,
     params: ThroughputParams,
     run: RunDir,
@@ -214,3 +215,40 @@ def level_summary(records: Sequence[RequestRecord], params: ThroughputParams, at
         "attempt": attempt,
         "request_ids": [r.request_id for r in records],
     }
+
+
+class ThroughputCheck(Check[ThroughputParams]):
+    name = "throughput"
+    params_type = ThroughputParams
+    needs_limit = False
+
+    def request_count(self, params: ThroughputParams) -> int:
+        return params.request_count()
+
+    def longest_prompt(self, params: ThroughputParams, limit_tokens: int) -> int | None:
+        return params.prompt_tokens
+
+    def pending(self, params: ThroughputParams, done: set[str]) -> bool:
+        return True  # each level, rate and search probe is a unit of its own, skipped in `_Levels`
+
+    def announce(self, params: ThroughputParams, ctx: RunContext) -> str | None:
+        return (
+            f"many users, short prompts: {list(params.levels)} users, {params.rates_text()}, "
+            f"{params.prompt_tokens} tokens in, {params.output_tokens} out ({params.source})"
+        )
+
+    async def run(self, ctx: RunContext, params: ThroughputParams) -> None:
+        prompts = PromptMaker(params, ctx.pool, ctx.counter, ctx.scope)
+        await run_throughput(
+            ctx.client,
+            prompts,
+            params,
+            ctx.run,
+            ctx.scope,
+            snapshot=ctx.snapshot,
+            on_request=ctx.advance,
+            skip_completed=not ctx.force,
+        )
+
+
+THROUGHPUT = ThroughputCheck()

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..chat_client import ChatClient
 from ..client import Client
 from ..errors import CtxbenchError
 from ..params import ThroughputParams
@@ -155,7 +156,7 @@ def _free_cpus(nodes: list[dict[str, Any]]) -> str:
 
 
 async def users_over_ray(
-    client: Client | Router,
+    client: ChatClient,
     prompts: PromptMaker,
     params: ThroughputParams,
     run: RunDir,

@@ -21,14 +21,14 @@ from typing import Any
 
 from .. import metrics
 from ..arrivals import lag_growth, lateness_s
-from ..client import Client
-from ..errors import UsageError
+from ..chat_client import ChatClient
+from ..errors import CtxbenchError, UsageError
 from ..params import TraceParams
 from ..records import RequestRecord
 from ..results.store import RunDir, write_json_atomic
-from ..router import Router
 from ..text.blocks import BlockPrompts
 from ..text.haystack import UnitPool, request_seed
+from .base import Check, RunContext
 from .open_loop import Due, send_when_due
 
 TRACE_FILE = "trace.json"
@@ -107,7 +107,7 @@ def expected_shared_blocks(requests: list[TraceRequest], whole: list[int]) -> It
 
 
 async def run_trace(
-    client: Client | Router,
+    client: ChatClient,
     pool: UnitPool,
     params: TraceParams,
     run: RunDir,
@@ -142,11 +142,10 @@ async def run_trace(
             due.append(Due(at_s, list(prompt.messages), request.output_length, request_id, labels))
         return due
 
-    extra = {"temperature": 0.0, **({"ignore_eos": True} if params.ignore_eos else {})}
+    extra: dict[str, object] = {"temperature": 0.0, **({"ignore_eos": True} if params.ignore_eos else {})}
     records = await send_when_due(client, run, await asyncio.to_thread(build), extra, on_request)
     summary = trace_summary(records, params, run.attempt)
     write_json_atomic(run.path / TRACE_FILE, summary)
-    run.mark_completed(UNIT)
     return summary
 
 
@@ -222,3 +221,30 @@ def sample_trace(
         }
         for at, ids in sorted(lines, key=lambda line: line[0])
     ]
+
+
+class TraceCheck(Check[TraceParams]):
+    name = UNIT
+    params_type = TraceParams
+    needs_limit = False
+
+    def request_count(self, params: TraceParams) -> int:
+        try:
+            return len(read_trace(params.file, params.max_requests))
+        except CtxbenchError:
+            return 0  # the check itself reports what is wrong with the file
+
+    def longest_prompt(self, params: TraceParams, limit_tokens: int) -> int | None:
+        return None  # the pool is not sized for the trace's lengths, which are known only once it is read
+
+    def announce(self, params: TraceParams, ctx: RunContext) -> str | None:
+        return (
+            f"trace replay: {params.file} at {params.time_scale:g}x its times, "
+            f"{params.block_tokens}-token blocks"
+        )
+
+    async def run(self, ctx: RunContext, params: TraceParams) -> None:
+        await run_trace(ctx.client, ctx.pool, params, ctx.run, ctx.scope, on_request=ctx.advance)
+
+
+TRACE = TraceCheck()

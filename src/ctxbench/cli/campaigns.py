@@ -85,9 +85,9 @@ def run(
 
 def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray: str | None = None) -> None:  # type: ignore[no-untyped-def]
     from ..campaign import run_campaign
+    from ..checks.catalog import request_count
     from ..distributed import run_campaign_on_ray
     from ..report.campaign import write_campaign_report
-    from ..suite import request_count
 
     try:
         selected = campaign.select(names)

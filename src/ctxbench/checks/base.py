@@ -1,0 +1,91 @@
+"""What every check is (`Check`) and what it is given to run (`RunContext`).
+
+A check is one object in its own module: the name of its `[checks.<name>]` table and its parameters'
+type, the requests it sends and the longest prompt among them (for progress and the document pool), the
+line it announces, whether it is still to do on a resumed run, and `run(ctx, params)`. The suite runs
+`checks.catalog.CHECKS` in order and knows nothing else about any one check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from ..chat_client import ChatClient
+from ..engines.limits import ContextLimit
+from ..errors import UsageError
+from ..results.store import RunDir
+from ..text.haystack import UnitPool
+from ..text.tokens import TokenCounter
+
+P = TypeVar("P", bound=BaseModel)
+
+
+@dataclass
+class RunContext:
+    """One run of a deployment, as each check sees it: the client (one server or a router over its
+    replicas), the document pool sized for the longest prompt, the stated limit, the run directory and
+    the campaign's results directory, the seed scope, and how to report progress and read `/metrics`."""
+
+    client: ChatClient
+    pool: UnitPool
+    counter: TokenCounter
+    limit: ContextLimit | None  # None: the server states none and no check needs one
+    run: RunDir
+    results: Path
+    scope: tuple[str, ...]
+    deployment: str
+    force: bool  # a resumed run measures finished units again
+    snapshot: Callable[[str, str], None]  # (unit, "before" | "after"): every replica's /metrics, recorded
+    on_request_done: Callable[[], None]
+
+    @property
+    def stated(self) -> int:
+        """The stated limit in tokens; 0 where none is stated."""
+        return self.limit.tokens if self.limit else 0
+
+    def require_limit(self, check: str) -> ContextLimit:
+        if self.limit is None:
+            raise UsageError(
+                f"the {check} check needs a context limit: set limit_tokens = N in the deployment's table"
+            )
+        return self.limit
+
+    def advance(self, _done: Any = None) -> None:
+        """One request ended: given as any check's per-request callback (its argument is not needed)."""
+        self.on_request_done()
+
+
+class Check(Protocol[P]):
+    """One kind of check. `name` is its `[checks.<name>]` table, the unit a resumed run skips when the
+    whole check finished, and the tag on its telemetry and `/metrics` snapshots."""
+
+    name: str
+    params_type: type[P]
+    needs_limit: bool  # refused on a server that states no context limit
+
+    def request_count(self, params: P) -> int:
+        """Requests it sends, for the progress bar (0 where it cannot tell before it runs)."""
+        ...
+
+    def longest_prompt(self, params: P, limit_tokens: int) -> int | None:
+        """Tokens in its longest prompt built from the document pool (None: it builds none)."""
+        ...
+
+    def pending(self, params: P, done: set[str]) -> bool:
+        """Whether a run whose finished units are `done` has anything of it left to run. A check whose
+        units are finer than itself (levels, users settings) says True and skips them as it runs."""
+        return self.name not in done
+
+    def announce(self, params: P, ctx: RunContext) -> str | None:
+        """The line printed as it starts (None: nothing)."""
+        ...
+
+    async def run(self, ctx: RunContext, params: P) -> None:
+        """Send its requests and record everything in `ctx.run` as it goes. The suite marks the check
+        completed once it returned and the engine is still alive; finer units it marks itself."""
+        ...

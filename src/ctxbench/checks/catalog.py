@@ -1,0 +1,34 @@
+"""Every check, in the order a run runs them (`CHECKS`): a new check is its own module and one line here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..params import Checks
+from .base import Check
+from .capacity import CAPACITY
+from .needle import NEEDLE
+from .probe import PROBE
+from .quality import QUALITY
+from .ramp import RAMP
+from .returning import RETURNING
+from .throughput import THROUGHPUT
+from .trace import TRACE
+
+CHECKS: tuple[Check[Any], ...] = (PROBE, CAPACITY, NEEDLE, RAMP, QUALITY, THROUGHPUT, TRACE, RETURNING)
+
+
+def selected(checks: Checks) -> list[tuple[Check[Any], Any]]:
+    """(check, its parameters) for each check the campaign has a table for, in run order."""
+    return [(check, params) for check in CHECKS if (params := getattr(checks, check.name)) is not None]
+
+
+def request_count(checks: Checks) -> int:
+    """Requests the checks send (for progress bars)."""
+    return sum(check.request_count(params) for check, params in selected(checks))
+
+
+def longest_prompt(checks: Checks, limit_tokens: int) -> int:
+    """Tokens in the longest prompt any check builds from the document pool (1024 where none does)."""
+    lengths = [check.longest_prompt(params, limit_tokens) for check, params in selected(checks)]
+    return max((n for n in lengths if n is not None), default=1024)

@@ -1,0 +1,48 @@
+"""The checks are one catalog (`checks.catalog.CHECKS`): each check object names its table and parameters,
+counts its requests and its longest prompt; the suite and the progress bars read nothing else."""
+
+from __future__ import annotations
+
+import typing
+
+from ctxbench.checks.catalog import CHECKS, longest_prompt, request_count, selected
+from ctxbench.checks.probe import probe_request_count
+from ctxbench.params import (
+    CHECK_NAMES,
+    CapacityParams,
+    Checks,
+    NeedleParams,
+    ProbeParams,
+    RampParams,
+    ReturningParams,
+    ThroughputParams,
+)
+
+
+def test_every_table_of_checks_is_one_check_object_with_its_parameters_type() -> None:
+    assert sorted(check.name for check in CHECKS) == sorted(CHECK_NAMES)
+    hints = typing.get_type_hints(Checks)
+    for check in CHECKS:
+        assert hints[check.name] == check.params_type | None, check.name
+
+
+def test_checks_run_in_the_catalog_order_whatever_the_file_order() -> None:
+    checks = Checks(returning=ReturningParams(), probe=ProbeParams(), ramp=RampParams())
+    assert [check.name for check, _ in selected(checks)] == ["probe", "ramp", "returning"]
+    assert selected(Checks()) == []
+
+
+def test_request_count_is_the_sum_of_each_selected_checks_own_count() -> None:
+    probe, ramp, returning = ProbeParams(), RampParams(users=[1, 2], turns=3), ReturningParams()
+    checks = Checks(probe=probe, capacity=CapacityParams(), ramp=ramp, returning=returning)
+    expected = probe_request_count(probe) + 2 + 3 * (1 + 2) + returning.request_count()
+    assert request_count(checks) == expected
+
+
+def test_longest_prompt_includes_a_needle_sized_from_the_limit_and_defaults_to_1024() -> None:
+    assert longest_prompt(Checks(probe=ProbeParams()), 50_000) == 1024  # the probe uses no pool prompt
+    needle = NeedleParams(lengths=[], max_tokens=32)
+    assert longest_prompt(Checks(needle=needle), 50_000) == 50_000 - 32 - 16
+    many = Checks(needle=NeedleParams(lengths=[2000]), throughput=ThroughputParams(prompt_tokens=3000))
+    assert longest_prompt(many, 50_000) == 3000
+    assert longest_prompt(Checks(capacity=CapacityParams()), 50_000) == 50_000
