@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .config import BUILTIN_MODELS, Campaign, ExternalDeployment, LlamaCppDeployment, _Deployment
+from .config import BUILTIN_MODELS, ENGINE_TAGS, Campaign, ExternalDeployment, LlamaCppDeployment, _Deployment
 from .errors import CampaignFileError
 
 
@@ -116,7 +116,7 @@ def not_gguf(model: Path) -> str | None:
 def _describe(path: Path, text: str, error: dict[str, Any], count: int) -> str:
     loc = tuple(error["loc"])
     # A discriminated union puts the tag in the location (`deployments.0.vllm.args`): drop it.
-    loc = tuple(part for part in loc if part not in ("llamacpp", "vllm", "sglang", "external"))
+    loc = tuple(part for part in loc if part not in ENGINE_TAGS)
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "union_tag_invalid":
         message = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
     BeforeValidator,
@@ -124,6 +124,7 @@ class _Launched(_Deployment):
     # Flags ctxbench passes itself, each with the key that sets it: one in `args` too would collide.
     # (`--api-key` stays allowed: a key given there is redacted; one from `api_key_env` ctxbench passes.)
     OWN_FLAGS: ClassVar[dict[str, str]] = {"--host": "", "--port": ""}
+    READS_GGUF: ClassVar[bool] = False  # the tiny model it is given is a GGUF (SentencePiece can be one)
 
     @field_validator("args")
     @classmethod
@@ -144,7 +145,7 @@ class _Launched(_Deployment):
                 f"not {self.model!r}"
             )
         if self.tiny_model is not None and self.tiny_model.vocabulary == "sentencepiece":
-            if getattr(self, "engine", None) != "llamacpp":
+            if not self.READS_GGUF:
                 raise ValueError(
                     'tiny_model.vocabulary = "sentencepiece" is written as a GGUF for llama.cpp only; use '
                     '"bpe" (the default) with this engine'
@@ -161,6 +162,7 @@ class LlamaCppDeployment(_Launched):
         **dict.fromkeys(("-np", "--parallel"), "parallel"),
         **dict.fromkeys(("-a", "--alias"), "served_name"),
     }
+    READS_GGUF: ClassVar[bool] = True
     binary: Path | None = None  # default: the llama-server ctxbench built (`build`)
     build: Literal["cpu", "cuda"] = "cpu"
     ctx_size: Tokens = 8192
@@ -208,9 +210,14 @@ class ExternalDeployment(_Deployment):
         return self
 
 
+DEPLOYMENT_TYPES = (LlamaCppDeployment, VllmDeployment, SglangDeployment, ExternalDeployment)
 Deployment = Annotated[
     LlamaCppDeployment | VllmDeployment | SglangDeployment | ExternalDeployment, Field(discriminator="engine")
 ]
+# The `engine = "..."` tag of each kind of deployment (engines/kinds.py has an `Engine` for each).
+ENGINE_TAGS: tuple[str, ...] = tuple(
+    get_args(kind.model_fields["engine"].annotation)[0] for kind in DEPLOYMENT_TYPES
+)
 
 
 class Comparison(_Strict):

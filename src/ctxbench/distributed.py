@@ -33,7 +33,7 @@ from .campaign import (
     state_line,
 )
 from .campaign import state_path as campaign_state_path
-from .config import Campaign, Deployment, ExternalDeployment
+from .config import Campaign, Deployment, ExternalDeployment, LlamaCppDeployment
 from .errors import CtxbenchError, ServerUnreachable
 from .results.mirror import Mirror, Tail
 from .results.store import write_json_atomic
@@ -186,7 +186,7 @@ def deployment_task(
     def send(method: str, args: tuple[object, ...]) -> None:
         ray.get(getattr(mirror, method).remote(*args))
 
-    if deployment.engine == "llamacpp" and getattr(deployment, "binary", None) is None:
+    if isinstance(deployment, LlamaCppDeployment) and deployment.binary is None:
         from .engines.build import LlamaCppBuild, build_llamacpp
 
         try:

@@ -17,6 +17,7 @@ from .config import (
     LlamaCppDeployment,
 )
 from .engines.deployment import plan_deployment
+from .engines.kinds import engine
 from .errors import CtxbenchError
 from .params import Checks
 from .text.tokens import SERVER, load_token_counter
@@ -40,7 +41,7 @@ def slot_tokens(deployment: Deployment) -> int | None:
     vLLM's --max-model-len, SGLang's --context-length); None when only the running server can tell."""
     if isinstance(deployment, LlamaCppDeployment):
         return deployment.ctx_size // deployment.parallel
-    flag = {"vllm": "--max-model-len", "sglang": "--context-length"}.get(deployment.engine)
+    flag = engine(deployment.engine).context_flag
     for index, part in enumerate(deployment.args):
         value = part.split("=", 1)[1] if flag and part.startswith(flag + "=") else None
         if flag and part == flag and index + 1 < len(deployment.args):

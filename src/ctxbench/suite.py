@@ -20,9 +20,9 @@ from . import __version__, event_loop
 from .checks.base import RunContext
 from .checks.catalog import longest_prompt, selected
 from .client import Client
-from .engines.build import LLAMACPP_SDIST_VERSION
 from .engines.chat_template import TEMPLATE_FILE, compare_with_counter, template_warnings
-from .engines.deployment import ENGINE_NAMES, DeploymentPlan, Running, merged_samples
+from .engines.deployment import DeploymentPlan, Running, merged_samples
+from .engines.kinds import engine
 from .engines.limits import ContextLimit, ContextLimitUnstated, read_context_limit
 from .engines.llamacpp import LlamaServerConfig
 from .engines.models import gguf_shape
@@ -132,7 +132,7 @@ def run_suite(
         **(extra_manifest or {}),
     }
     on_status(
-        f"starting {ENGINE_NAMES[plan.engine]} ({len(plan.specs) or len(plan.urls)} replica(s)) for "
+        f"starting {engine(plan.engine).title} ({len(plan.specs) or len(plan.urls)} replica(s)) for "
         f"{deployment}"
     )
     made = None  # a counter made here (the server's, say) is closed here
@@ -154,10 +154,8 @@ def run_suite(
                 "context_limit_per_slot": limit.tokens if limit else None,
                 **({"context_limit_source": limit.source} if limit else {}),
             }
-            if plan.engine == "llamacpp":
-                manifest["engine"]["source"] = (
-                    f"llama-cpp-python=={LLAMACPP_SDIST_VERSION} sdist, vendor/llama.cpp"
-                )
+            if (source := engine(plan.engine).source) is not None:
+                manifest["engine"]["source"] = source
             run.write_manifest(manifest)
             cold = manifest["engine"]["cold_start_s"]
             on_status(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from pathlib import Path
 
 import httpx
@@ -10,6 +11,7 @@ import httpx
 from ctxbench.campaign_file import load_campaign
 from ctxbench.client import Client
 from ctxbench.engines.deployment import plan_deployment
+from ctxbench.engines.kinds import SGLANG, VLLM
 from ctxbench.engines.prom import common_metrics, parse_metrics
 from ctxbench.preflight import dry_run
 from ctxbench.router import Router
@@ -178,3 +180,11 @@ async def test_a_conversation_sticks_to_its_replica_and_new_ones_go_to_the_least
         one_off = await router.chat([{"role": "user", "content": "c"}])
         assert one_off.labels["replica"] in ("0", "1")
     assert seen[:2] == ["r0", "r1"]
+
+
+def test_plans_take_readiness_compile_cache_and_death_signal_from_the_engine(tmp_path: Path) -> None:
+    _, (vllm, sglang, llama) = plans(tmp_path)
+    assert vllm.specs[0].ready_paths == VLLM.ready_paths and vllm.specs[0].death_signal == signal.SIGTERM
+    assert sglang.specs[0].ready_paths == SGLANG.ready_paths
+    assert llama.specs[0].ready_paths == ("/health",) and llama.specs[0].death_signal == signal.SIGKILL
+    assert VLLM.compile_cache_env in vllm.specs[0].env

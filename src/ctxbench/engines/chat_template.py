@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from .kinds import engine as engine_of
+
 TEMPLATE_FILE = "chat_template.jinja"  # the template's text, in the run directory
 TEMPLATE_FLAGS = ("--chat-template", "--chat-template-file")
 
@@ -29,10 +31,11 @@ def served_template(
 ) -> tuple[dict[str, Any], str | None]:
     """(the manifest's `chat_template` entry, the template's text or None when it cannot be known)."""
     text, source = None, None
-    if engine in ("llamacpp", "external"):
+    kind = engine_of(engine)
+    if kind.template_from_props:
         text = _props_template(base_url, headers)
         source = f"{base_url}/props chat_template" if text is not None else None
-    if text is None and engine in ("vllm", "sglang"):
+    if text is None and kind.template_from_command:
         text, source = _launched_template(command, Path(model))
     if text is None:
         return {"source": None, "note": "not reported: the server does not say which template it uses"}, None
@@ -40,7 +43,7 @@ def served_template(
         "source": source,
         "sha256": hashlib.sha256(text.encode()).hexdigest(),
         "file": TEMPLATE_FILE,
-        "fallback": engine == "llamacpp" and _falls_back(command, Path(model)),
+        "fallback": kind.template_may_fall_back and _falls_back(command, Path(model)),
     }
     return entry, text
 

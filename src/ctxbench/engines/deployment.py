@@ -27,23 +27,10 @@ from ..config import (
 from ..errors import EngineNotReady
 from ..results.store import redact_command, redact_env
 from .chat_template import served_template
+from .kinds import EXTERNAL, LLAMACPP, engine
 from .llamacpp import LlamaServerConfig
 from .prom import parse_metrics
 from .server import API_KEY, PORT, EngineServer, LaunchSpec
-
-ENGINE_NAMES = {
-    "llamacpp": "llama.cpp llama-server",
-    "vllm": "vLLM",
-    "sglang": "SGLang",
-    "external": "external",
-}
-# Where each engine states its version, tried in order.
-VERSION_PATHS = {
-    "llamacpp": ("/props",),
-    "vllm": ("/version",),
-    "sglang": ("/get_server_info", "/server_info"),
-    "external": ("/version", "/props", "/get_server_info"),
-}
 
 
 @dataclass(frozen=True)
@@ -69,7 +56,12 @@ class DeploymentPlan:
     def llamacpp(cls, config: LlamaServerConfig, name: str, gpus: tuple[int, ...] = ()) -> DeploymentPlan:
         """One llama-server from a `LlamaServerConfig` (the demo's and the GPU validation's way in)."""
         return cls(
-            name, "llamacpp", str(config.model), config.alias, (config.launch_spec(),), replica_gpus=(gpus,)
+            name,
+            LLAMACPP.name,
+            str(config.model),
+            config.alias,
+            (config.launch_spec(),),
+            replica_gpus=(gpus,),
         )
 
     def commands(self) -> list[str]:
@@ -81,14 +73,15 @@ class DeploymentPlan:
         return lines or [f"(external) {url}" for url in self.urls]
 
 
-def resolve_model(model: str, engine: str, *, write: bool = True, tiny: TinyModelShape | None = None) -> str:
+def resolve_model(model: str, kind: str, *, write: bool = True, tiny: TinyModelShape | None = None) -> str:
     """`ctxbench:demo` / `ctxbench:tiny` (of the shape `tiny`) -> the local file or directory ctxbench made
     (the tiny model is written on first use unless `write` is false); other values as given."""
     from .models import TinyModelSpec, demo_model_path, tiny_hf_model, tiny_model, tiny_model_dir
 
+    gguf = engine(kind).model_format == "gguf"
     if model == "ctxbench:demo":
         path = demo_model_path()
-        if engine != "llamacpp":
+        if not gguf:
             raise EngineNotReady(
                 "ctxbench:demo is a GGUF file for llama.cpp; give vLLM or SGLang a Hugging Face "
                 "model directory (ctxbench:tiny writes one)."
@@ -98,8 +91,8 @@ def resolve_model(model: str, engine: str, *, write: bool = True, tiny: TinyMode
         spec = TinyModelSpec(**tiny.model_dump(exclude_none=True)) if tiny else TinyModelSpec()
         if not write:
             directory = tiny_model_dir(spec)
-            return str(directory / "tiny-llama.gguf" if engine == "llamacpp" else f"{directory}-hf")
-        return str(tiny_model(spec=spec).gguf if engine == "llamacpp" else tiny_hf_model(spec))
+            return str(directory / "tiny-llama.gguf" if gguf else f"{directory}-hf")
+        return str(tiny_model(spec=spec).gguf if gguf else tiny_hf_model(spec))
     return str(Path(model).expanduser())
 
 
@@ -109,7 +102,7 @@ def plan_deployment(deployment: Deployment, *, resolve: bool = True) -> Deployme
     if isinstance(deployment, ExternalDeployment):
         return DeploymentPlan(
             deployment.name,
-            "external",
+            EXTERNAL.name,
             deployment.model or deployment.served,
             deployment.served,
             urls=tuple(deployment.urls),
@@ -118,6 +111,7 @@ def plan_deployment(deployment: Deployment, *, resolve: bool = True) -> Deployme
             limit_tokens=deployment.limit_tokens,
         )
     model = resolve_model(deployment.model, deployment.engine, write=resolve, tiny=deployment.tiny_model)
+    kind = engine(deployment.engine)
     specs = []
     for gpus in deployment.replica_gpus():
         env = dict(deployment.env)
@@ -125,19 +119,19 @@ def plan_deployment(deployment: Deployment, *, resolve: bool = True) -> Deployme
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
         command = _command(deployment, model, len(gpus))
         cache = getattr(deployment, "compile_cache", None)
-        if cache is not None:
-            env["VLLM_CACHE_ROOT" if deployment.engine == "vllm" else "TORCHINDUCTOR_CACHE_DIR"] = str(cache)
+        if cache is not None and kind.compile_cache_env is not None:
+            env[kind.compile_cache_env] = str(cache)
         if deployment.api_key_env:
             command += ["--api-key", API_KEY]
-        ready = ("/health",) if deployment.engine == "llamacpp" else ("/health", "/v1/models")
         specs.append(
             LaunchSpec(
                 deployment.engine,
                 tuple(command),
                 env,
-                ready,
+                kind.ready_paths,
                 deployment.ready_timeout_s,
                 api_key_env=deployment.api_key_env,
+                death_signal=kind.death_signal,
             )
         )
     return DeploymentPlan(
@@ -270,7 +264,7 @@ class Running:
             server.check_alive()
 
     def version(self) -> str:
-        for path in VERSION_PATHS[self.plan.engine]:
+        for path in engine(self.plan.engine).version_paths:
             try:
                 data = httpx.get(self.base_urls[0] + path, timeout=10.0, headers=self._headers).json()
             except (httpx.HTTPError, ValueError):
@@ -296,7 +290,7 @@ class Running:
         """The manifest's `engine` entry: what ran, exactly, and how long it took to be ready."""
         cold = [s.ready_s for s in self.servers if s.ready_s is not None]
         return {
-            "name": ENGINE_NAMES[self.plan.engine],
+            "name": engine(self.plan.engine).title,
             "kind": self.plan.engine,
             "version": self.version(),
             "model": self.plan.model,

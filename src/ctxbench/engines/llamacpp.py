@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EngineNotReady
+from .kinds import LLAMACPP
 from .server import PORT, EngineServer, LaunchSpec
 
 
@@ -52,12 +53,13 @@ class LlamaServerConfig:
 
     def launch_spec(self) -> LaunchSpec:
         return LaunchSpec(
-            engine="llamacpp",
+            engine=LLAMACPP.name,
             command=tuple(self.command()),
             env=dict(self.env),
-            ready_paths=("/health",),
+            ready_paths=LLAMACPP.ready_paths,
             ready_timeout_s=self.ready_timeout_s,
             port=self.port,
+            death_signal=LLAMACPP.death_signal,
         )
 
 

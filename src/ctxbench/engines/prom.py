@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from .kinds import LLAMACPP, SGLANG, VLLM
+
 
 def parse_metrics(text: str) -> dict[str, float]:
     """Each sample as `name{label="v",...}` (labels sorted) -> value; `name` alone when unlabelled.
@@ -18,56 +20,36 @@ def parse_metrics(text: str) -> dict[str, float]:
     return samples
 
 
-# Common name -> the engines' own names, first present wins. Token counters count tokens on every engine.
+# ctxbench's common names (docs/metrics.md), in the order `/metrics` summaries list them. Token counters count
+# tokens on every engine. What ctxbench's records are checked against (report/agreement.py): engines count
+# prompt tokens two ways, vLLM and SGLang every prompt token, llama.cpp only those it computed.
+COMMON_NAMES = (
+    "prompt_tokens",
+    "generation_tokens",
+    "prefix_cache_queries",
+    "prefix_cache_hits",
+    "kv_cache_usage",
+    "requests_running",
+    "requests_waiting",
+    "preemptions",
+    "spec_drafts",
+    "spec_draft_tokens",
+    "spec_accepted_tokens",
+    "requests",
+    "prompt_tokens_all",
+    "prompt_tokens_computed",
+    "cached_tokens",
+    "ttft_count",
+    "ttft_sum_s",
+    "tpot_count",
+    "tpot_sum_s",
+)
+
+# Common name -> every engine's own names for it (each engine's `metric_names`), first present wins: an
+# external server may be any of them.
 COMMON_METRICS: dict[str, tuple[str, ...]] = {
-    "prompt_tokens": (
-        "vllm:prompt_tokens_total",
-        "sglang:prompt_tokens_total",
-        "llamacpp:prompt_tokens_total",
-    ),
-    "generation_tokens": (
-        "vllm:generation_tokens_total",
-        "sglang:generation_tokens_total",
-        "llamacpp:tokens_predicted_total",
-    ),
-    "prefix_cache_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-    "prefix_cache_hits": (
-        "vllm:prefix_cache_hits_total",
-        "vllm:gpu_prefix_cache_hits_total",
-        "sglang:cached_tokens_total",
-        "llamacpp:prompt_tokens_cached_total",
-    ),
-    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
-    "requests_running": (
-        "vllm:num_requests_running",
-        "sglang:num_running_reqs",
-        "llamacpp:requests_processing",
-    ),
-    "requests_waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"),
-    "preemptions": ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total"),
-    "spec_drafts": ("vllm:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_drafts_total"),
-    "spec_draft_tokens": (
-        "vllm:spec_decode_num_draft_tokens_total",
-        "llamacpp:spec_decode_num_draft_tokens_total",
-    ),
-    "spec_accepted_tokens": (
-        "vllm:spec_decode_num_accepted_tokens_total",
-        "llamacpp:spec_decode_num_accepted_tokens_total",
-    ),
-    # What ctxbench's records are checked against (report/agreement.py). Engines count prompt tokens two
-    # ways: vLLM and SGLang every prompt token, llama.cpp only those it computed (its cache hits left out).
-    "requests": ("vllm:request_success_total", "sglang:num_requests_total"),
-    "prompt_tokens_all": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
-    "prompt_tokens_computed": ("vllm:request_prefill_kv_computed_tokens_sum", "llamacpp:prompt_tokens_total"),
-    "cached_tokens": (
-        "vllm:prompt_tokens_cached_total",
-        "sglang:cached_tokens_total",
-        "llamacpp:prompt_tokens_cached_total",
-    ),
-    "ttft_count": ("vllm:time_to_first_token_seconds_count", "sglang:time_to_first_token_seconds_count"),
-    "ttft_sum_s": ("vllm:time_to_first_token_seconds_sum", "sglang:time_to_first_token_seconds_sum"),
-    "tpot_count": ("vllm:request_time_per_output_token_seconds_count",),
-    "tpot_sum_s": ("vllm:request_time_per_output_token_seconds_sum",),
+    name: tuple(source for one in (VLLM, SGLANG, LLAMACPP) for source in one.metric_names.get(name, ()))
+    for name in COMMON_NAMES
 }
 
 

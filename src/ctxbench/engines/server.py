@@ -43,6 +43,7 @@ class LaunchSpec:
     ready_timeout_s: float = 180.0
     port: int | None = None  # None: pick a free loopback port
     api_key_env: str | None = None  # `{api_key}` in the command is this variable's value, read at launch
+    death_signal: int = signal.SIGTERM  # what it gets if ctxbench dies without stopping it (kinds.Engine)
 
     @property
     def api_key(self) -> str | None:
@@ -102,14 +103,6 @@ def port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
         return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-# The signal an engine gets when ctxbench dies without stopping it (SIGKILL of ctxbench: nobody is left to
-# escalate). SIGTERM lets an engine stop the workers it started (vLLM, SGLang). llama-server has none, and its
-# graceful shutdown can hang when the signal comes while a request is being decoded: under the stress harness
-# one was still serving 8 minutes after its SIGTERM and exited only at a second signal ("Received second
-# interrupt, terminating immediately"). It gets SIGKILL.
-DEATH_SIGNALS = {"llamacpp": signal.SIGKILL}
 
 
 def _die_with_parent(death_signal: int) -> Callable[[], None]:
@@ -194,7 +187,7 @@ class EngineServer:
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,
                     env={**os.environ, **self.spec.env},
-                    preexec_fn=_die_with_parent(DEATH_SIGNALS.get(self.spec.engine, signal.SIGTERM)),
+                    preexec_fn=_die_with_parent(self.spec.death_signal),
                 )
         except OSError as exc:
             raise EngineNotReady(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..engines.kinds import find_engine
 from ..engines.llamacpp import cache_settings
 from ..errors import CalibrationError
 from ..plan import ReturnForecast, returning_forecast
@@ -20,7 +21,8 @@ def forecast_of(manifest: dict[str, Any], data: dict[str, Any]) -> ReturnForecas
     """The planner's forecast for this run, where the engine's cache model is known (llama.cpp: slots and
     `--cache-ram` from its command, KV bytes a token from the model's shape); None otherwise."""
     engine = manifest.get("engine", {})
-    if engine.get("kind") != "llamacpp" or not engine.get("command"):
+    kind = find_engine(engine.get("kind"))
+    if kind is None or not kind.cache_model_known or not engine.get("command"):
         return None
     try:
         shape = shape_of(manifest)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, metrics
+from ..engines.kinds import find_engine
 from ..records import RequestRecord
 from ..telemetry import TELEMETRY_FILE, read_telemetry
 from .llmd_schema import (
@@ -36,7 +37,6 @@ from .llmd_schema import (
 )
 from .store import RunDir
 
-ENGINE_TOOLS = {"llamacpp": "llama.cpp", "vllm": "vllm", "sglang": "sglang", "external": "external"}
 _ATTEMPT = re.compile(r"-a(\d+)$")
 
 
@@ -168,7 +168,8 @@ def _component(run: RunDir, manifest: dict[str, Any]) -> Component:
     gpus = int(manifest.get("gpus") or 0)
     telemetry = read_telemetry(run.path / TELEMETRY_FILE)
     names = telemetry.gpu_names() if telemetry else []
-    tool = ENGINE_TOOLS.get(str(engine.get("kind") or deployment.get("engine")), str(engine.get("kind")))
+    known = find_engine(engine.get("kind") or deployment.get("engine"))
+    tool = known.tool if known else str(engine.get("kind"))
     model = str(engine.get("served_name") or manifest.get("model") or "")
     common = {"tool": tool, "tool_version": str(engine.get("version") or "not reported")}
     if gpus and names:
