@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.results.evidence import COLUMNS, collect
+from ctxbench.results.columns import COLUMNS
+from ctxbench.results.evidence import collect
 from ctxbench.results.llmd_report import aggregate, export_llmd
 from ctxbench.results.llmd_schema import BenchmarkReportV02, Run, Statistics
 from ctxbench.results.summary import Summary, summarize

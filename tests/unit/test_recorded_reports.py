@@ -1,6 +1,6 @@
 """The reports of the runs recorded on the H200 (docs/gpu-validation/) are rebuilt from their files alone and
-must come out exactly as committed: a redesign that changes a figure, a word or a column of any of them shows
-here. A change that is meant is committed with its rebuilt reports (docs/gpu-validation/refresh_reports.sh)."""
+must come out exactly as committed: a redesign that changes a figure, a word or a column of any of them
+shows here. A change that is meant is committed with its rebuilt reports (refresh_reports.sh beside them)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def test_there_are_recorded_runs_to_rebuild() -> None:
 
 
 @pytest.mark.parametrize("recorded", RECORDED, ids=lambda p: p.name)
-def test_rebuilt_reports_of_a_recorded_campaign_are_the_committed_ones(recorded: Path, tmp_path: Path) -> None:
+def test_rebuilt_reports_of_a_recorded_campaign_are_the_committed_ones(
+    recorded: Path, tmp_path: Path
+) -> None:
     copy = Path(shutil.copytree(recorded, tmp_path / recorded.name))  # the report draws figures beside it
     compared = 0
     for committed in sorted(recorded.glob("runs/*/report.md")):
@@ -32,6 +34,8 @@ def test_rebuilt_reports_of_a_recorded_campaign_are_the_committed_ones(recorded:
         compared += 1
     if (recorded / "report.md").exists():
         markdown, _ = write_campaign_report(copy)
-        assert markdown.read_text() == (recorded / "report.md").read_text(), f"{recorded}/report.md: {REFRESH}"
+        assert markdown.read_text() == (recorded / "report.md").read_text(), (
+            f"{recorded}/report.md: {REFRESH}"
+        )
         compared += 1
     assert compared

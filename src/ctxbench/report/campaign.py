@@ -13,7 +13,8 @@ from importlib import resources
 from pathlib import Path
 
 from .. import metrics, stats
-from ..results.evidence import COLUMN_GROUPS, COLUMNS, MISSING, Row, collect
+from ..results.columns import COLUMN_GROUPS, COLUMNS, REPEATED
+from ..results.evidence import MISSING, Row, collect
 from ..results.store import RunDir
 from .check_sections import ramp_table_rows
 from .decide import Reading, readings
@@ -75,14 +76,6 @@ def comparisons(results: Path) -> list[tuple[str, str, str]]:
         except (ValueError, KeyError, TypeError, AttributeError):
             continue
     return pairs
-
-
-REPEATED = (
-    ("ttft_alone", "last-turn TTFT alone, s", 2),
-    ("decode_alone", "last-turn decode alone, tok/s", 1),
-    ("stall", "decode stall under prefill, x", 1),
-    ("throughput", "many users, best output tok/s", 0),
-)
 
 
 def repeat_intervals(rows: Sequence[Row]) -> dict[str, tuple[int, dict[str, stats.Interval | None]]]:

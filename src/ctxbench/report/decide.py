@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..results.cell import MISSING, Cell
 from ..results.evidence import Row
 
 
@@ -20,10 +21,9 @@ class Reading:
     conditions: str
 
 
-def _complete(cell_value: str) -> bool:
-    k, _, rest = cell_value.partition("/")
-    n = rest.split(" ")[0]
-    return k.isdigit() and n.isdigit() and int(n) > 0 and int(k) == int(n)
+def _complete(cell: Cell) -> bool:
+    """A recall count k/n with n > 0 and every one found."""
+    return cell.scored is not None and cell.scored[1] > 0 and cell.scored[0] == cell.scored[1]
 
 
 def _caveat(row: Row) -> str:
@@ -37,8 +37,8 @@ def readings(rows: Sequence[Row]) -> list[Reading]:
         r
         for r in rows
         if r.status != "failed"
-        and _complete(r.recall_alone.text)
-        and (r.recall_shared.text == "not run" or _complete(r.recall_shared.text))
+        and _complete(r.recall_alone)
+        and (r.recall_shared == MISSING or _complete(r.recall_shared))
     ]
     timed = [r for r in complete if r.ttft_alone.value is not None]
     if timed:
@@ -89,7 +89,7 @@ def readings(rows: Sequence[Row]) -> list[Reading]:
                 f"pooled over its 2-user ramp; smaller is better; {_caveat(calm)}",
             )
         )
-    everywhere = [r for r in complete if _complete(r.retrieval.text)]
+    everywhere = [r for r in complete if _complete(r.retrieval)]
     out.append(
         Reading(
             "Complete recall on every sampled check",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..checks.needle import control_failed
 from ..records import RequestRecord
+from ..results.columns import EVIDENCE_COLUMNS
 from ..results.evidence import Cell, Row, evidence_row
 from ..results.store import RunDir
 from .check_sections import ramp_table_rows
@@ -69,21 +70,14 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
     for users, cell in (("1", row.recall_alone), ("2", row.recall_shared)):
         if cell.source:
             misses = lost.get(users, [])
-            scored = not cell.text.endswith("/0")
+            scored = cell.scored is not None and cell.scored[1] > 0
             verdict = (judged or (FAIL if misses else PASS)) if scored else UNSCORED
             out.append((f"3 recall, {'alone' if users == '1' else '2 users'}", verdict, cell, _named(misses)))
-    for check, cell in (
-        ("3 decode under another user's prefill", row.stall),
-        ("many users, closed loop", row.throughput),
-        ("many users, open loop", row.open_loop),
-        ("many users, within the SLO", row.slo),
-        ("trace replay", row.trace),
-        ("returning users", row.returning),
-        ("quality", row.quality),
-    ):
-        if cell.source:
-            behind = "client behind" in cell.text
-            out.append((check, MEASURED, cell, "the client fell behind its schedule" if behind else ""))
+    for column in EVIDENCE_COLUMNS:
+        cell = getattr(row, column.key)
+        if column.glance is not None and cell.source:
+            why = "the client fell behind its schedule" if cell.client_behind else ""
+            out.append((column.glance, MEASURED, cell, why))
     # the capacity check's request over the limit is meant to be refused: not a failure
     probes = [r for r in records if r.rejected_as_over_limit]
     failed = [r for r in records if r.failed_a_check]

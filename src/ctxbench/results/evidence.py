@@ -9,7 +9,6 @@ file it came from. Evidence, not a ranking: nothing here orders deployments by a
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -101,7 +100,10 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
             text = f"not run: {len(skipped)} prompt(s) skipped ({facts['needle_skipped'][0]})"  # type: ignore[index]
         else:
             text = f"{k}/{n} (to {longest} tokens){verdict}"
-        cells["retrieval"] = Cell(text, _rel(results, run.path / "niah.log"))
+        complete = not unplanned and not (n == 0 and skipped)
+        cells["retrieval"] = Cell(
+            text, _rel(results, run.path / "niah.log"), scored=(k, n) if complete else None
+        )
         facts["retrieval"] = (k, n)
         facts["control"] = control
         facts["needle_count_errors"] = [
@@ -132,7 +134,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
             continue
         scored = [r for r in mine if r["recall"]]
         k = sum(int(r["recall"]) for r in scored)
-        cells[f"recall_{suffix}"] = Cell(f"{k}/{len(scored)}", RAMP_TABLE)
+        cells[f"recall_{suffix}"] = Cell(f"{k}/{len(scored)}", RAMP_TABLE, scored=(k, len(scored)))
         facts[f"recall_{suffix}"] = (k, len(scored))
         last_turn = max(int(r["turn"]) for r in mine)
         last = [r for r in mine if int(r["turn"]) == last_turn and r["ttft_s"]]
@@ -277,48 +279,3 @@ def collect(results: Path, price_per_gpu_hour: float | None = None) -> list[Row]
     """Every run under `results/runs` that has a manifest, oldest first."""
     runs = sorted(p.parent for p in (results / "runs").glob("*/manifest.json"))
     return [evidence_row(results, RunDir(path), price_per_gpu_hour) for path in runs]
-
-
-COLUMNS: Sequence[tuple[str, str]] = (
-    ("deployment", "deployment"),
-    ("status", "status"),
-    ("capacity", "1 capacity"),
-    ("retrieval", "2 retrieval k/n"),
-    ("recall_alone", "3 recall alone"),
-    ("recall_shared", "3 recall, 2 users"),
-    ("ttft_alone", "last-turn TTFT alone"),
-    ("ttft_shared", "last-turn TTFT, 2 users"),
-    ("decode_alone", "decode alone"),
-    ("decode_shared", "decode, 2 users"),
-    ("stall", "decode under prefill"),
-    ("cost", "cost"),
-    ("throughput", "many users: output tok/s"),
-    ("throughput_cost", "many users: cost"),
-    ("open_loop", "many users: rate kept up"),
-    ("slo", "many users: most within the SLO"),
-    ("trace", "trace replay"),
-    ("returning", "returning users"),
-    ("quality", "GSM8K (flexible) [95%]"),
-)
-
-
-# The columns by claim: the HTML report draws a table per group, so nine deployments fit without scrolling.
-COLUMN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Claims 1 and 2: capacity and retrieval in a fresh document", ("capacity", "retrieval")),
-    (
-        "Claim 3: the growing conversation",
-        (
-            "recall_alone",
-            "recall_shared",
-            "ttft_alone",
-            "ttft_shared",
-            "decode_alone",
-            "decode_shared",
-            "stall",
-            "cost",
-        ),
-    ),
-    ("Many users", ("throughput", "throughput_cost", "open_loop", "slo")),
-    ("Traffic that comes back: a replayed trace, returning users", ("trace", "returning")),
-    ("Quality", ("quality",)),
-)

@@ -69,7 +69,13 @@ def open_loop_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     behind = sorted(rate for rate, line in rates.items() if line.get("client_behind"))
     if behind:
         parts.append(f"client behind at {', '.join(f'{r:g}' for r in behind)} req/s")
-    return {"open_loop": Cell("; ".join(parts), str(path.relative_to(results)), max(kept) if kept else 0.0)}
+    cell = Cell(
+        "; ".join(parts),
+        str(path.relative_to(results)),
+        max(kept) if kept else 0.0,
+        client_behind=bool(behind),
+    )
+    return {"open_loop": cell}
 
 
 def slo_cell(results: Path, run: RunDir) -> dict[str, Cell]:

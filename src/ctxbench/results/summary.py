@@ -11,7 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from .. import __version__
-from .evidence import COLUMNS, Row, collect
+from .columns import COLUMNS
+from .evidence import Row, collect
 
 SUMMARY_VERSION = 1
 
