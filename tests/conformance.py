@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ctxbench import metrics
 from ctxbench.report.agreement import Agreement, engine_agreement
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 
 # A replayed trace of six requests sharing 64-token blocks (Mooncake's format), short enough for 2K slots.
 TRACE = [

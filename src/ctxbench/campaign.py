@@ -21,7 +21,8 @@ from .config import Campaign, Deployment
 from .engines.deployment import plan_deployment
 from .errors import CtxbenchError
 from .preflight import counter_source, preflight
-from .results.store import RunDir, redact_env, safe_name, write_json_atomic
+from .redaction import redact_env
+from .store import RunDir, safe_name, write_json_atomic
 from .suite import run_suite
 from .text.tokens import TokenCounter, load_token_counter
 

@@ -36,7 +36,7 @@ from .campaign import state_path as campaign_state_path
 from .config import Campaign, Deployment, ExternalDeployment, LlamaCppDeployment
 from .errors import CtxbenchError, ServerUnreachable
 from .results.mirror import Mirror, Tail
-from .results.store import write_json_atomic
+from .store import write_json_atomic
 
 TAIL_INTERVAL_S = 1.0
 

@@ -26,12 +26,13 @@ from .engines.kinds import engine
 from .engines.limits import ContextLimit, ContextLimitUnstated, read_context_limit
 from .engines.llamacpp import LlamaServerConfig
 from .engines.models import gguf_shape
+from .engines.prom import common_metrics
 from .engines.server import EngineDied
 from .errors import CtxbenchError
 from .params import CHECK_NAMES, Checks
 from .report.run_report import run_report
-from .results.store import RunDir, git_revision, new_run_id
 from .router import Router
+from .store import RunDir, git_revision, new_run_id
 from .telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, GpuSampler
 from .text.haystack import pool_for
 from .text.tokens import TokenCounter, require_content_counted
@@ -215,7 +216,7 @@ def _run_checks(
 ) -> None:
     def snapshot(check: str, phase: str) -> None:
         per_replica = running.metrics()
-        run.append_metrics(check, phase, per_replica)
+        run.append_metrics(check, phase, per_replica, common_metrics)
         if check == "run":
             run.write_metrics_snapshot(phase, merged_samples(per_replica))
 

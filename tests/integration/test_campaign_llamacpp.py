@@ -17,9 +17,9 @@ from ctxbench.campaign import read_state, run_campaign, state_path
 from ctxbench.campaign_file import load_campaign
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
+from ctxbench.ramp_table import RAMP_TABLE, read_rows
 from ctxbench.results.evidence import collect
-from ctxbench.results.ramp_table import RAMP_TABLE, read_rows
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 
 pytestmark = pytest.mark.engine
 

@@ -14,7 +14,7 @@ from ctxbench.engines.limits import read_context_limit
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel, demo_model_path
 from ctxbench.params import CapacityParams, NeedleParams
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 from ctxbench.text.gguf_vocab import gguf_token_counter
 from ctxbench.text.haystack import UnitPool, build_haystack, request_seed
 from ctxbench.text.tokens import HfTokenCounter, ServerTokenCounter

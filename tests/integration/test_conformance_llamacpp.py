@@ -12,7 +12,7 @@ from conformance import assert_agrees_with_engine, suite
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
 from ctxbench.engines.models import TinyModel
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 
 pytestmark = pytest.mark.engine
 

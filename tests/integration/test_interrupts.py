@@ -17,7 +17,7 @@ from processes import alive
 
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.models import TinyModel
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 
 pytestmark = pytest.mark.engine
 
@@ -26,7 +26,7 @@ RUNNER = textwrap.dedent("""
     from pathlib import Path
     from ctxbench.client import Client
     from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
-    from ctxbench.results.store import RunDir
+    from ctxbench.store import RunDir
 
     binary, model, out = sys.argv[1:4]
     run = RunDir.create(Path(out), "interrupted")

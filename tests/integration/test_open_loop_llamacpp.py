@@ -21,7 +21,7 @@ from ctxbench.records import RequestRecord
 from ctxbench.report.decide import readings
 from ctxbench.report.run_report import claims_summary, run_report
 from ctxbench.results.evidence import collect
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 from ctxbench.text.haystack import UnitPool
 from ctxbench.text.tokens import HfTokenCounter
 

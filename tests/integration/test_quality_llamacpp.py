@@ -17,7 +17,7 @@ from ctxbench.checks.quality import flexible_answer, strict_answer
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
 from ctxbench.results.evidence import collect
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 from ctxbench.text.arithmetic import write_problems
 
 pytestmark = pytest.mark.engine

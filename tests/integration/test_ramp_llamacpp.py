@@ -15,9 +15,9 @@ from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
 from ctxbench.engines.models import TinyModel
 from ctxbench.params import RampParams
+from ctxbench.ramp_table import read_rows
 from ctxbench.report.run_report import run_report
-from ctxbench.results.ramp_table import read_rows
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 from ctxbench.text.haystack import UnitPool, build_haystack
 from ctxbench.text.tokens import HfTokenCounter
 

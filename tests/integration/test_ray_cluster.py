@@ -25,7 +25,7 @@ from ctxbench.campaign_file import load_campaign
 from ctxbench.distributed import run_campaign_on_ray
 from ctxbench.engines.models import TinyModel
 from ctxbench.results.evidence import collect
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 
 from .test_campaign_llamacpp import RESUMABLE, _final_counts, campaign_file, the_run
 

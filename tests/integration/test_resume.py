@@ -12,8 +12,8 @@ from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
 from ctxbench.params import CapacityParams, Checks, NeedleParams, RampParams
-from ctxbench.results.ramp_table import read_rows
-from ctxbench.results.store import RunDir
+from ctxbench.ramp_table import read_rows
+from ctxbench.store import RunDir
 from ctxbench.suite import run_suite
 from ctxbench.text.tokens import HfTokenCounter
 

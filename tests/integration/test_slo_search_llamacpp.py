@@ -15,7 +15,7 @@ from ctxbench.campaign_file import load_campaign
 from ctxbench.engines.models import TinyModel
 from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import collect
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 
 pytestmark = pytest.mark.engine
 

@@ -14,11 +14,11 @@ from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
 from ctxbench.engines.models import TinyModel, TinyModelSpec, tiny_model
 from ctxbench.records import RequestRecord
-from ctxbench.report.counters import counter_deltas
 from ctxbench.report.run_report import run_report
+from ctxbench.results.counters import counter_deltas
 from ctxbench.results.evidence import collect
-from ctxbench.results.store import RunDir
 from ctxbench.steady import steady_state
+from ctxbench.store import RunDir
 
 pytestmark = pytest.mark.engine
 

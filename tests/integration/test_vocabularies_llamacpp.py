@@ -21,7 +21,7 @@ from ctxbench.engines.chat_template import served_template, template_warnings
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
 from ctxbench.engines.models import TinyModel, TinyModelSpec, tiny_model
 from ctxbench.results.evidence import evidence_row
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 from ctxbench.text.corpus import ProseGenerator
 from ctxbench.text.gguf_vocab import SentencePieceCounter, gguf_token_counter
 from ctxbench.text.tokens import load_token_counter

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.records import Chunk, RequestRecord, Usage
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 
 MS = 1_000_000
 

@@ -11,7 +11,7 @@ from ctxbench.results.cell import MISSING, Cell
 from ctxbench.results.columns import COLUMN_GROUPS, COLUMNS, EVIDENCE_COLUMNS, REPEATED
 from ctxbench.results.evidence import Row
 from ctxbench.results.load_cells import open_loop_cell
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 
 
 def test_every_column_is_a_row_field_and_the_derived_tables_follow_the_tuple() -> None:

@@ -12,7 +12,7 @@ from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.report.campaign import write_campaign_report
 from ctxbench.results.cost import cost_per_million
 from ctxbench.results.evidence import collect, status_of
-from ctxbench.results.store import RunDir
+from ctxbench.store import RunDir
 
 H200_RUN = Path(__file__).parents[2] / "docs" / "gpu-validation" / "h200-run1"
 ALL = {"checks": {"capacity", "needle", "ramp"}, "recall_shared": (2, 2)}

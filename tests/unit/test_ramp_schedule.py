@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from ctxbench import decode_stall
 from ctxbench.checks.ramp import Turn, ramp_schedule, recall_k_of_n
 from ctxbench.params import RampParams
+from ctxbench.ramp_table import RAMP_COLUMNS, append_rows, read_rows
 from ctxbench.records import Chunk, RequestRecord, Usage
-from ctxbench.results.ramp_table import RAMP_COLUMNS, append_rows, read_rows
 
 MS = 1_000_000
 

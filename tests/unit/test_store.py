@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ctxbench.records import RequestRecord
-from ctxbench.results.store import RunDir, new_run_id, safe_name
+from ctxbench.store import RunDir, new_run_id, safe_name
 
 
 def a_record(request_id: str) -> RequestRecord:
@@ -52,7 +52,7 @@ def test_manifest_is_replaced_whole(tmp_path: Path) -> None:
 
 
 def test_secrets_never_reach_a_manifest() -> None:
-    from ctxbench.results.store import redact_command, redact_env
+    from ctxbench.redaction import redact_command, redact_env
 
     command = ["llama-server", "--api-key", "sk-live-123", "--hf-token=hf_abc", "--port", "8080"]
     assert redact_command(command) == [
@@ -78,7 +78,7 @@ def test_appends_are_flushed_at_once_and_fsynced_off_the_loop(
     import sys
     import threading
 
-    from ctxbench.results import store
+    from ctxbench import store
 
     synced: list[tuple[int, str]] = []
     real_fsync = os.fsync

@@ -205,7 +205,7 @@ def test_report_names_an_unreadable_telemetry_file_without_a_traceback(tmp_path:
     from typer.testing import CliRunner
 
     from ctxbench.cli import app
-    from ctxbench.results.store import RunDir
+    from ctxbench.store import RunDir
 
     run = RunDir.create(tmp_path, "telemetry")
     run.write_manifest({"deployment": "d"})

@@ -26,9 +26,9 @@ from typing import Literal
 
 from .. import metrics
 from ..engines.prom import common_metrics
+from ..ramp_table import attempt_of
 from ..records import RequestRecord
-from ..results.ramp_table import attempt_of
-from ..results.store import RunDir
+from ..store import RunDir
 
 FRESH_CHECKS = ("capacity", "needle")
 SHARED_PREFIX_SLACK = 16

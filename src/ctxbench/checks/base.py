@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from ..chat_client import ChatClient
 from ..engines.limits import ContextLimit
 from ..errors import UsageError
-from ..results.store import RunDir
+from ..store import RunDir
 from ..text.haystack import UnitPool
 from ..text.tokens import TokenCounter
 

@@ -13,7 +13,7 @@ from ..chat_client import ChatClient
 from ..engines.limits import ContextLimit
 from ..params import CapacityParams
 from ..records import RequestRecord
-from ..results.store import RunDir, write_json_atomic
+from ..store import RunDir, write_json_atomic
 from ..text.haystack import UnitPool, build_haystack, request_seed, template_tokens
 from .base import Check, RunContext
 

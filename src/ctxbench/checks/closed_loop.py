@@ -20,8 +20,8 @@ from ..client import Client
 from ..errors import CtxbenchError
 from ..params import ThroughputParams
 from ..records import RequestRecord
-from ..results.store import RunDir
 from ..router import Router
+from ..store import RunDir
 from ..text.haystack import request_seed
 from .prompts import PromptMaker
 

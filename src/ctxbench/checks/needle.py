@@ -19,7 +19,7 @@ from .. import metrics
 from ..chat_client import ChatClient
 from ..params import NeedleParams
 from ..records import RequestRecord
-from ..results.store import RunDir, write_json_atomic
+from ..store import RunDir, write_json_atomic
 from ..text.haystack import Haystack, UnitPool, build_haystack, request_seed, template_tokens
 from .base import Check, RunContext
 

@@ -20,7 +20,7 @@ from ..arrivals import behind_threshold_s, due_times, open_loop
 from ..chat_client import ChatClient
 from ..params import ThroughputParams
 from ..records import RequestRecord
-from ..results.store import RunDir
+from ..store import RunDir
 from ..text.haystack import request_seed
 
 LEAD_S = 0.2  # between the last prompt built and the first request due: the loop is idle when it starts

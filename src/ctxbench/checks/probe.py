@@ -14,7 +14,7 @@ from time import perf_counter_ns
 from ..chat_client import ChatClient
 from ..params import ProbeParams
 from ..records import RequestRecord
-from ..results.store import RunDir
+from ..store import RunDir
 from ..text.corpus import ProseGenerator
 from .base import Check, RunContext
 

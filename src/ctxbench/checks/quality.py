@@ -26,7 +26,7 @@ from ..chat_client import ChatClient
 from ..errors import QualityDataError
 from ..params import QualityParams
 from ..records import RequestRecord
-from ..results.store import RunDir
+from ..store import RunDir
 from .base import Check, RunContext
 
 GSM8K_SOURCES = (

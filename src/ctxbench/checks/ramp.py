@@ -23,9 +23,9 @@ from pathlib import Path
 from .. import decode_stall, metrics
 from ..chat_client import ChatClient
 from ..params import RampParams
+from ..ramp_table import RAMP_COLUMNS, RAMP_TABLE, append_rows, record_row
 from ..records import RequestRecord
-from ..results.ramp_table import RAMP_COLUMNS, RAMP_TABLE, append_rows, record_row
-from ..results.store import RunDir
+from ..store import RunDir
 from ..text.haystack import HaystackError, Needle, UnitPool, build_haystack, request_seed
 from .base import Check, RunContext
 

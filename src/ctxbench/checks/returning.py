@@ -20,7 +20,7 @@ from .. import metrics
 from ..chat_client import ChatClient
 from ..params import ReturningParams
 from ..records import RequestRecord
-from ..results.store import RunDir, write_json_atomic
+from ..store import RunDir, write_json_atomic
 from ..text.haystack import UnitPool, build_haystack, request_seed, turn_overhead_tokens
 from .base import Check, RunContext
 

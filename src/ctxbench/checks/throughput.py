@@ -22,9 +22,9 @@ from .. import metrics
 from ..chat_client import ChatClient
 from ..params import ThroughputParams
 from ..records import RequestRecord
-from ..results.store import RunDir, write_json_atomic
 from ..slo_search import search
 from ..steady import steady_state
+from ..store import RunDir, write_json_atomic
 from .base import Check, RunContext
 from .closed_loop import extra_body, run_user, users_in_processes
 from .open_loop import rate_summary, rate_unit, run_rate

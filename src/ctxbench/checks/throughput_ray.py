@@ -33,8 +33,8 @@ from ..client import Client
 from ..errors import CtxbenchError
 from ..params import ThroughputParams
 from ..records import RequestRecord
-from ..results.store import RunDir
 from ..router import Router
+from ..store import RunDir
 from .closed_loop import WorkerJob, client_settings, make_client
 from .prompts import PromptMaker
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import event_loop
 from ..records import RequestRecord
-from ..results.store import RunDir
+from ..store import RunDir
 from .closed_loop import READY, WorkerJob, make_client
 
 

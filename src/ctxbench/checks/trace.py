@@ -25,7 +25,7 @@ from ..chat_client import ChatClient
 from ..errors import CtxbenchError, UsageError
 from ..params import TraceParams
 from ..records import RequestRecord
-from ..results.store import RunDir, write_json_atomic
+from ..store import RunDir, write_json_atomic
 from ..text.blocks import BlockPrompts
 from ..text.haystack import UnitPool, request_seed
 from .base import Check, RunContext

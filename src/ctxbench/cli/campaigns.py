@@ -11,9 +11,9 @@ from ..config import (
     DEFAULT_PRICE_PER_GPU_HOUR,
 )
 from ..errors import EXIT_FAILED, EXIT_UNREACHABLE, CtxbenchError, UsageError
-from ..report.counters import reported_text
 from ..report.run_report import run_report
-from ..results.store import RunDir
+from ..results.counters import reported_text
+from ..store import RunDir
 from .common import ResultsOption, _fail, _progress, app, console, print_verdict, say
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from ..errors import (
 from ..records import RequestRecord
 from ..report.run_report import claims_summary, run_report
 from ..report.tables import COLUMNS, request_row
-from ..results.store import RunDir, new_run_id, safe_name
+from ..store import RunDir, new_run_id, safe_name
 from .progress import PlainProgress, progress
 
 app = typer.Typer(

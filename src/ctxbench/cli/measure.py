@@ -219,7 +219,7 @@ def ramp(
 ) -> None:
     """Claim 3: conversations growing turn by turn, alone and beside other users; recall and decode stall."""
     from ..checks.ramp import run_ramp
-    from ..results.ramp_table import RAMP_TABLE
+    from ..ramp_table import RAMP_TABLE
     from ..text.haystack import pool_for
     from ..text.tokens import load_token_counter
 

@@ -15,7 +15,7 @@ from ..config import (
     DEFAULT_PRICE_PER_GPU_HOUR,
 )
 from ..errors import UsageError
-from ..results.store import RunDir
+from ..store import RunDir
 from .common import _fail, app, console, parse_token_count
 
 

@@ -25,7 +25,7 @@ from ..config import (
     VllmDeployment,
 )
 from ..errors import EngineNotReady
-from ..results.store import redact_command, redact_env
+from ..redaction import redact_command, redact_env
 from .chat_template import served_template
 from .kinds import EXTERNAL, LLAMACPP, engine
 from .llamacpp import LlamaServerConfig

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import metrics
+from ..ramp_table import attempt_of
 from ..records import RequestRecord
-from ..results.ramp_table import attempt_of
-from ..results.store import RunDir
-from .counters import engine_deltas, reported_text
+from ..results.counters import engine_deltas, reported_text
+from ..store import RunDir
 from .tables import markdown_table
 
 NAMES = (

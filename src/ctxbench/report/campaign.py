@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import metrics, stats
 from ..results.columns import COLUMN_GROUPS, COLUMNS, REPEATED
 from ..results.evidence import MISSING, Row, collect
-from ..results.store import RunDir
+from ..store import RunDir
 from .check_sections import ramp_table_rows
 from .decide import Reading, readings
 from .interactive import figures_json, interactive_figures, plotly_js

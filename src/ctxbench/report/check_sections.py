@@ -10,12 +10,12 @@ from typing import Any
 
 from .. import decode_stall, metrics
 from ..checks.needle import CONTROL_FAILED, control_failed
+from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
 from ..results.cost import cost_per_million, price_of
-from ..results.ramp_table import RAMP_TABLE, run_rows
-from ..results.store import RunDir
+from ..results.counters import counter_deltas, reported_text
+from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
-from .counters import counter_deltas, reported_text
 from .slo_section import search_lines
 from .tables import fmt, markdown_table, relative
 

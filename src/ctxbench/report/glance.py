@@ -18,7 +18,7 @@ from ..checks.needle import control_failed
 from ..records import RequestRecord
 from ..results.columns import EVIDENCE_COLUMNS
 from ..results.evidence import Cell, Row, evidence_row
-from ..results.store import RunDir
+from ..store import RunDir
 from .check_sections import ramp_table_rows
 
 PASS, FAIL, MEASURED = "pass", "**FAIL**", "measured"

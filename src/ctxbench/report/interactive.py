@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..results.evidence import Row
-from ..results.store import RunDir
+from ..store import RunDir
 from ..telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, by_instant, gpu_series, read_telemetry
 from .check_sections import ramp_table_rows
 from .figure_layout import AXIS, LAYOUT, TITLE, legend_below, plot_figure, spread, ticks, tokens

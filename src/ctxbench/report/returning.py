@@ -11,7 +11,7 @@ from ..engines.llamacpp import cache_settings
 from ..errors import CalibrationError
 from ..plan import ReturnForecast, returning_forecast
 from ..results.calibration import shape_of
-from ..results.store import RunDir
+from ..store import RunDir
 from .tables import fmt, markdown_table, relative
 
 KV_BYTES_PER_VALUE = 2.0  # llama.cpp's default KV cache type, f16

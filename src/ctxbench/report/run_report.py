@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 from .. import decode_stall, metrics
 from ..records import RequestRecord
-from ..results.store import RunDir
+from ..results.counters import reported_text
 from ..slo_search import search_text
+from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
 from .agreement import agreement_section
 from .check_sections import (
@@ -19,7 +20,7 @@ from .check_sections import (
     throughput_section,
     trace_section,
 )
-from .counters import counters_section, reported_text
+from .counters import counters_section
 from .glance import glance_section
 from .returning import returning_section
 from .tables import fmt, markdown_table, relative, request_row

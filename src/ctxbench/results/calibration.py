@@ -27,8 +27,8 @@ from .. import metrics
 from ..errors import CalibrationError
 from ..plan import DenseShape, predicted_prefill_s
 from ..records import RequestRecord
+from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
-from .store import RunDir
 
 # llama.cpp: "llama_kv_cache:      CUDA0 KV buffer size =  8200.00 MiB" (one line per device buffer)
 _KV_BUFFER = re.compile(r"KV buffer size\s*=\s*([0-9.]+)\s*MiB")

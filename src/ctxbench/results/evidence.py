@@ -16,11 +16,11 @@ from typing import Literal
 from .. import decode_stall, metrics
 from ..checks.needle import CONTROL_FAILED, control_failed
 from ..engines.chat_template import template_warnings
+from ..ramp_table import RAMP_TABLE, run_rows
+from ..store import RunDir
 from .cell import MISSING, Cell
 from .cost import cost_per_million, price_of
 from .load_cells import open_loop_cell, slo_cell, throughput_cells
-from .ramp_table import RAMP_TABLE, run_rows
-from .store import RunDir
 from .traffic_cells import returning_cell, trace_cell
 
 Status = Literal["validated", "provisional", "failed"]

@@ -24,6 +24,7 @@ from typing import Any
 from .. import __version__, metrics
 from ..engines.kinds import find_engine
 from ..records import RequestRecord
+from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
 from .llmd_schema import (
     BenchmarkReportV02,
@@ -35,7 +36,6 @@ from .llmd_schema import (
     SequenceLength,
     Statistics,
 )
-from .store import RunDir
 
 _ATTEMPT = re.compile(r"-a(\d+)$")
 

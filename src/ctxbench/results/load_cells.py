@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from ..slo_search import search_text
+from ..store import RunDir
 from .cell import Cell
 from .cost import cost_per_million
-from .store import RunDir
 
 
 def throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour: float) -> dict[str, Cell]:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..report.counters import counter_deltas
+from ..store import RunDir
 from .cell import Cell
-from .store import RunDir
+from .counters import counter_deltas
 
 
 def trace_cell(results: Path, run: RunDir) -> dict[str, Cell]:

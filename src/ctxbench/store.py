@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from ..records import RequestRecord
+from .records import RequestRecord
 
 MANIFEST_VERSION = 1
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -82,32 +82,6 @@ def new_run_id(*parts: str) -> str:
     """`<UTC timestamp>-<parts...>`: sortable by start time and safe as a directory name."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     return "-".join([stamp, *(safe_name(p) for p in parts if p)])
-
-
-_SECRET_FLAGS = ("--api-key", "--api-key-file", "--hf-token", "--token")
-_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
-
-
-def redact_command(command: list[str]) -> list[str]:
-    """An engine command with the value after any secret-bearing flag replaced (`--api-key sk-1` ->
-    `--api-key <redacted>`, also `--api-key=sk-1`), so that manifests and reports never hold a key."""
-    out: list[str] = []
-    hide_next = False
-    for arg in command:
-        if hide_next:
-            out.append("<redacted>")
-            hide_next = False
-        elif any(arg.startswith(flag + "=") for flag in _SECRET_FLAGS):
-            out.append(arg.split("=", 1)[0] + "=<redacted>")
-        else:
-            out.append(arg)
-            hide_next = arg in _SECRET_FLAGS
-    return out
-
-
-def redact_env(env: dict[str, str]) -> dict[str, str]:
-    """Environment variables with secret-looking names (`*KEY*`, `*TOKEN*`...) shown as `<redacted>`."""
-    return {k: "<redacted>" if any(w in k.upper() for w in _SECRET_WORDS) else v for k, v in env.items()}
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -238,16 +212,21 @@ class RunDir:
     def write_metrics_snapshot(self, label: str, samples: dict[str, float]) -> None:
         write_json_atomic(self.path / f"metrics-{safe_name(label)}.json", samples)
 
-    def append_metrics(self, check: str, phase: str, per_replica: list[dict[str, float]]) -> None:
-        """One line of `metrics.jsonl`: each replica's `/metrics` under the common names and as scraped."""
-        from ..engines.prom import common_metrics
-
+    def append_metrics(
+        self,
+        check: str,
+        phase: str,
+        per_replica: list[dict[str, float]],
+        common: Callable[[dict[str, float]], dict[str, float]],
+    ) -> None:
+        """One line of `metrics.jsonl`: each replica's `/metrics` as scraped and under the common names that
+        `common` gives it (the engine's: `engines.prom.common_metrics`)."""
         line = {
             "check": check,
             "phase": phase,
             "attempt": self.attempt,
             "at_ns": time.perf_counter_ns(),
-            "replicas": [{"common": common_metrics(samples), "samples": samples} for samples in per_replica],
+            "replicas": [{"common": common(samples), "samples": samples} for samples in per_replica],
         }
         with (self.path / "metrics.jsonl").open("a") as handle:
             handle.write(json.dumps(line) + "\n")

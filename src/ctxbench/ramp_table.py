@@ -13,9 +13,9 @@ import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .. import decode_stall, metrics
-from ..records import RequestRecord
-from ..text.haystack import found_value
+from . import decode_stall, metrics
+from .records import RequestRecord
+from .text.haystack import found_value
 
 RAMP_TABLE = "ramp1m.csv"
 RAMP_COLUMNS = (
