@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_main import run_main
 
-from ctxbench.cli import app
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
@@ -19,7 +18,7 @@ pytestmark = pytest.mark.engine
 
 
 def invoke(*args: str) -> str:
-    result = CliRunner().invoke(app, list(args))
+    result = run_main(list(args))
     assert result.exit_code == 0, result.output
     return " ".join(result.output.split())
 

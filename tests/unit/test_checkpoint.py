@@ -7,10 +7,9 @@ import struct
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_main import run_main
 
 from ctxbench.audits.checkpoint import BITS, CheckpointError, compare, inspect, load_checkpoint, read_header
-from ctxbench.cli import app
 
 ROWS, COLS = 256, 512
 
@@ -143,10 +142,10 @@ def test_hostile_files_are_clear_errors(tmp_path: Path, breakage: str, message: 
 def test_command_compares_two_checkpoints(tmp_path: Path) -> None:
     a = write(tmp_path / "A-FP8" / "model.safetensors", SCHEMES["fp8-block"][0]).parent
     b = write(tmp_path / "B-FP8" / "model.safetensors", SCHEMES["fp8-channel"][0]).parent
-    result = CliRunner().invoke(app, ["inspect-checkpoint", str(a), str(b)])
+    result = run_main(["inspect-checkpoint", str(a), str(b)])
     assert result.exit_code == 0, result.output
     assert "both say FP8" in " ".join(result.output.split())
-    missing = CliRunner().invoke(app, ["inspect-checkpoint", str(tmp_path / "nope")])
+    missing = run_main(["inspect-checkpoint", str(tmp_path / "nope")])
     assert missing.exit_code == 2 and "does not exist" in " ".join(missing.output.split())
 
 

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 from built_records import request
+from cli_main import run_main
 from pydantic import ValidationError
-from typer.testing import CliRunner
 
-from ctxbench.cli import app
 from ctxbench.results.columns import COLUMNS
 from ctxbench.results.evidence import collect
 from ctxbench.results.llmd_report import aggregate, export_llmd
@@ -170,18 +169,15 @@ def test_the_summary_loads_back_equal_and_says_what_the_table_says(tmp_path: Pat
 
 
 def test_the_export_command_writes_both_formats_and_names_a_bad_one(tmp_path: Path) -> None:
-    runner = CliRunner()
     results = str(RECORDED / "h200-run1")
-    done = runner.invoke(app, ["export", "--results", results, "--out", str(tmp_path / "new" / "s.json")])
+    done = run_main(["export", "--results", results, "--out", str(tmp_path / "new" / "s.json")])
     assert done.exit_code == 0, done.output
     assert Summary.load(tmp_path / "new" / "s.json").runs
-    done = runner.invoke(
-        app, ["export", "--results", results, "--format", "llm-d-report", "--out", str(tmp_path / "br")]
+    done = run_main(
+        ["export", "--results", results, "--format", "llm-d-report", "--out", str(tmp_path / "br")]
     )
     assert done.exit_code == 0 and "5 file(s)" in done.output, done.output
-    bad = runner.invoke(
-        app, ["export", "--results", results, "--format", "csv", "--out", str(tmp_path / "x")]
-    )
+    bad = run_main(["export", "--results", results, "--format", "csv", "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "--format 'csv'" in bad.output
-    schema = runner.invoke(app, ["export", "--schema"])
+    schema = run_main(["export", "--schema"])
     assert json.loads(schema.output)["properties"]["summary_version"]["const"] == 1

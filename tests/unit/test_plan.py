@@ -38,14 +38,11 @@ def test_prediction_divides_by_the_rate() -> None:
 def test_plan_command_prints_kv_and_prefill(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from typer.testing import CliRunner
-
-    from ctxbench.cli import app
+    from cli_main import run_main
 
     config = tmp_path / "config.json"
     config.write_text(json.dumps(LLAMA_8B))
-    result = CliRunner().invoke(
-        app,
+    result = run_main(
         [
             "plan",
             "--config",
@@ -139,16 +136,14 @@ def test_users_that_fit_beside_the_weights() -> None:
 def test_plan_reads_weight_bytes_from_a_checkpoint(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 
+    from cli_main import run_main
     from test_checkpoint import write  # the same tiny safetensors writer
-    from typer.testing import CliRunner
-
-    from ctxbench.cli import app
 
     write(tmp_path / "ckpt" / "model.safetensors", {"w.weight": ("BF16", (1000, 1000))})
     config = tmp_path / "config.json"
     config.write_text(json.dumps(DEEPSEEK_V3))
-    result = CliRunner().invoke(
-        app, ["plan", "--config", str(config), "--checkpoint", str(tmp_path / "ckpt"), "--context", "128K"]
+    result = run_main(
+        ["plan", "--config", str(config), "--checkpoint", str(tmp_path / "ckpt"), "--context", "128K"]
     )
     assert result.exit_code == 0, result.output
     assert "weights 0.0 GB" in " ".join(result.output.split()) and "MLA" in result.output

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
+from cli_main import run_main
 
 import ctxbench
-from ctxbench.cli import app
 
 PUBLIC = {
     "Chunk",
@@ -55,13 +54,13 @@ def test_public_names_are_exported() -> None:
     ],
 )
 def test_every_command_has_help(command: list[str]) -> None:
-    result = CliRunner().invoke(app, [*command, "--help"])
+    result = run_main([*command, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage" in result.output
 
 
 def test_report_without_runs_says_what_to_do(tmp_path: object) -> None:
-    result = CliRunner().invoke(app, ["report", "--results", str(tmp_path)])
+    result = run_main(["report", "--results", str(tmp_path)])
     assert result.exit_code == 2 and "ctxbench demo" in result.output
 
 
@@ -73,9 +72,7 @@ def test_token_counts_accept_k_and_m_suffixes(text: str, tokens: int) -> None:
 
 
 def test_bad_depth_names_the_flag_and_the_range() -> None:
-    result = CliRunner().invoke(
-        app, ["needle", "--url", "http://127.0.0.1:9", "--model", "m", "--depths", "0.5,1.5"]
-    )
+    result = run_main(["needle", "--url", "http://127.0.0.1:9", "--model", "m", "--depths", "0.5,1.5"])
     assert result.exit_code == 2
     # the campaign file's own rule and message (params.NeedleParams), naming the flag and the bad value
     assert (

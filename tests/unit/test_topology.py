@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_main import run_main
 
 from ctxbench.audits.topology import TopologyError, advice, iommu_mode, parse_topo_matrix
-from ctxbench.cli import app
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "topology"
 
@@ -60,13 +59,12 @@ def test_no_gpu_at_all_is_a_clear_message(tmp_path: Path) -> None:
         parse_topo_matrix("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
     empty = tmp_path / "topo.txt"
     empty.write_text("No devices were found\n")
-    result = CliRunner().invoke(app, ["topology", "--from-file", str(empty)])
+    result = run_main(["topology", "--from-file", str(empty)])
     assert result.exit_code == 1 and "NVIDIA GPU" in result.output
 
 
 def test_command_prints_islands_and_advice() -> None:
-    result = CliRunner().invoke(
-        app,
+    result = run_main(
         [
             "topology",
             "--from-file",

@@ -10,11 +10,11 @@ import typer
 from ..config import (
     DEFAULT_PRICE_PER_GPU_HOUR,
 )
-from ..errors import EXIT_FAILED, EXIT_UNREACHABLE, CtxbenchError, UsageError
+from ..errors import EXIT_FAILED, EXIT_UNREACHABLE, UsageError
 from ..report.run_report import run_report
 from ..results.counters import reported_text
 from ..store import RunDir
-from .common import ResultsOption, _fail, _progress, app, console, print_verdict, say
+from .common import ResultsOption, _progress, app, console, print_verdict, say
 
 if TYPE_CHECKING:
     from ..campaign import Outcome
@@ -29,10 +29,7 @@ def demo(
     An interrupted demo resumes where it stopped when run again; a finished one is run anew."""
     from ..demo import demo_campaign
 
-    try:
-        campaign = demo_campaign()
-    except CtxbenchError as exc:
-        raise _fail(exc) from exc
+    campaign = demo_campaign()
     _run_campaign(campaign, results, [], force=True)
 
 
@@ -67,19 +64,16 @@ def run(
     from ..preflight import dry_run as plan_lines
     from ..preflight import preflight
 
-    try:
-        campaign = load_campaign(campaign_file, check_paths=not dry_run)
-        if dry_run:
-            for line in plan_lines(campaign, deployment or [], results):
-                say(line)
-            # Then what a run on this machine checks before anything starts: a refusal exits 2 here too.
-            preflight(load_campaign(campaign_file), campaign.select(deployment or []))
-            say("\nnothing a run checks before it starts is wrong on this machine")
-            return
-        if not ray:
-            require_cluster_for_actors(campaign_file, campaign, deployment or [])
-    except CtxbenchError as exc:
-        raise _fail(exc) from exc
+    campaign = load_campaign(campaign_file, check_paths=not dry_run)
+    if dry_run:
+        for line in plan_lines(campaign, deployment or [], results):
+            say(line)
+        # Then what a run on this machine checks before anything starts: a refusal exits 2 here too.
+        preflight(load_campaign(campaign_file), campaign.select(deployment or []))
+        say("\nnothing a run checks before it starts is wrong on this machine")
+        return
+    if not ray:
+        require_cluster_for_actors(campaign_file, campaign, deployment or [])
     _run_campaign(campaign, results or campaign.campaign.results, deployment or [], force=force, ray=ray)
 
 
@@ -89,10 +83,7 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray
     from ..distributed import run_campaign_on_ray
     from ..report.campaign import write_campaign_report
 
-    try:
-        selected = campaign.select(names)
-    except CtxbenchError as exc:
-        raise _fail(exc) from exc
+    selected = campaign.select(names)
     planned = {d.name: request_count(campaign.checks_for(d)) for d in selected}
     sent = [0]  # requests since the last deployment ended
 
@@ -107,24 +98,19 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray
     with _progress() as progress:
         task = progress.add_task("requests", total=sum(planned.values()) * campaign.campaign.repeats)
         status = lambda m: progress.console.print(m, highlight=False, markup=False)  # noqa: E731
-        try:
-            outcomes = (
-                run_campaign_on_ray(
-                    campaign, ray, results=results, names=names, force=force, on_status=status
-                )
-                if ray
-                else run_campaign(
-                    campaign,
-                    results=results,
-                    names=names,
-                    force=force,
-                    on_status=status,
-                    on_request_done=request_done,
-                    on_outcome=ended,
-                )
+        outcomes = (
+            run_campaign_on_ray(campaign, ray, results=results, names=names, force=force, on_status=status)
+            if ray
+            else run_campaign(
+                campaign,
+                results=results,
+                names=names,
+                force=force,
+                on_status=status,
+                on_request_done=request_done,
+                on_outcome=ended,
             )
-        except CtxbenchError as exc:
-            raise _fail(exc) from exc
+        )
     verdicts = []
     for outcome in outcomes:
         run = RunDir(results / "runs" / outcome.run_id) if outcome.run_id else None
@@ -161,20 +147,15 @@ def report(
 
     runs = sorted((results / "runs").glob("*/manifest.json"))
     if not runs:
-        raise _fail(
-            UsageError(
-                f"no runs under {results / 'runs'} (--results): run `ctxbench demo` or "
-                "`ctxbench probe` first, or give the results directory that holds them"
-            )
+        raise UsageError(
+            f"no runs under {results / 'runs'} (--results): run `ctxbench demo` or "
+            "`ctxbench probe` first, or give the results directory that holds them"
         )
-    try:
-        for manifest in runs:
-            run = RunDir(manifest.parent)
-            (run.path / "report.md").write_text(run_report(run, price))
-            console.print(f"rebuilt {run.path / 'report.md'}")
-        markdown_path, html_path = write_campaign_report(results, price)
-    except CtxbenchError as exc:
-        raise _fail(exc) from exc
+    for manifest in runs:
+        run = RunDir(manifest.parent)
+        (run.path / "report.md").write_text(run_report(run, price))
+        console.print(f"rebuilt {run.path / 'report.md'}")
+    markdown_path, html_path = write_campaign_report(results, price)
     console.print(f"evidence: {markdown_path}\n          {html_path}")
 
 
@@ -206,13 +187,11 @@ def export(
         print(json.dumps(Summary.model_json_schema(), indent=2))
         return
     if kind not in ("summary", "llm-d-report"):
-        raise _fail(UsageError(f"--format {kind!r}: give summary or llm-d-report"))
+        raise UsageError(f"--format {kind!r}: give summary or llm-d-report")
     if out is None:
-        raise _fail(UsageError("--out: give the file (summary) or the directory (llm-d-report) to write"))
+        raise UsageError("--out: give the file (summary) or the directory (llm-d-report) to write")
     if not list((results / "runs").glob("*/manifest.json")):
-        raise _fail(
-            UsageError(f"no runs under {results / 'runs'} (--results): give the directory that holds them")
-        )
+        raise UsageError(f"no runs under {results / 'runs'} (--results): give the directory that holds them")
     if kind == "summary":
         out.parent.mkdir(parents=True, exist_ok=True)
         summarize(results).save(out)
@@ -234,11 +213,9 @@ def audit_cache(
 
     runs = sorted((results / "runs").glob("*/manifest.json"))
     if not runs:
-        raise _fail(
-            UsageError(
-                f"no runs under {results / 'runs'} (RESULTS_DIR): nothing to audit; give "
-                "the results directory of a finished run"
-            )
+        raise UsageError(
+            f"no runs under {results / 'runs'} (RESULTS_DIR): nothing to audit; give "
+            "the results directory of a finished run"
         )
     total = 0
     for manifest in runs:

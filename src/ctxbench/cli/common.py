@@ -104,11 +104,6 @@ UrlOption = Annotated[
 ModelOption = Annotated[str, typer.Option(help="Model name the server serves.")]
 
 
-def _fail(exc: CtxbenchError) -> typer.Exit:
-    _report(exc)
-    return typer.Exit(code=exc.exit_code)
-
-
 def _validated(model: type[ParamsT], flags: dict[str, str], **values: object) -> ParamsT:
     """`values` checked by the campaign file's own model of the check (config.py): the same defaults, ranges
     and messages; an error names the flag it came from."""
@@ -288,11 +283,9 @@ def _reached(records: list[RequestRecord], run: RunDir) -> None:
     nothing."""
     if records and all(r.error is not None and r.error.kind == "connect" for r in records):
         first = records[0].error.message if records[0].error else ""
-        raise _fail(
-            ServerUnreachable(
-                f"no request reached the server (--url): {first}; start it or fix --url "
-                f"(the failed requests are recorded in {run.requests_path})"
-            )
+        raise ServerUnreachable(
+            f"no request reached the server (--url): {first}; start it or fix --url "
+            f"(the failed requests are recorded in {run.requests_path})"
         )
 
 

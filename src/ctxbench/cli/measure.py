@@ -10,7 +10,6 @@ import typer
 from .. import event_loop
 from ..checks.probe import probe_request_count, run_probe
 from ..client import Client
-from ..errors import CtxbenchError
 from ..params import CapacityParams, NeedleParams, ProbeParams, QualityParams, RampParams
 from ..records import RequestRecord
 from .common import (
@@ -25,7 +24,6 @@ from .common import (
     _adhoc_run,
     _counter_and_limit,
     _default,
-    _fail,
     _finish,
     _listed,
     _print_records,
@@ -84,12 +82,9 @@ def capacity(
     from ..checks.capacity import run_capacity
     from ..text.haystack import pool_for
 
-    try:
-        counter, stated = _counter_and_limit(url, model, tokenizer, gguf, limit)
-        with console.status("tokenizing the corpus once"):
-            pool = pool_for(counter, stated.tokens, corpus)
-    except CtxbenchError as exc:
-        raise _fail(exc) from exc
+    counter, stated = _counter_and_limit(url, model, tokenizer, gguf, limit)
+    with console.status("tokenizing the corpus once"):
+        pool = pool_for(counter, stated.tokens, corpus)
     run = _adhoc_run(results, model, "capacity", deployment=url, model=model, tokenizer=counter.source)
 
     async def main() -> None:
@@ -150,13 +145,10 @@ def needle(
         max_tokens=max_tokens,
         control=control,
     )
-    try:
-        counter, stated = _counter_and_limit(url, model, tokenizer, gguf, limit)
-        sizes = tuple(asked.lengths) or (stated.tokens - max_tokens - 16,)
-        with console.status("tokenizing the corpus once"):
-            pool = pool_for(counter, max(sizes), corpus)
-    except CtxbenchError as exc:
-        raise _fail(exc) from exc
+    counter, stated = _counter_and_limit(url, model, tokenizer, gguf, limit)
+    sizes = tuple(asked.lengths) or (stated.tokens - max_tokens - 16,)
+    with console.status("tokenizing the corpus once"):
+        pool = pool_for(counter, max(sizes), corpus)
     spec = asked.model_copy(update={"lengths": list(sizes)})
     run = _adhoc_run(
         results,
@@ -246,12 +238,9 @@ def ramp(
         on_failure=on_failure,
     )
     name = deployment or model
-    try:
-        counter = load_token_counter(tokenizer, gguf, url, model)
-        with console.status("tokenizing the corpus once"):
-            pool = pool_for(counter, spec.end, corpus)
-    except CtxbenchError as exc:
-        raise _fail(exc) from exc
+    counter = load_token_counter(tokenizer, gguf, url, model)
+    with console.status("tokenizing the corpus once"):
+        pool = pool_for(counter, spec.end, corpus)
     run = _adhoc_run(
         results,
         name,
@@ -324,7 +313,7 @@ def quality(
 ) -> None:
     """GSM8K accuracy, scored as lm-evaluation-harness does (strict and flexible), with Wilson 95%
     intervals."""
-    from ..checks.quality import QualityDataError, load_problems, run_quality
+    from ..checks.quality import load_problems, run_quality
 
     flags = {
         "data": "--data",
@@ -344,10 +333,7 @@ def quality(
         max_tokens=max_tokens,
         concurrency=concurrency,
     )
-    try:
-        load_problems(data)
-    except QualityDataError as exc:
-        raise _fail(exc) from exc
+    load_problems(data)
     name = deployment or model
     run = _adhoc_run(
         results,

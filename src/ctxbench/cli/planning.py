@@ -16,7 +16,7 @@ from ..config import (
 )
 from ..errors import UsageError
 from ..store import RunDir
-from .common import _fail, app, console, parse_token_count
+from .common import app, console, parse_token_count
 
 
 def parse_bytes(text: str, flag: str | None = None) -> float:
@@ -114,14 +114,9 @@ def plan(
     shape = None if moe or "intermediate_size" not in fields else DenseShape.from_hf_config(fields)
     weights = weights_gb * 1e9 if weights_gb is not None else None
     if weights is None and checkpoint is not None:
-        from ..audits.checkpoint import CheckpointError, inspect, load_checkpoint
+        from ..audits.checkpoint import inspect, load_checkpoint
 
-        try:
-            weights = float(
-                sum(nbytes for _, nbytes in inspect(load_checkpoint(checkpoint)).by_dtype.values())
-            )
-        except CheckpointError as exc:
-            raise _fail(exc) from exc
+        weights = float(sum(nbytes for _, nbytes in inspect(load_checkpoint(checkpoint)).by_dtype.values()))
     if weights is None and shape is not None:
         weights = 2.0 * (shape.linear_params + 2 * fields.get("vocab_size", 0) * shape.n_embd)
     per_user = layout.bytes_at(tokens)
@@ -236,17 +231,12 @@ def inspect_checkpoint(
     ],
 ) -> None:
     """What the weights really are, from safetensors headers alone: dtypes, scales, scheme, label check."""
-    from ..audits.checkpoint import CheckpointError, compare, inspect, load_checkpoint, load_remote
+    from ..audits.checkpoint import compare, inspect, load_checkpoint, load_remote
 
     reports = []
     for path in paths:
-        try:
-            remote = path.startswith("hf://")
-            report = inspect(
-                load_remote(path.removeprefix("hf://")) if remote else load_checkpoint(Path(path))
-            )
-        except CheckpointError as exc:
-            raise _fail(exc) from exc
+        remote = path.startswith("hf://")
+        report = inspect(load_remote(path.removeprefix("hf://")) if remote else load_checkpoint(Path(path)))
         reports.append(report)
         table = Table("dtype", "parameters", "GB", title=f"{path} (label: {report.label or 'none'})")
         for dtype, (params, nbytes) in report.by_dtype.items():
@@ -281,14 +271,12 @@ def topology(
     ] = None,
 ) -> None:
     """Check the topology first: NVLink islands, PCIe/SYS paths, NUMA, IOMMU mode, and layout advice."""
-    from ..audits.topology import TopologyError, advice, local_iommu_mode, parse_topo_matrix, read_topology
+    from ..audits.topology import advice, local_iommu_mode, parse_topo_matrix, read_topology
 
     try:
         found = parse_topo_matrix(from_file.read_text()) if from_file else read_topology()
-    except TopologyError as exc:
-        raise _fail(exc) from exc
     except OSError as exc:
-        raise _fail(UsageError(f"cannot read {from_file} (--from-file): {exc.strerror}")) from exc
+        raise UsageError(f"cannot read {from_file} (--from-file): {exc.strerror}") from exc
     iommu = local_iommu_mode()
     table = Table("GPU", *found.gpus, "NUMA", title="links (nvidia-smi topo -m)")
     for row in found.gpus:
