@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .records import RequestRecord
+from .run_files import MANIFEST_FILE, Manifest
 
 MANIFEST_VERSION = 1
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -200,14 +201,18 @@ class RunDir:
                 except ValueError:
                     continue
 
+    def manifest(self) -> Manifest:
+        """The run's manifest, as every reader sees it (run_files.Manifest)."""
+        return Manifest.load(self.path)
+
     def died_during(self) -> str | None:
         """The check the engine died in, where it did (`failed.during` in the manifest): that check's result
         file says nothing of its claim."""
-        failed = json.loads((self.path / "manifest.json").read_text()).get("failed")
-        return failed.get("during") if isinstance(failed, dict) else None
+        failed = self.manifest().failed
+        return failed.during if failed else None
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json_atomic(self.path / "manifest.json", {"manifest_version": MANIFEST_VERSION, **manifest})
+        write_json_atomic(self.path / MANIFEST_FILE, {"manifest_version": MANIFEST_VERSION, **manifest})
 
     def write_metrics_snapshot(self, label: str, samples: dict[str, float]) -> None:
         write_json_atomic(self.path / f"metrics-{safe_name(label)}.json", samples)

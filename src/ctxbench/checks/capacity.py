@@ -13,6 +13,7 @@ from ..chat_client import ChatClient
 from ..engines.limits import ContextLimit
 from ..params import CapacityParams
 from ..records import RequestRecord
+from ..run_files import CAPACITY_FILE
 from ..store import RunDir, write_json_atomic
 from ..text.haystack import UnitPool, build_haystack, request_seed, template_tokens
 from .base import Check, RunContext
@@ -108,7 +109,7 @@ async def run_capacity(
         over_limit_outcome=outcome,
         request_ids=(near_record.request_id, over_record.request_id),
     )
-    write_json_atomic(run.path / "capacity.json", {**asdict(result), "holds": result.holds})
+    write_json_atomic(run.path / CAPACITY_FILE, {**asdict(result), "holds": result.holds})
     return result
 
 

@@ -19,6 +19,7 @@ from .. import metrics
 from ..chat_client import ChatClient
 from ..params import NeedleParams
 from ..records import RequestRecord
+from ..run_files import NEEDLE_FILE, NIAH_LOG
 from ..store import RunDir, write_json_atomic
 from ..text.haystack import Haystack, UnitPool, build_haystack, request_seed, template_tokens
 from .base import Check, RunContext
@@ -111,7 +112,7 @@ async def run_needle(
     control = params.control_length()
     grid = [(control, depth, True) for depth in params.depths] if control else []
     grid += [(length, depth, False) for length in params.lengths for depth in params.depths_for(length)]
-    with (run.path / "niah.log").open("a") as log:
+    with (run.path / NIAH_LOG).open("a") as log:
         for index, (length, depth, is_control) in enumerate(grid):
             name = "needle-control" if is_control else "needle"
             request_id = run.request_id(f"{name}-{length}-{depth:.2f}")
@@ -174,7 +175,7 @@ async def run_needle(
         else None,
         "trials": [asdict(t) for t in trials],
     }
-    write_json_atomic(run.path / "needle.json", outcome)
+    write_json_atomic(run.path / NEEDLE_FILE, outcome)
     return trials
 
 

@@ -20,11 +20,11 @@ from .. import metrics
 from ..chat_client import ChatClient
 from ..params import ReturningParams
 from ..records import RequestRecord
+from ..run_files import RETURNING_FILE
 from ..store import RunDir, write_json_atomic
 from ..text.haystack import UnitPool, build_haystack, request_seed, turn_overhead_tokens
 from .base import Check, RunContext
 
-RETURNING_FILE = "returning.json"
 UNIT = "returning"
 QUESTION = "In two sentences, what does the newest part of this archive say?"
 Phase = Literal["build", "immediate", "filler", "return", "fresh"]

@@ -22,6 +22,7 @@ from .. import metrics
 from ..chat_client import ChatClient
 from ..params import ThroughputParams
 from ..records import RequestRecord
+from ..run_files import THROUGHPUT_FILE
 from ..slo_search import search
 from ..steady import steady_state
 from ..store import RunDir, write_json_atomic
@@ -29,8 +30,6 @@ from .base import Check, RunContext
 from .closed_loop import extra_body, run_user, users_in_processes
 from .open_loop import rate_summary, rate_unit, run_rate
 from .prompts import PromptMaker
-
-THROUGHPUT_FILE = "throughput.json"
 
 
 def level_unit(users: int, repeat: int = 0) -> str:

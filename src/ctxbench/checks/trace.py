@@ -25,13 +25,13 @@ from ..chat_client import ChatClient
 from ..errors import CtxbenchError, UsageError
 from ..params import TraceParams
 from ..records import RequestRecord
+from ..run_files import TRACE_FILE
 from ..store import RunDir, write_json_atomic
 from ..text.blocks import BlockPrompts
 from ..text.haystack import UnitPool, request_seed
 from .base import Check, RunContext
 from .open_loop import Due, send_when_due
 
-TRACE_FILE = "trace.json"
 UNIT = "trace"
 
 

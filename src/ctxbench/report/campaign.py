@@ -15,6 +15,7 @@ from pathlib import Path
 from .. import metrics, stats
 from ..results.columns import COLUMN_GROUPS, COLUMNS, REPEATED
 from ..results.evidence import MISSING, Row, collect
+from ..run_files import MANIFEST_FILE, NEEDLE_FILE, THROUGHPUT_FILE
 from ..store import RunDir
 from .check_sections import ramp_table_rows
 from .decide import Reading, readings
@@ -172,7 +173,7 @@ def throughput_comparison(results: Path, run_a: str, run_b: str) -> list[tuple[s
     with 95% bootstrap intervals, and whether the difference is established (intervals apart)."""
     levels = []
     for run_id in (run_a, run_b):
-        path = results / "runs" / run_id / "throughput.json"
+        path = results / "runs" / run_id / THROUGHPUT_FILE
         levels.append(json.loads(path.read_text()).get("levels", {}) if path.exists() else {})
     rows = []
     for users in sorted(set(levels[0]) & set(levels[1]), key=int):
@@ -276,7 +277,7 @@ def static_figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str, b
     ramp = [
         r
         for row in rows
-        if (results / "runs" / row.run_id / "manifest.json").exists()
+        if (results / "runs" / row.run_id / MANIFEST_FILE).exists()
         for r in ramp_table_rows(RunDir(results / "runs" / row.run_id))
     ]
     if ramp:
@@ -342,7 +343,7 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None
     title = results.resolve().name
     answers = []
     for row in rows:
-        needle = results / "runs" / row.run_id / "needle.json"
+        needle = results / "runs" / row.run_id / NEEDLE_FILE
         if needle.exists():
             answers.append((row.run_id, json.loads(needle.read_text())["trials"]))
     env = Environment(autoescape=True)

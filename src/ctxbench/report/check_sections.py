@@ -14,20 +14,21 @@ from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
 from ..results.cost import cost_per_million, price_of
 from ..results.counters import counter_deltas, reported_text
+from ..run_files import CAPACITY_FILE, NEEDLE_FILE, THROUGHPUT_FILE, TRACE_FILE, Manifest
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
 from .slo_section import search_lines
 from .tables import fmt, markdown_table, relative
 
 
-def throughput_section(run: RunDir, manifest: dict[str, Any], price_override: float | None) -> list[str]:
-    path = run.path / "throughput.json"
+def throughput_section(run: RunDir, manifest: Manifest, price_override: float | None) -> list[str]:
+    path = run.path / THROUGHPUT_FILE
     if not path.exists():
         return []
 
     data = json.loads(path.read_text())
     spec = data.get("spec", {})
-    gpus = int(manifest.get("gpus", 0))
+    gpus = manifest.gpus
     price = price_of(manifest, price_override)
     deltas = counter_deltas(run)
     slo = (
@@ -174,7 +175,7 @@ def _open_loop_lines(data: dict[str, Any], price: float, gpus: int) -> list[str]
 
 
 def capacity_section(run: RunDir) -> list[str]:
-    path = run.path / "capacity.json"
+    path = run.path / CAPACITY_FILE
     if not path.exists():
         return []
     c = json.loads(path.read_text())
@@ -197,7 +198,7 @@ def capacity_section(run: RunDir) -> list[str]:
 
 
 def needle_section(run: RunDir) -> list[str]:
-    path = run.path / "needle.json"
+    path = run.path / NEEDLE_FILE
     if not path.exists():
         return []
     needle = json.loads(path.read_text())
@@ -243,7 +244,7 @@ def needle_section(run: RunDir) -> list[str]:
 def ramp_table_rows(run: RunDir, records: Sequence[RequestRecord] | None = None) -> list[dict[str, str]]:
     """This run's rows of the campaign's ramp table (`<results>/ramp1m.csv`), with rows rebuilt from its
     records for a users setting that was interrupted before its rows were written."""
-    deployment = json.loads((run.path / "manifest.json").read_text()).get("deployment", "")
+    deployment = run.manifest().deployment or ""
     return run_rows(
         run.path.parent.parent / RAMP_TABLE,
         run.run_id,
@@ -352,7 +353,7 @@ def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
 
 
 def trace_section(run: RunDir) -> list[str]:
-    path = run.path / "trace.json"
+    path = run.path / TRACE_FILE
     if not path.exists():
         return []
     t = json.loads(path.read_text())

@@ -18,6 +18,7 @@ from ..checks.needle import control_failed
 from ..records import RequestRecord
 from ..results.columns import EVIDENCE_COLUMNS
 from ..results.evidence import Cell, Row, evidence_row
+from ..run_files import CAPACITY_FILE, NEEDLE_FILE
 from ..store import RunDir
 from .check_sections import ramp_table_rows
 
@@ -53,14 +54,14 @@ def glance_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
 def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[tuple[str, str, Cell, str]]:
     # recall of random weights is noise: shown, not judged; a model that fails the short control fails the
     # task, so its misses at length say nothing of the context
-    needle = run.path / "needle.json"
+    needle = run.path / NEEDLE_FILE
     control = json.loads(needle.read_text()).get("control") if needle.exists() else None
     judged = NOISE if row.random_weights else NO_VERDICT if control_failed(control) else None
     out: list[tuple[str, str, Cell, str]] = []
     if row.capacity.source and run.died_during() == "capacity":
         out.append(("1 capacity", NOT_CONCLUDED, row.capacity, "the engine died during the check"))
     elif row.capacity.source:
-        holds = json.loads((run.path / "capacity.json").read_text())["holds"]
+        holds = json.loads((run.path / CAPACITY_FILE).read_text())["holds"]
         out.append(("1 capacity", PASS if holds else FAIL, row.capacity, ""))
     if row.retrieval.source:
         misses = _needle_misses(run)
@@ -101,7 +102,7 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
 
 
 def _needle_misses(run: RunDir) -> list[str]:
-    path = run.path / "needle.json"
+    path = run.path / NEEDLE_FILE
     trials = json.loads(path.read_text())["trials"] if path.exists() else []
     return [
         f"{t['length']} tokens at depth {t['depth']:.0%} (answered {str(t['answer'])[:24]!r})"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..results.evidence import Row
+from ..run_files import MANIFEST_FILE, NEEDLE_FILE, THROUGHPUT_FILE
 from ..store import RunDir
 from ..telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, by_instant, gpu_series, read_telemetry
 from .check_sections import ramp_table_rows
@@ -38,7 +39,7 @@ def _ramp_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
     lines, recall_rows, recall_z, recall_text = [], [], [], []
     for row in rows:
         run = results / "runs" / row.run_id
-        if not (run / "manifest.json").exists():
+        if not (run / MANIFEST_FILE).exists():
             continue
         ramp = ramp_table_rows(RunDir(run))
         for users in sorted({r["users"] for r in ramp}, key=int):
@@ -96,7 +97,7 @@ def _ramp_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
 def _needle_figure(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
     cells: dict[tuple[str, int], dict[float, list[bool]]] = {}
     for row in rows:
-        path = results / "runs" / row.run_id / "needle.json"
+        path = results / "runs" / row.run_id / NEEDLE_FILE
         if not path.exists():
             continue
         for trial in json.loads(path.read_text())["trials"]:
@@ -160,7 +161,7 @@ def _decode_figure(rows: Sequence[Row]) -> list[dict[str, Any]]:
 def _many_users_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
     closed, latency, rates = [], [], []
     for row in rows:
-        path = results / "runs" / row.run_id / "throughput.json"
+        path = results / "runs" / row.run_id / THROUGHPUT_FILE
         if not path.exists():
             continue
         data = json.loads(path.read_text())
@@ -237,7 +238,7 @@ def _timeline_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]
     out = []
     for row in rows:
         path = results / "runs" / row.run_id
-        if not (path / "manifest.json").exists():
+        if not (path / MANIFEST_FILE).exists():
             continue
         records = [
             r

@@ -11,24 +11,24 @@ from ..engines.llamacpp import cache_settings
 from ..errors import CalibrationError
 from ..plan import ReturnForecast, returning_forecast
 from ..results.calibration import shape_of
+from ..run_files import RETURNING_FILE, Manifest
 from ..store import RunDir
 from .tables import fmt, markdown_table, relative
 
 KV_BYTES_PER_VALUE = 2.0  # llama.cpp's default KV cache type, f16
 
 
-def forecast_of(manifest: dict[str, Any], data: dict[str, Any]) -> ReturnForecast | None:
+def forecast_of(manifest: Manifest, data: dict[str, Any]) -> ReturnForecast | None:
     """The planner's forecast for this run, where the engine's cache model is known (llama.cpp: slots and
     `--cache-ram` from its command, KV bytes a token from the model's shape); None otherwise."""
-    engine = manifest.get("engine", {})
-    kind = find_engine(engine.get("kind"))
-    if kind is None or not kind.cache_model_known or not engine.get("command"):
+    kind = find_engine(manifest.engine.kind)
+    if kind is None or not kind.cache_model_known or not manifest.engine.command:
         return None
     try:
         shape = shape_of(manifest)
     except CalibrationError:  # no shape (not a GGUF, or an older manifest): no forecast
         return None
-    slots, host_bytes = cache_settings(list(engine["command"]))
+    slots, host_bytes = cache_settings(list(manifest.engine.command))
     spec = data["spec"]
     conversations = data["conversations"]
     tokens = max((c["history_tokens"] for c in conversations), default=spec["context"])
@@ -44,11 +44,11 @@ def forecast_of(manifest: dict[str, Any], data: dict[str, Any]) -> ReturnForecas
 
 
 def returning_section(run: RunDir) -> list[str]:
-    path = run.path / "returning.json"
+    path = run.path / RETURNING_FILE
     if not path.exists():
         return []
     data = json.loads(path.read_text())
-    manifest = json.loads((run.path / "manifest.json").read_text())
+    manifest = run.manifest()
     spec = data["spec"]
     rows = [
         [
@@ -78,7 +78,7 @@ def returning_section(run: RunDir) -> list[str]:
             f"{forecast.pushed_tokens} tokens pushed out before the first return), {forecast.recomputed} "
             "recomputed"
         )
-        slots, _ = cache_settings(list(manifest["engine"]["command"]))
+        slots, _ = cache_settings(list(manifest.engine.command or []))
         tokens = max((c["history_tokens"] for c in data["conversations"]), default=spec["context"])
         beyond = (
             "never (no limit)"

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from .. import decode_stall, metrics
 from ..records import RequestRecord
 from ..results.counters import reported_text
+from ..run_files import CAPACITY_FILE, NEEDLE_FILE, RETURNING_FILE, THROUGHPUT_FILE, TRACE_FILE
 from ..slo_search import search_text
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
@@ -48,36 +49,41 @@ def _template_line(entry: dict[str, object] | None) -> str:
     return f"`{entry.get('file')}` from {entry['source']}, sha256 {sha}{default}; counter: {counter}"
 
 
+def _given(value: object) -> str:
+    """A manifest field as the report shows it: "?" where the run did not record it."""
+    return "?" if value is None else str(value)
+
+
 def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
     """A run's report, from the files in its directory alone (manifest, records, check summaries)."""
-    manifest = json.loads((run.path / "manifest.json").read_text())
+    manifest = run.manifest()
     records = list(run.records())
     summary = metrics.summarize(records)
-    engine = manifest.get("engine", {})
-    lines = [f"# ctxbench run: {manifest.get('deployment', '?')}", *glance_section(run, records)]
+    engine = manifest.engine
+    lines = [f"# ctxbench run: {_given(manifest.deployment)}", *glance_section(run, records)]
     lines += [
         "",
         "## The run",
         "",
         f"- Run `{run.run_id}`; source of every number below: `{relative(run.requests_path)}`.",
-        f"- Engine: {engine.get('name', '?')} {engine.get('version', '')}; model "
-        f"`{manifest.get('model', '?')}`.",
-        f"- Started {manifest.get('started_at', '?')}, ended {manifest.get('ended_at', 'not yet')}.",
-        f"- Token counts: {manifest.get('tokenizer') or 'not recorded'}; chat template: "
-        f"{_template_line(manifest.get('chat_template'))}.",
+        f"- Engine: {_given(engine.name)} {engine.version if engine.version is not None else ''}; model "
+        f"`{_given(manifest.model)}`.",
+        f"- Started {_given(manifest.started_at)}, ended {manifest.ended_at or 'not yet'}.",
+        f"- Token counts: {manifest.tokenizer or 'not recorded'}; chat template: "
+        f"{_template_line(manifest.chat_template)}.",
     ]
-    if engine.get("cold_start_s") is not None:
+    if engine.cold_start_s is not None:
         lines.append(
-            f"- Cold start (launch -> ready): {engine['cold_start_s']:.1f} s; {engine.get('replicas', 1)} "
-            f"replica(s); command: `{' '.join(engine.get('command') or [])}`."
+            f"- Cold start (launch -> ready): {engine.cold_start_s:.1f} s; {engine.replicas} "
+            f"replica(s); command: `{' '.join(engine.command or [])}`."
         )
-    if manifest.get("note"):
-        lines.append(f"- Note: {manifest['note']}")
-    if manifest.get("failed"):
-        error = str(manifest["failed"].get("error", ""))
+    if manifest.note:
+        lines.append(f"- Note: {manifest.note}")
+    if manifest.failed:
+        error = manifest.failed.error
         lines += [
             "",
-            f"**The deployment FAILED** ({manifest['failed'].get('at', '?')}): {error.splitlines()[0]}",
+            f"**The deployment FAILED** ({_given(manifest.failed.at)}): {error.splitlines()[0]}",
             "",
             "```",
             *error.splitlines()[1:],
@@ -147,14 +153,14 @@ def claims_summary(run: RunDir) -> list[str]:
     died = run.died_during()
     if died:  # the engine's death, not the check's verdict: the check's result file says nothing
         lines.append(f"{died}: not concluded, the engine died during it (the verdict says how)")
-    capacity = run.path / "capacity.json"
+    capacity = run.path / CAPACITY_FILE
     if capacity.exists() and died != "capacity":
         c = json.loads(capacity.read_text())
         lines.append(
             f"capacity: {'holds' if c['holds'] else 'does NOT hold'} at {c['target_tokens']} of "
             f"{c['limit_tokens']} tokens; over the limit: {c['over_limit_outcome'][:80]}"
         )
-    needle = run.path / "needle.json"
+    needle = run.path / NEEDLE_FILE
     if needle.exists():
         data = json.loads(needle.read_text())
         ordered = sorted(data["recall_by_length"].items(), key=lambda item: int(item[0]))
@@ -186,7 +192,7 @@ def claims_summary(run: RunDir) -> list[str]:
                 else ""
             )
         )
-    throughput = run.path / "throughput.json"
+    throughput = run.path / THROUGHPUT_FILE
     data = json.loads(throughput.read_text()) if throughput.exists() else {}
     if data.get("levels"):
         lines.append(
@@ -230,7 +236,7 @@ def claims_summary(run: RunDir) -> list[str]:
 def _traffic_summary(run: RunDir) -> list[str]:
     """The console lines of a replayed trace and of returning users."""
     lines = []
-    trace = run.path / "trace.json"
+    trace = run.path / TRACE_FILE
     if trace.exists():
         t = json.loads(trace.read_text())
         lines.append(
@@ -238,7 +244,7 @@ def _traffic_summary(run: RunDir) -> list[str]:
             f"cached tokens in usage {reported_text(t['reported_cached_tokens'])}, implied "
             f"{t['expected_cached_tokens']}"
         )
-    returning = run.path / "returning.json"
+    returning = run.path / RETURNING_FILE
     if returning.exists():
         r = json.loads(returning.read_text())
         verdicts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(r["verdicts"].items()))

@@ -18,7 +18,6 @@ and beside the GPU memory sampled.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from .. import metrics
 from ..errors import CalibrationError
 from ..plan import DenseShape, predicted_prefill_s
 from ..records import RequestRecord
+from ..run_files import Manifest
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
 
@@ -130,9 +130,9 @@ def engine_prefill_s(record: RequestRecord, new_tokens: int) -> float | None:
     return metrics.engine_prompt_s(record) if same else None
 
 
-def shape_of(manifest: dict[str, object]) -> DenseShape:
-    shape = manifest.get("model_shape")
-    if not isinstance(shape, dict):
+def shape_of(manifest: Manifest) -> DenseShape:
+    shape = manifest.model_shape
+    if shape is None:
         raise CalibrationError(
             "the run's manifest.json has no model_shape (runs of ctxbench before this planner "
             "calibration, or a model that is not a GGUF); give the model's config.json with --config"
@@ -175,7 +175,7 @@ def calibrate(
     the shape and the KV figures)."""
     if not runs:
         raise CalibrationError("no run directory given")
-    manifest = json.loads((runs[0].path / "manifest.json").read_text())
+    manifest = runs[0].manifest()
     shape = shape or shape_of(manifest)
     prefills = [p for run in runs for p in solo_prefills(list(run.records()))]
     if not prefills:
@@ -217,9 +217,8 @@ def calibrate(
             )
         efficiency = 1 / a
     predictions = [Prediction(p, flops_s(p) / efficiency + per_token * p.new_tokens) for p in prefills]
-    engine = manifest.get("engine") or {}
-    slot = engine.get("context_limit_per_slot")
-    deployment = manifest.get("campaign_file_deployment") or {}
+    slot = manifest.engine.context_limit_per_slot
+    deployment = manifest.campaign_file_deployment or {}
     total = deployment.get("ctx_size") or (slot * deployment.get("parallel", 1) if slot else None)
     telemetry = read_telemetry(runs[0].path / TELEMETRY_FILE)
     peak = max((s.memory_used_bytes or 0 for s in telemetry.samples), default=None) if telemetry else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..config import DEFAULT_PRICE_PER_GPU_HOUR
+from ..run_files import Manifest
 
 
 def cost_per_million(price_per_gpu_hour: float, gpus: int, seconds: float, tokens: float) -> float | None:
@@ -12,10 +13,10 @@ def cost_per_million(price_per_gpu_hour: float, gpus: int, seconds: float, token
     return price_per_gpu_hour * gpus * (seconds / 3600) / (tokens / 1e6)
 
 
-def price_of(manifest: dict[str, object], override: float | None = None) -> float:
+def price_of(manifest: Manifest, override: float | None = None) -> float:
     """The price every cost of a run uses: `override` (`ctxbench report --price`), else the one its manifest
     recorded (the campaign's), else the default."""
     if override is not None:
         return override
-    recorded = manifest.get("price_per_gpu_hour")
-    return float(recorded) if isinstance(recorded, (int, float)) else DEFAULT_PRICE_PER_GPU_HOUR
+    recorded = manifest.price_per_gpu_hour
+    return float(recorded) if recorded is not None else DEFAULT_PRICE_PER_GPU_HOUR

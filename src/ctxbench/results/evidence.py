@@ -17,6 +17,7 @@ from .. import decode_stall, metrics
 from ..checks.needle import CONTROL_FAILED, control_failed
 from ..engines.chat_template import template_warnings
 from ..ramp_table import RAMP_TABLE, run_rows
+from ..run_files import CAPACITY_FILE, MANIFEST_FILE, NEEDLE_FILE, NIAH_LOG
 from ..store import RunDir
 from .cell import MISSING, Cell
 from .cost import cost_per_million, price_of
@@ -65,11 +66,12 @@ def _rel(results: Path, path: Path) -> str:
 def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = None) -> Row:
     """One deployment's row from one run directory; status by `status_of`. Every cost in it is at one price
     (`price_of`)."""
-    manifest = json.loads((run.path / "manifest.json").read_text())
+    manifest = run.manifest()
     price = price_of(manifest, price_per_gpu_hour)
     cells: dict[str, Cell] = {}
-    facts: dict[str, object] = {"checks": set(manifest.get("checks", [])), "failed": manifest.get("failed")}
-    capacity_path = run.path / "capacity.json"
+    failed = manifest.failed.model_dump() if manifest.failed else None
+    facts: dict[str, object] = {"checks": set(manifest.checks), "failed": failed}
+    capacity_path = run.path / CAPACITY_FILE
     if capacity_path.exists() and run.died_during() == "capacity":
         cells["capacity"] = Cell("not concluded: the engine died during it", _rel(results, run.path))
     elif capacity_path.exists():
@@ -82,7 +84,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         cells["capacity"] = Cell(text, _rel(results, capacity_path))
         facts["capacity_holds"] = c["holds"]
         facts["count_error"] = c.get("count_error_tokens")
-    needle_path = run.path / "needle.json"
+    needle_path = run.path / NEEDLE_FILE
     if needle_path.exists():
         needle = json.loads(needle_path.read_text())
         recall = needle["recall_by_length"]
@@ -102,7 +104,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
             text = f"{k}/{n} (to {longest} tokens){verdict}"
         complete = not unplanned and not (n == 0 and skipped)
         cells["retrieval"] = Cell(
-            text, _rel(results, run.path / "niah.log"), scored=(k, n) if complete else None
+            text, _rel(results, run.path / NIAH_LOG), scored=(k, n) if complete else None
         )
         facts["retrieval"] = (k, n)
         facts["control"] = control
@@ -116,18 +118,18 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         results / RAMP_TABLE,
         run.run_id,
         records,
-        deployment=str(manifest.get("deployment", "")),
+        deployment=manifest.deployment or "",
         source_file=_rel(results, run.requests_path),
     )
     facts["implausible"] = sum(1 for r in records if metrics.implausible(r) is not None)
     facts["not_planned"] = [
         r.error.message for r in records if r.error is not None and r.error.kind == "prompt_not_planned"
     ]
-    facts["template_warnings"] = template_warnings(manifest.get("chat_template") or {})
+    facts["template_warnings"] = template_warnings(manifest.chat_template or {})
     facts["token_fallback"] = any(
         (out := metrics.output_tokens(r)) is not None and out.source != "usage" for r in records if r.ok
     )
-    gpus = int(manifest.get("gpus", 0))
+    gpus = manifest.gpus
     for users, suffix in ((1, "alone"), (2, "shared")):
         mine = [r for r in rows if r["users"] == str(users)]
         if not mine:
@@ -188,12 +190,12 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
 
     audit = audit_run(run)
     facts["cache_findings"] = len(audit.findings)
-    status, reasons = status_of(facts, random_weights=bool(manifest.get("random_weights")))
+    status, reasons = status_of(facts, random_weights=manifest.random_weights)
     return Row(
-        deployment=manifest.get("deployment", run.run_id),
+        deployment=manifest.deployment if manifest.deployment is not None else run.run_id,
         run_id=run.run_id,
         gpus=gpus,
-        random_weights=bool(manifest.get("random_weights")),
+        random_weights=manifest.random_weights,
         status=status,
         reasons=reasons,
         **cells,
@@ -277,5 +279,5 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
 
 def collect(results: Path, price_per_gpu_hour: float | None = None) -> list[Row]:
     """Every run under `results/runs` that has a manifest, oldest first."""
-    runs = sorted(p.parent for p in (results / "runs").glob("*/manifest.json"))
+    runs = sorted(p.parent for p in (results / "runs").glob(f"*/{MANIFEST_FILE}"))
     return [evidence_row(results, RunDir(path), price_per_gpu_hour) for path in runs]

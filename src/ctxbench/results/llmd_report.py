@@ -24,6 +24,7 @@ from typing import Any
 from .. import __version__, metrics
 from ..engines.kinds import find_engine
 from ..records import RequestRecord
+from ..run_files import MANIFEST_FILE, Manifest
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
 from .llmd_schema import (
@@ -133,10 +134,10 @@ def aggregate(records: Sequence[RequestRecord]) -> dict[str, Any]:
     }
 
 
-def _wall_clock(manifest: dict[str, Any]) -> Callable[[RequestRecord, int], dt.datetime | None]:
+def _wall_clock(manifest: Manifest) -> Callable[[RequestRecord, int], dt.datetime | None]:
     """A record's perf_counter stamp as UTC, by its attempt's clock pair in the manifest (None for runs
     recorded before manifests kept one)."""
-    clocks = {a["attempt"]: a["clock"] for a in manifest.get("attempts", []) if a.get("clock")}
+    clocks = {a.attempt: a.clock for a in manifest.attempts if a.clock}
 
     def wall(record: RequestRecord, stamp_ns: int) -> dt.datetime | None:
         found = _ATTEMPT.search(record.request_id)
@@ -162,16 +163,16 @@ def _flags(command: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _component(run: RunDir, manifest: dict[str, Any]) -> Component:
-    engine = manifest.get("engine") or {}
-    deployment = manifest.get("campaign_file_deployment") or {}
-    gpus = int(manifest.get("gpus") or 0)
+def _component(run: RunDir, manifest: Manifest) -> Component:
+    engine = manifest.engine
+    deployment = manifest.campaign_file_deployment or {}
+    gpus = manifest.gpus
     telemetry = read_telemetry(run.path / TELEMETRY_FILE)
     names = telemetry.gpu_names() if telemetry else []
-    known = find_engine(engine.get("kind") or deployment.get("engine"))
-    tool = known.tool if known else str(engine.get("kind"))
-    model = str(engine.get("served_name") or manifest.get("model") or "")
-    common = {"tool": tool, "tool_version": str(engine.get("version") or "not reported")}
+    known = find_engine(engine.kind or deployment.get("engine"))
+    tool = known.tool if known else str(engine.kind)
+    model = str(engine.served_name or manifest.model or "")
+    common = {"tool": tool, "tool_version": str(engine.version or "not reported")}
     if gpus and names:
         kind = "inference_engine"
         standardized: dict[str, Any] = {
@@ -181,7 +182,7 @@ def _component(run: RunDir, manifest: dict[str, Any]) -> Component:
             "accelerator": {
                 "model": names[0],
                 "count": gpus,
-                "parallelism": {"dp": max(1, len(engine.get("replica_gpus") or [1]))},
+                "parallelism": {"dp": max(1, len(engine.replica_gpus or [1]))},
             },
         }
     else:  # no accelerator to name (a CPU run, or none recorded): the schema's generic component
@@ -194,11 +195,11 @@ def _component(run: RunDir, manifest: dict[str, Any]) -> Component:
     cfg = hashlib.sha256(json.dumps(deployment, sort_keys=True).encode()).hexdigest()[:32]
     return Component.model_validate(
         {
-            "metadata": {"kind": kind, "label": str(manifest.get("deployment")), "cfg_id": cfg},
+            "metadata": {"kind": kind, "label": str(manifest.deployment), "cfg_id": cfg},
             "standardized": standardized,
             "native": {
-                "args": _flags(engine.get("command") or []) or None,
-                "envars": engine.get("env") or None,
+                "args": _flags(engine.command or []) or None,
+                "envars": engine.env or None,
             },
         }
     )
@@ -255,10 +256,10 @@ def _load(stage: str, number: int, records: Sequence[RequestRecord], params: dic
 
 def run_reports(run: RunDir) -> list[BenchmarkReportV02]:
     """One v0.2 report per stage of the run, in the order the stages ran."""
-    manifest = json.loads((run.path / "manifest.json").read_text())
+    manifest = run.manifest()
     wall = _wall_clock(manifest)
     component = _component(run, manifest)
-    parameters = manifest.get("check_parameters") or {}
+    parameters = manifest.check_parameters
     reports = []
     for number, (stage, records) in enumerate(stages(run.records()).items()):
         check = records[0].labels.get("check", "")
@@ -270,7 +271,7 @@ def run_reports(run: RunDir) -> list[BenchmarkReportV02]:
                 run=Run.model_validate(
                     {
                         "uid": f"{run.run_id}/{stage}",
-                        "eid": str(manifest.get("campaign", "")) or None,
+                        "eid": manifest.campaign or None,
                         "time": {"start": start, "end": end, "duration": f"PT{seconds:.6f}S"},
                     }
                 ),
@@ -291,7 +292,7 @@ def run_reports(run: RunDir) -> list[BenchmarkReportV02]:
 def export_llmd(results: Path, out: Path) -> list[Path]:
     """Every run's stages under `results/runs` as `out/<run_id>/<stage>.json`; the files written."""
     written = []
-    for manifest in sorted((results / "runs").glob("*/manifest.json")):
+    for manifest in sorted((results / "runs").glob(f"*/{MANIFEST_FILE}")):
         run = RunDir(manifest.parent)
         for report in run_reports(run):
             stage = report.run.uid.split("/", 1)[1]  # type: ignore[union-attr]

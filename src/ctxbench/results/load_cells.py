@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..run_files import THROUGHPUT_FILE
 from ..slo_search import search_text
 from ..store import RunDir
 from .cell import Cell
@@ -14,7 +15,7 @@ from .cost import cost_per_million
 
 def throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour: float) -> dict[str, Cell]:
     """The level with the most output tokens/s, and its cost per million output tokens."""
-    path = run.path / "throughput.json"
+    path = run.path / THROUGHPUT_FILE
     if not path.exists():
         return {}
     levels = json.loads(path.read_text()).get("levels", {})
@@ -43,7 +44,7 @@ def throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour: 
 
 def open_loop_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     """The highest offered rate the server kept up with, and where it saturated (sustained rate there)."""
-    path = run.path / "throughput.json"
+    path = run.path / THROUGHPUT_FILE
     if not path.exists():
         return {}
     rates = {
@@ -81,7 +82,7 @@ def open_loop_cell(results: Path, run: RunDir) -> dict[str, Cell]:
 def slo_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     """The highest level that met the SLO (the value, so readings can name it), the level above it that broke
     it and which limit broke, the SLO itself and, with repeats, in how many runs the level met it."""
-    path = run.path / "throughput.json"
+    path = run.path / THROUGHPUT_FILE
     if not path.exists():
         return {}
     found = json.loads(path.read_text()).get("search")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..run_files import RETURNING_FILE, TRACE_FILE
 from ..store import RunDir
 from .cell import Cell
 from .counters import counter_deltas
@@ -14,7 +15,7 @@ from .counters import counter_deltas
 
 def trace_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     """A replayed trace: TTFT p99 and the prefix-cache hits reported against those its blocks imply."""
-    path = run.path / "trace.json"
+    path = run.path / TRACE_FILE
     if not path.exists():
         return {}
     t = json.loads(path.read_text())
@@ -44,7 +45,7 @@ def returning_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     """Returning users: how many found their history cached, and the median TTFT on return against fresh.
     Where the server reported no cached tokens the count is not reported (never 0/N) and has no value, so
     no reading ranks it."""
-    path = run.path / "returning.json"
+    path = run.path / RETURNING_FILE
     if not path.exists():
         return {}
     data = json.loads(path.read_text())

@@ -1,0 +1,85 @@
+"""The files of a run directory: each file's name in one place, and the manifest as a typed model that every
+reader loads through (`Manifest.load`, `RunDir.manifest()`).
+
+The manifest's fields that reports, evidence, calibration and exports read are typed here; the rest (what
+a run recorded for people: versions, seeds, the event loop, telemetry settings, the campaign's own extras)
+stay as written (`extra="allow"`), so a manifest from any earlier ctxbench loads. Writers still write a
+plain dict (`RunDir.write_manifest`): the model describes what readers may rely on, with its defaults for
+what older runs lack.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+MANIFEST_FILE = "manifest.json"
+CAPACITY_FILE = "capacity.json"
+NEEDLE_FILE = "needle.json"
+NIAH_LOG = "niah.log"
+THROUGHPUT_FILE = "throughput.json"
+TRACE_FILE = "trace.json"
+RETURNING_FILE = "returning.json"
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True, protected_namespaces=())
+
+
+class Attempt(_Open):
+    attempt: int
+    started_at: str | None = None
+    clock: dict[str, Any] | None = None  # perf_counter_ns and unix_ns read together, and the arrivals' clock
+    force: bool = False
+
+
+class Failure(_Open):
+    """Why the deployment failed: the error (with the engine's log tail), when, and the check it died in."""
+
+    error: str = ""
+    at: str | None = None
+    during: str | None = None
+
+
+class EngineEntry(_Open):
+    """What ran (`Running.describe`): the engine's kind (`engines.kinds`), title, version, exact commands."""
+
+    kind: str | None = None
+    name: str | None = None
+    version: str | None = None
+    served_name: str | None = None
+    replicas: int = 1
+    command: list[str] | None = None
+    env: dict[str, str] | None = None
+    replica_gpus: list[list[int]] | None = None
+    cold_start_s: float | None = None
+    context_limit_per_slot: int | None = None
+
+
+class Manifest(_Open):
+    manifest_version: int | None = None  # None: written before manifests were versioned
+    deployment: str | None = None
+    campaign: str | None = None
+    model: str | None = None
+    tokenizer: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None  # None: the run has not ended (or was killed before it could say)
+    note: str = ""
+    checks: list[str] = []
+    check_parameters: dict[str, Any] = {}
+    attempts: list[Attempt] = []
+    failed: Failure | None = None
+    gpus: int = 0
+    random_weights: bool = False
+    engine: EngineEntry = EngineEntry()
+    chat_template: dict[str, Any] | None = None
+    model_shape: dict[str, Any] | None = None
+    price_per_gpu_hour: float | None = None  # the campaign's price, where it set one
+    campaign_file_deployment: dict[str, Any] | None = None  # its table as the campaign file gave it
+
+    @classmethod
+    def load(cls, run_path: Path) -> Manifest:
+        return cls.model_validate(json.loads((run_path / MANIFEST_FILE).read_text()))
