@@ -1,12 +1,13 @@
-"""Planning arithmetic for dense transformer decoders: prefill FLOPs, a prefill-time estimate from a
-measured matrix-multiply rate, and KV-cache bytes per token.
-
-Only the dense llama shape is modelled so far (no MoE, MLA, sliding windows or hybrid layers).
+"""Planning arithmetic: prefill FLOPs of dense transformer decoders, a prefill-time estimate from a measured
+matrix-multiply rate, KV-cache bytes per token (MHA, GQA, MLA, sliding windows, linear-attention layers),
+users that fit beside the weights, cost per million tokens, and the forecast `ctxbench plan` prints
+(`forecast`). Prefill FLOPs are modelled for the dense llama shape only (no MoE).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -161,3 +162,83 @@ def returning_forecast(
         room = max(0.0, capacity - saved_fillers)  # the fillers were saved last: the newest entries stay
         host = min(pushed_out, int(room // conversation_tokens)) if conversation_tokens else pushed_out
     return ReturnForecast(in_slots, host, pushed_out - host, capacity, pushed)
+
+
+def cost_per_million(price_per_gpu_hour: float, gpus: int, seconds: float, tokens: float) -> float | None:
+    """Cost per million tokens = price per GPU-hour x GPUs x hours / (tokens / 1e6)."""
+    if gpus <= 0 or tokens <= 0 or seconds <= 0:
+        return None
+    return price_per_gpu_hour * gpus * (seconds / 3600) / (tokens / 1e6)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Users x context on a node, from a model's config.json: KV bytes, who fits, a prefill, a cost."""
+
+    layout: KvLayout
+    kv_dtype: str
+    tokens: int  # the context each user holds
+    users: int
+    gpus: int
+    gpu_memory_bytes: float
+    kv_per_user_bytes: float
+    weight_bytes: float | None  # None: not known (a mixture of experts, with neither weights nor checkpoint)
+    users_fit: int | None  # None: the weights are not known
+    tflops: float  # the rate a prefill is predicted at: measured matmul rate x efficiency
+    efficiency: float
+    shape: DenseShape | None  # None: not a dense model, so no prefill FLOPs
+    prefill_s: float | None
+    decode_tokens_per_s: float | None
+    price_per_gpu_hour: float
+    cost_per_million_output: float | None  # None: no decode rate given
+
+    @property
+    def offload_needed(self) -> bool:
+        return self.users_fit is not None and self.users_fit < self.users
+
+
+def forecast(
+    config: dict[str, Any],
+    *,
+    tokens: int,
+    users: int,
+    gpus: int,
+    gpu_memory_bytes: float,
+    kv_dtype: str,
+    tflops: float,
+    price_per_gpu_hour: float,
+    weight_bytes: float | None = None,
+    efficiency: float = 1.0,
+    decode_tokens_per_s: float | None = None,
+) -> Forecast:
+    """What `ctxbench plan` prints, as numbers. `weight_bytes` None: 2 bytes a parameter of a dense model
+    (embeddings and output included), unknown for a mixture of experts."""
+    layout = kv_layout(config, kv_dtype)
+    moe = any(k in config for k in ("n_routed_experts", "num_experts", "num_local_experts"))
+    shape = None if moe or "intermediate_size" not in config else DenseShape.from_hf_config(config)
+    if weight_bytes is None and shape is not None:
+        weight_bytes = 2.0 * (shape.linear_params + 2 * int(config.get("vocab_size", 0)) * shape.n_embd)
+    per_user = layout.bytes_at(tokens)
+    rate = tflops * efficiency
+    return Forecast(
+        layout=layout,
+        kv_dtype=kv_dtype,
+        tokens=tokens,
+        users=users,
+        gpus=gpus,
+        gpu_memory_bytes=gpu_memory_bytes,
+        kv_per_user_bytes=per_user,
+        weight_bytes=weight_bytes,
+        users_fit=None
+        if weight_bytes is None
+        else users_that_fit(gpus, gpu_memory_bytes, weight_bytes, per_user),
+        tflops=rate,
+        efficiency=efficiency,
+        shape=shape,
+        prefill_s=None if shape is None else predicted_prefill_s(shape, tokens, 0, rate),
+        decode_tokens_per_s=decode_tokens_per_s,
+        price_per_gpu_hour=price_per_gpu_hour,
+        cost_per_million_output=None
+        if not decode_tokens_per_s
+        else cost_per_million(price_per_gpu_hour, gpus, 3600, decode_tokens_per_s * 3600),
+    )

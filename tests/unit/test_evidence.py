@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ctxbench.plan import cost_per_million
 from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.report.campaign import write_campaign_report
-from ctxbench.results.cost import cost_per_million
 from ctxbench.results.evidence import collect, status_of
 from ctxbench.store import RunDir
 

@@ -147,3 +147,25 @@ def test_plan_reads_weight_bytes_from_a_checkpoint(tmp_path) -> None:  # type: i
     )
     assert result.exit_code == 0, result.output
     assert "weights 0.0 GB" in " ".join(result.output.split()) and "MLA" in result.output
+
+
+def test_the_forecast_is_a_library_function_the_plan_command_prints() -> None:
+    from ctxbench.plan import forecast, kv_layout
+
+    common = {
+        "gpus": 4,
+        "gpu_memory_bytes": 141e9,
+        "kv_dtype": "bf16",
+        "tflops": 789.0,
+        "price_per_gpu_hour": 3.5,
+    }
+    dense = forecast(LLAMA_8B, tokens=1 << 20, users=40, decode_tokens_per_s=900.0, **common)
+    per_user = kv_layout(LLAMA_8B, "bf16").bytes_at(1 << 20)
+    assert dense.kv_per_user_bytes == per_user and dense.weight_bytes is not None
+    assert dense.users_fit == int((4 * 141e9 * 0.9 - dense.weight_bytes) // per_user)
+    assert dense.offload_needed == (dense.users_fit < 40)
+    assert dense.prefill_s is not None and dense.prefill_s > 0
+    assert dense.cost_per_million_output == pytest.approx(3.5 * 4 / (900 * 3600 / 1e6))
+    moe = forecast(DEEPSEEK_V3, tokens=131072, users=1, **common)  # no weights given: not estimated
+    assert moe.weight_bytes is None and moe.users_fit is None and moe.prefill_s is None
+    assert moe.cost_per_million_output is None and not moe.offload_needed

@@ -15,6 +15,7 @@ from ..config import (
     DEFAULT_PRICE_PER_GPU_HOUR,
 )
 from ..errors import UsageError
+from ..plan import Forecast
 from ..store import RunDir
 from .common import app, console, parse_token_count
 
@@ -90,8 +91,7 @@ def plan(
 ) -> None:
     """Users x context: KV bytes a token (MHA/GQA/MLA, sliding windows, linear-attention layers), how many
     users fit beside the weights, when KV offload is needed, prefill time and cost per token."""
-    from ..plan import BYTES_PER_VALUE, DenseShape, kv_layout, predicted_prefill_s, users_that_fit
-    from ..results.cost import cost_per_million
+    from ..plan import BYTES_PER_VALUE, forecast
 
     if kv_dtype not in BYTES_PER_VALUE:
         raise typer.BadParameter(f"--kv-dtype {kv_dtype!r}: use one of {', '.join(BYTES_PER_VALUE)}.")
@@ -103,25 +103,38 @@ def plan(
         raise typer.BadParameter(
             "--config is required (the model's config.json), unless --calibrate is given."
         )
-    try:
-        fields = json.loads(config.read_text())
-        layout = kv_layout(fields, kv_dtype)
-    except (OSError, ValueError, KeyError) as exc:
-        raise typer.BadParameter(f"{config}: not a readable transformer config.json ({exc!r})") from None
     tokens = parse_token_count(context, "--context")
     memory = parse_bytes(gpu_memory, "--gpu-memory")
-    moe = any(k in fields for k in ("n_routed_experts", "num_experts", "num_local_experts"))
-    shape = None if moe or "intermediate_size" not in fields else DenseShape.from_hf_config(fields)
     weights = weights_gb * 1e9 if weights_gb is not None else None
     if weights is None and checkpoint is not None:
         from ..audits.checkpoint import inspect, load_checkpoint
 
         weights = float(sum(nbytes for _, nbytes in inspect(load_checkpoint(checkpoint)).by_dtype.values()))
-    if weights is None and shape is not None:
-        weights = 2.0 * (shape.linear_params + 2 * fields.get("vocab_size", 0) * shape.n_embd)
-    per_user = layout.bytes_at(tokens)
+    try:
+        found = forecast(
+            json.loads(config.read_text()),
+            tokens=tokens,
+            users=users,
+            gpus=gpus,
+            gpu_memory_bytes=memory,
+            kv_dtype=kv_dtype,
+            tflops=tflops,
+            price_per_gpu_hour=price,
+            weight_bytes=weights,
+            efficiency=efficiency,
+            decode_tokens_per_s=decode_tokens_per_s,
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        raise typer.BadParameter(f"{config}: not a readable transformer config.json ({exc!r})") from None
+    _print_forecast(found, ramp)
+
+
+def _print_forecast(found: Forecast, ramp: str | None) -> None:
+    """The forecast as `ctxbench plan` prints it, with each ramp turn's prefill (`--ramp`) before the cost."""
+    layout, tokens, users = found.layout, found.tokens, found.users
+    per_user, weights, gpus = found.kv_per_user_bytes, found.weight_bytes, found.gpus
     console.print(
-        f"KV cache ({layout.kind}, {kv_dtype}): {layout.bytes_at(1) / 1024:.1f} KiB a token"
+        f"KV cache ({layout.kind}, {found.kv_dtype}): {layout.bytes_at(1) / 1024:.1f} KiB a token"
         + (
             f" over {layout.full_layers} full-context layers"
             if layout.window_layers or "linear" in layout.kind
@@ -136,26 +149,26 @@ def plan(
             "weights: give --weights-gb (mixture-of-experts sizes are not estimated)", highlight=False
         )
     else:
-        fit = users_that_fit(gpus, memory, weights, per_user)
         console.print(
-            f"weights {weights / 1e9:.1f} GB on {gpus} x {memory / 1e9:.0f} GB (10% reserved): "
-            f"{fit} user(s) fit at {tokens} tokens"
-            + ("" if fit >= users else f"; {users} need KV offload or more GPUs"),
+            f"weights {weights / 1e9:.1f} GB on {gpus} x {found.gpu_memory_bytes / 1e9:.0f} GB "
+            "(10% reserved): "
+            f"{found.users_fit} user(s) fit at {tokens} tokens"
+            + (f"; {users} need KV offload or more GPUs" if found.offload_needed else ""),
             highlight=False,
         )
-    if shape is not None:
+    if found.prefill_s is not None:
         console.print(
-            f"prefill of {tokens} tokens: {predicted_prefill_s(shape, tokens, 0, tflops * efficiency):.1f} s "
-            f"at {tflops * efficiency:.0f} TFLOP/s (a lower bound at efficiency {efficiency})",
+            f"prefill of {tokens} tokens: {found.prefill_s:.1f} s "
+            f"at {found.tflops:.0f} TFLOP/s (a lower bound at efficiency {found.efficiency})",
             highlight=False,
         )
-    if shape is not None and ramp is not None:
-        _print_ramp_prefills(shape, ramp, tflops * efficiency)
-    if decode_tokens_per_s:
-        cost = cost_per_million(price, gpus, 3600, decode_tokens_per_s * 3600)
+    if found.shape is not None and ramp is not None:
+        _print_ramp_prefills(found.shape, ramp, found.tflops)
+    if found.cost_per_million_output is not None:
         console.print(
-            f"cost: ${cost:.2f} per million output tokens at {decode_tokens_per_s:.0f} tokens/s on {gpus} "
-            f"GPU(s) at ${price:.2f}/GPU-hour",
+            f"cost: ${found.cost_per_million_output:.2f} per million output tokens at "
+            f"{found.decode_tokens_per_s:.0f} tokens/s on {gpus} GPU(s) at "
+            f"${found.price_per_gpu_hour:.2f}/GPU-hour",
             highlight=False,
         )
 

@@ -10,9 +10,10 @@ from typing import Any
 
 from .. import decode_stall, metrics
 from ..checks.needle import CONTROL_FAILED, control_failed
+from ..plan import cost_per_million
 from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
-from ..results.cost import cost_per_million, price_of
+from ..results.cost import price_of
 from ..results.counters import counter_deltas, reported_text
 from ..run_files import CAPACITY_FILE, NEEDLE_FILE, THROUGHPUT_FILE, TRACE_FILE, Manifest
 from ..store import RunDir

@@ -16,11 +16,12 @@ from typing import Literal
 from .. import decode_stall, metrics
 from ..checks.needle import CONTROL_FAILED, control_failed
 from ..engines.chat_template import template_warnings
+from ..plan import cost_per_million
 from ..ramp_table import RAMP_TABLE, run_rows
 from ..run_files import CAPACITY_FILE, MANIFEST_FILE, NEEDLE_FILE, NIAH_LOG
 from ..store import RunDir
 from .cell import MISSING, Cell
-from .cost import cost_per_million, price_of
+from .cost import price_of
 from .load_cells import open_loop_cell, slo_cell, throughput_cells
 from .traffic_cells import returning_cell, trace_cell
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..plan import cost_per_million
 from ..run_files import THROUGHPUT_FILE
 from ..slo_search import search_text
 from ..store import RunDir
 from .cell import Cell
-from .cost import cost_per_million
 
 
 def throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour: float) -> dict[str, Cell]:
