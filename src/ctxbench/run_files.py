@@ -1,5 +1,6 @@
-"""The files of a run directory: each file's name in one place, and the manifest as a typed model that every
-reader loads through (`Manifest.load`, `RunDir.manifest()`).
+"""The run directory's own files: the manifest as a typed model that every reader loads through
+(`Manifest.load`, `RunDir.manifest()`), and the human-readable needle log's name. Each check's summary file
+(capacity.json, needle.json, throughput.json, trace.json, returning.json) is a model in `check_files`.
 
 The manifest's fields that reports, evidence, calibration and exports read are typed here; the rest (what
 a run recorded for people: versions, seeds, the event loop, telemetry settings, the campaign's own extras)
@@ -17,12 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 MANIFEST_FILE = "manifest.json"
-CAPACITY_FILE = "capacity.json"
-NEEDLE_FILE = "needle.json"
 NIAH_LOG = "niah.log"
-THROUGHPUT_FILE = "throughput.json"
-TRACE_FILE = "trace.json"
-RETURNING_FILE = "returning.json"
 
 
 class _Open(BaseModel):

@@ -47,7 +47,7 @@ STAGES: list[tuple[str, ...]] = [
         "chat_client",
         "telemetry",
     ),
-    ("engines", "store", "run_files", "ramp_table"),
+    ("engines", "store", "run_files", "check_files", "ramp_table"),
     ("checks", "audits"),
     ("results",),
     ("report",),

@@ -11,7 +11,7 @@ import pytest
 
 from ctxbench.answers import unplanned_prompt
 from ctxbench.campaign_file import load_campaign
-from ctxbench.checks.needle import control_failed
+from ctxbench.check_files import Control
 from ctxbench.engines.chat_template import compare_with_counter, served_template, template_warnings
 from ctxbench.engines.models import TinyModelSpec, tiny_model
 from ctxbench.errors import TokenizerError
@@ -141,10 +141,9 @@ def test_the_control_runs_first_at_each_depth_and_only_when_shorter_than_the_gri
     assert NeedleParams(lengths=[512, 4096]).control_length() is None
     assert NeedleParams(lengths=[4096], control=0).control_length() is None
     assert NeedleParams(lengths=[4096], control="2K").trial_count() == 3 + 3
-    assert control_failed({"length": 1024, "found": 2, "scored": 3})
-    assert not control_failed({"length": 1024, "found": 3, "scored": 3})
-    assert not control_failed({"length": 1024, "found": 0, "scored": 0})  # nothing scored: nothing known
-    assert not control_failed(None)
+    assert Control(length=1024, found=2, scored=3).missed
+    assert not Control(length=1024, found=3, scored=3).missed
+    assert not Control(length=1024, found=0, scored=0).missed  # nothing scored: nothing known
 
 
 CAMPAIGN = """

@@ -10,11 +10,11 @@ from dataclasses import asdict, dataclass
 
 from .. import metrics
 from ..chat_client import ChatClient
+from ..check_files import CapacityFile
 from ..engines.limits import ContextLimit
 from ..params import CapacityParams
 from ..records import RequestRecord
-from ..run_files import CAPACITY_FILE
-from ..store import RunDir, write_json_atomic
+from ..store import RunDir
 from ..text.haystack import UnitPool, build_haystack, request_seed, template_tokens
 from .base import Check, RunContext
 
@@ -109,7 +109,7 @@ async def run_capacity(
         over_limit_outcome=outcome,
         request_ids=(near_record.request_id, over_record.request_id),
     )
-    write_json_atomic(run.path / CAPACITY_FILE, {**asdict(result), "holds": result.holds})
+    CapacityFile(**asdict(result), holds=result.holds).save(run.path)
     return result
 
 

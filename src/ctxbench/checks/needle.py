@@ -13,50 +13,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 
 from .. import metrics
 from ..chat_client import ChatClient
+from ..check_files import Control, NeedleFile, NeedleTrial, Recall
 from ..params import NeedleParams
 from ..records import RequestRecord
-from ..run_files import NEEDLE_FILE, NIAH_LOG
-from ..store import RunDir, write_json_atomic
+from ..run_files import NIAH_LOG
+from ..store import RunDir
 from ..text.haystack import Haystack, UnitPool, build_haystack, request_seed, template_tokens
 from .base import Check, RunContext
 
 # Tokens two fresh prompts may share: the chat template's opening plus the first bytes of the header.
 SHARED_PREFIX_SLACK = 8
 CONTROL_FAILED = "fails at the {length}-token control too: the model or its template, not the context"
-
-
-def control_failed(control: dict[str, int] | None) -> bool:
-    """Whether the short-context control (needle.json `control`) missed: then no long-context verdict."""
-    return bool(control) and control["scored"] > 0 and control["found"] < control["scored"]  # type: ignore[index]
-
-
-@dataclass(frozen=True)
-class NeedleTrial:
-    length: int
-    depth: float
-    request_id: str
-    seed: int
-    planned_tokens: int | None
-    prompt_tokens: int | None
-    cached_tokens: int | None
-    ttft_s: float | None
-    found: bool | None
-    expected: str | None
-    answer: str
-    skipped: str | None
-    error: str | None
-    cache_hit_suspected: bool
-    control: bool = False  # the short-context control, not a length of the grid
-
-    @property
-    def count_error_tokens(self) -> int | None:
-        if self.prompt_tokens is None or self.planned_tokens is None:
-            return None
-        return self.prompt_tokens - self.planned_tokens
 
 
 def recall_by_length(trials: Sequence[NeedleTrial]) -> dict[int, tuple[int, int]]:
@@ -162,20 +132,16 @@ async def run_needle(
             log.flush()
             if on_trial is not None:
                 on_trial(trial)
-    summary = {str(length): {"found": k, "scored": n} for length, (k, n) in recall_by_length(trials).items()}
     controls = [t for t in trials if t.control and t.found is not None]
-    outcome = {
-        "recall_by_length": summary,
-        "control": {
-            "length": control,
-            "found": sum(t.found is True for t in controls),
-            "scored": len(controls),
-        }
+    NeedleFile(
+        recall_by_length={
+            str(length): Recall(found=k, scored=n) for length, (k, n) in recall_by_length(trials).items()
+        },
+        control=Control(length=control, found=sum(t.found is True for t in controls), scored=len(controls))
         if control
         else None,
-        "trials": [asdict(t) for t in trials],
-    }
-    write_json_atomic(run.path / NEEDLE_FILE, outcome)
+        trials=trials,
+    ).save(run.path)
     return trials
 
 

@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 from .. import metrics
 from ..chat_client import ChatClient
+from ..check_files import ReturningFile
 from ..params import ReturningParams
 from ..records import RequestRecord
-from ..run_files import RETURNING_FILE
-from ..store import RunDir, write_json_atomic
+from ..store import RunDir
 from ..text.haystack import UnitPool, build_haystack, request_seed, turn_overhead_tokens
 from .base import Check, RunContext
 
@@ -129,7 +129,7 @@ async def run_returning(
             )
         )
     summary = returning_summary(conversations, params, run.attempt)
-    write_json_atomic(run.path / RETURNING_FILE, summary)
+    ReturningFile.model_validate(summary).save(run.path)
     return summary
 
 

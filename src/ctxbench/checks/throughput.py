@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import metrics
 from ..chat_client import ChatClient
+from ..check_files import ThroughputFile
 from ..params import ThroughputParams
 from ..records import RequestRecord
-from ..run_files import THROUGHPUT_FILE
 from ..slo_search import search
 from ..steady import steady_state
-from ..store import RunDir, write_json_atomic
+from ..store import RunDir
 from .base import Check, RunContext
 from .closed_loop import extra_body, run_user, users_in_processes
 from .open_loop import rate_summary, rate_unit, run_rate
@@ -54,14 +53,18 @@ class _Levels:
         self.client, self.prompts, self.params, self.run, self.scope = client, prompts, params, run, scope
         self.snapshot, self.on_request = snapshot, on_request
         self.done = run.completed_units() if skip_completed else set()
-        self.path = run.path / THROUGHPUT_FILE
+        recorded = ThroughputFile.load(run.path)  # a resumed run's levels and rates, read back
         self.summary: dict[str, Any] = (
-            json.loads(self.path.read_text()) if self.path.exists() else {"levels": {}}
+            recorded.model_dump(mode="json", exclude_unset=True) if recorded else {"levels": {}}
         )
         self.summary["spec"] = params.model_dump(mode="json")
 
+    def save(self) -> None:
+        """Write `throughput.json` as it stands (validated: a level without its figures is refused here)."""
+        ThroughputFile.model_validate(self.summary).save(self.run.path)
+
     def _finish(self, unit: str) -> None:
-        write_json_atomic(self.path, self.summary)
+        self.save()
         self.run.mark_completed(unit)
 
     async def users(self, users: int, repeat: int = 0) -> Mapping[str, Any]:
@@ -157,12 +160,12 @@ async def run_throughput(
         if saturated_at is not None and rate > saturated_at:
             reason = f"not offered: the server saturated at {saturated_at:g} requests/s"
             summary.setdefault("rates", {})[f"{rate:g}"] = {"skipped": reason}
-            write_json_atomic(levels.path, summary)
+            levels.save()
             continue
         line = await levels.rate(rate)
         if line["saturated"]:
             summary["saturated_at"] = rate
-            write_json_atomic(levels.path, summary)
+            levels.save()
     if params.search is not None:
         start = search_start(params, summary)
         if start is None:
@@ -172,7 +175,7 @@ async def run_throughput(
         else:
             measure = (lambda u, k: levels.users(int(u), k)) if params.search == "users" else levels.rate
             summary["search"] = await search(params, start, measure)
-        write_json_atomic(levels.path, summary)
+        levels.save()
     return summary
 
 

@@ -22,11 +22,11 @@ from typing import Any
 from .. import metrics
 from ..arrivals import lag_growth, lateness_s
 from ..chat_client import ChatClient
+from ..check_files import TraceFile
 from ..errors import CtxbenchError, UsageError
 from ..params import TraceParams
 from ..records import RequestRecord
-from ..run_files import TRACE_FILE
-from ..store import RunDir, write_json_atomic
+from ..store import RunDir
 from ..text.blocks import BlockPrompts
 from ..text.haystack import UnitPool, request_seed
 from .base import Check, RunContext
@@ -145,7 +145,7 @@ async def run_trace(
     extra: dict[str, object] = {"temperature": 0.0, **({"ignore_eos": True} if params.ignore_eos else {})}
     records = await send_when_due(client, run, await asyncio.to_thread(build), extra, on_request)
     summary = trace_summary(records, params, run.attempt)
-    write_json_atomic(run.path / TRACE_FILE, summary)
+    TraceFile.model_validate(summary).save(run.path)
     return summary
 
 

@@ -13,9 +13,10 @@ from importlib import resources
 from pathlib import Path
 
 from .. import metrics, stats
+from ..check_files import NeedleFile, ThroughputFile
 from ..results.columns import COLUMN_GROUPS, COLUMNS, REPEATED
 from ..results.evidence import MISSING, Row, collect
-from ..run_files import MANIFEST_FILE, NEEDLE_FILE, THROUGHPUT_FILE
+from ..run_files import MANIFEST_FILE
 from ..store import RunDir
 from .check_sections import ramp_table_rows
 from .decide import Reading, readings
@@ -173,13 +174,13 @@ def throughput_comparison(results: Path, run_a: str, run_b: str) -> list[tuple[s
     with 95% bootstrap intervals, and whether the difference is established (intervals apart)."""
     levels = []
     for run_id in (run_a, run_b):
-        path = results / "runs" / run_id / THROUGHPUT_FILE
-        levels.append(json.loads(path.read_text()).get("levels", {}) if path.exists() else {})
+        data = ThroughputFile.load(results / "runs" / run_id)
+        levels.append(data.levels if data is not None else {})
     rows = []
     for users in sorted(set(levels[0]) & set(levels[1]), key=int):
         records = []
         for run_id, level in zip((run_a, run_b), levels, strict=True):
-            wanted = set(level[users]["request_ids"])
+            wanted = set(level[users].request_ids)
             records.append(
                 [r for r in RunDir(results / "runs" / run_id).records() if r.request_id in wanted and r.ok]
             )
@@ -343,9 +344,9 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None
     title = results.resolve().name
     answers = []
     for row in rows:
-        needle = results / "runs" / row.run_id / NEEDLE_FILE
-        if needle.exists():
-            answers.append((row.run_id, json.loads(needle.read_text())["trials"]))
+        needle = NeedleFile.load(results / "runs" / row.run_id)
+        if needle is not None:
+            answers.append((row.run_id, needle.trials))
     env = Environment(autoescape=True)
     page = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
     html = env.from_string(page).render(

@@ -3,19 +3,18 @@ own files in the run directory."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from .. import decode_stall, metrics
-from ..checks.needle import CONTROL_FAILED, control_failed
+from ..check_files import CapacityFile, NeedleFile, Steady, ThroughputFile, TraceFile
+from ..checks.needle import CONTROL_FAILED
 from ..plan import cost_per_million
 from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
 from ..results.cost import price_of
 from ..results.counters import counter_deltas, reported_text
-from ..run_files import CAPACITY_FILE, NEEDLE_FILE, THROUGHPUT_FILE, TRACE_FILE, Manifest
+from ..run_files import NIAH_LOG, Manifest
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
 from .slo_section import search_lines
@@ -23,12 +22,11 @@ from .tables import fmt, markdown_table, relative
 
 
 def throughput_section(run: RunDir, manifest: Manifest, price_override: float | None) -> list[str]:
-    path = run.path / THROUGHPUT_FILE
-    if not path.exists():
+    data = ThroughputFile.load(run.path)
+    if data is None:
         return []
-
-    data = json.loads(path.read_text())
-    spec = data.get("spec", {})
+    path = ThroughputFile.path_in(run.path)
+    spec = data.spec
     gpus = manifest.gpus
     price = price_of(manifest, price_override)
     deltas = counter_deltas(run)
@@ -41,22 +39,22 @@ def throughput_section(run: RunDir, manifest: Manifest, price_override: float | 
         or "none set: every successful request counts"
     )
     rows = []
-    for users, level in sorted(data.get("levels", {}).items(), key=lambda item: int(item[0])):
-        cost = cost_per_million(price, gpus, level["window_s"], level["output_tokens"])
+    for users, level in data.levels_sorted():
+        cost = cost_per_million(price, gpus, level.window_s, level.output_tokens)
         rate, per_step = metrics.spec_acceptance(deltas.get(f"throughput-u{users}", {}))
         rows.append(
             [
-                users,
-                f"{level['requests']} ({level['failed']} failed)",
-                fmt(level["output_tokens_per_s"], 1),
-                fmt(level["requests_per_s"]),
-                f"{level['goodput_requests']} ({fmt(level['goodput_per_s'])}/s)",
-                f"{fmt(level['ttft_s']['p50'])} / {fmt(level['ttft_s']['p99'])}",
-                f"{fmt(level['tpot_s']['p50'], 4)} / {fmt(level['tpot_s']['p99'], 4)}",
-                *_steady_cells(level.get("steady")),
-                fmt(level["decode_rate"]["p50"], 1),
-                f"{fmt(level['queue_s']['p50'], 4)} / {fmt(level['queue_s']['p99'], 4)}",
-                fmt(level["tokens_per_chunk"]["mean"]),
+                str(users),
+                f"{level.requests} ({level.failed} failed)",
+                fmt(level.output_tokens_per_s, 1),
+                fmt(level.requests_per_s),
+                f"{level.goodput_requests} ({fmt(level.goodput_per_s)}/s)",
+                f"{fmt(level.ttft_s.p50)} / {fmt(level.ttft_s.p99)}",
+                f"{fmt(level.tpot_s.p50, 4)} / {fmt(level.tpot_s.p99, 4)}",
+                *_steady_cells(level.steady),
+                fmt(level.decode_rate.p50, 1),
+                f"{fmt(level.queue_s.p50, 4)} / {fmt(level.queue_s.p99, 4)}",
+                fmt(level.tokens_per_chunk.mean),
                 "n/a" if rate is None else f"{rate:.0%} ({fmt(per_step)} a step)",
                 "n/a" if cost is None else f"${cost:.2f}",
             ]
@@ -99,26 +97,30 @@ def throughput_section(run: RunDir, manifest: Manifest, price_override: float | 
         "",
         markdown_table(rows, columns),
     ]
-    return header + (closed if rows else []) + _open_loop_lines(data, price, gpus) + search_lines(data)
+    return (
+        header
+        + (closed if rows else [])
+        + _open_loop_lines(data, price, gpus)
+        + search_lines(data.model_dump(mode="json", exclude_unset=True))
+    )
 
 
-def _steady_cells(steady: dict[str, Any] | None) -> list[str]:
+def _steady_cells(steady: Steady | None) -> list[str]:
     """The steady-state columns of a level, "not computed" for levels recorded before it or without one."""
-    if not steady:
+    if steady is None:
         return ["not computed", ""]
     return [
-        f"{fmt(steady['output_tokens_per_s'], 1)} ({fmt(steady['cut_s'], 1)} s of "
-        f"{fmt(steady['cut_s'] + steady['window_s'], 1)} cut)",
-        f"{fmt(steady['ttft_s']['p50'])} / {fmt(steady['ttft_s']['p99'])}",
+        f"{fmt(steady.output_tokens_per_s, 1)} ({fmt(steady.cut_s, 1)} s of "
+        f"{fmt(steady.cut_s + steady.window_s, 1)} cut)",
+        f"{fmt(steady.ttft_s.p50)} / {fmt(steady.ttft_s.p99)}",
     ]
 
 
-def _open_loop_lines(data: dict[str, Any], price: float, gpus: int) -> list[str]:
-    rates = data.get("rates", {})
-    if not rates:
-        return ["", f"Open loop not offered: {data['rates_skipped']}."] if data.get("rates_skipped") else []
-    spec = data.get("spec", {})
-    capacity = data.get("capacity_requests_per_s")
+def _open_loop_lines(data: ThroughputFile, price: float, gpus: int) -> list[str]:
+    if not data.rates:
+        return ["", f"Open loop not offered: {data.rates_skipped}."] if data.rates_skipped else []
+    spec = data.spec
+    capacity = data.capacity_requests_per_s
     scaled = (
         f" The rates are {spec.get('rates_of_capacity')} x this run's closed-loop capacity, "
         f"{fmt(capacity)} req/s (its best level), so they mean the same load on any machine."
@@ -126,26 +128,26 @@ def _open_loop_lines(data: dict[str, Any], price: float, gpus: int) -> list[str]
         else ""
     )
     rows = []
-    for rate, line in sorted(rates.items(), key=lambda item: float(item[0])):
-        if "skipped" in line:
-            rows.append([rate, line["skipped"], *[""] * 9])
+    for rate, line in data.rates_sorted():
+        if line.skipped is not None:
+            rows.append([f"{rate:g}", line.skipped, *[""] * 9])
             continue
-        cost = cost_per_million(price, gpus, line["window_s"], line["output_tokens"])
-        verdict = "SATURATED" if line["saturated"] else "kept up"
-        if line["client_behind"]:
-            verdict += f"; CLIENT BEHIND (p99 late > {fmt(line['behind_threshold_s'])} s)"
+        cost = cost_per_million(price, gpus, line.window_s, line.output_tokens)
+        verdict = "SATURATED" if line.saturated else "kept up"
+        if line.client_behind:
+            verdict += f"; CLIENT BEHIND (p99 late > {fmt(line.behind_threshold_s)} s)"
         rows.append(
             [
-                rate,
-                f"{line['requests']} ({line['failed']} failed)",
-                fmt(line["realised_per_s"]),
-                fmt(line["requests_per_s"]),
-                fmt(line["output_tokens_per_s"], 1),
-                f"{line['goodput_requests']} ({fmt(line['goodput_per_s'])}/s)",
-                f"{fmt(line['ttft_s']['p50'])} / {fmt(line['ttft_s']['p99'])}",
-                f"{fmt(line['tpot_s']['p50'], 4)} / {fmt(line['tpot_s']['p99'], 4)}",
-                f"{fmt(line['lateness_p50_s'], 4)} / {fmt(line['lateness_p99_s'], 4)}",
-                fmt(line["lag_growth"]),
+                f"{rate:g}",
+                f"{line.requests} ({line.failed} failed)",
+                fmt(line.realised_per_s),
+                fmt(line.requests_per_s),
+                fmt(line.output_tokens_per_s, 1),
+                f"{line.goodput_requests} ({fmt(line.goodput_per_s)}/s)",
+                f"{fmt(line.ttft_s.p50)} / {fmt(line.ttft_s.p99)}",
+                f"{fmt(line.tpot_s.p50, 4)} / {fmt(line.tpot_s.p99, 4)}",
+                f"{fmt(line.lateness_p50_s, 4)} / {fmt(line.lateness_p99_s, 4)}",
+                fmt(line.lag_growth),
                 verdict + ("" if cost is None else f"; ${cost:.2f}/M output"),
             ]
         )
@@ -176,47 +178,41 @@ def _open_loop_lines(data: dict[str, Any], price: float, gpus: int) -> list[str]
 
 
 def capacity_section(run: RunDir) -> list[str]:
-    path = run.path / CAPACITY_FILE
-    if not path.exists():
+    c = CapacityFile.load(run.path)
+    if c is None:
         return []
-    c = json.loads(path.read_text())
-    verdict = "holds" if c["holds"] else "does NOT hold"
+    verdict = "holds" if c.holds else "does NOT hold"
     return [
         "",
         f"## Claim 1, capacity: {verdict}",
         "",
-        f"- Limit {c['limit_tokens']} tokens per request, read from {c['limit_source']}.",
-        f"- Near the limit: {c['target_tokens']} planned tokens, "
+        f"- Limit {c.limit_tokens} tokens per request, read from {c.limit_source}.",
+        f"- Near the limit: {c.target_tokens} planned tokens, "
         + (
-            f"accepted; server counted {c['prompt_tokens']} (count error {c['count_error_tokens']:+d}); "
-            f"prefill {fmt(c['prefill_s'])} s, {fmt(c['prefill_tokens_per_s'], 0)} tokens/s."
-            if c["accepted"]
-            else f"NOT accepted: {c['near_limit_error']}"
+            f"accepted; server counted {c.prompt_tokens} (count error {c.count_error_tokens:+d}); "
+            f"prefill {fmt(c.prefill_s)} s, {fmt(c.prefill_tokens_per_s, 0)} tokens/s."
+            if c.accepted
+            else f"NOT accepted: {c.near_limit_error}"
         ),
-        f"- Over the limit ({c['over_limit_tokens']} tokens): {c['over_limit_outcome']}",
-        f"- Source: `{relative(path)}`; requests {', '.join(c['request_ids'])} in `requests.jsonl`.",
+        f"- Over the limit ({c.over_limit_tokens} tokens): {c.over_limit_outcome}",
+        f"- Source: `{relative(CapacityFile.path_in(run.path))}`; requests {', '.join(c.request_ids)} in "
+        "`requests.jsonl`.",
     ]
 
 
 def needle_section(run: RunDir) -> list[str]:
-    path = run.path / NEEDLE_FILE
-    if not path.exists():
+    needle = NeedleFile.load(run.path)
+    if needle is None:
         return []
-    needle = json.loads(path.read_text())
-    trials = needle["trials"]
-    recall = needle["recall_by_length"]
     lines = ["", "## Claim 2, retrieval in a fresh document", ""]
-    control = needle.get("control")  # absent before the control existed
-    if control:
+    control = needle.control
+    if control is not None:
         lines.append(
-            f"- control, {control['length']} tokens: found {control['found']}/{control['scored']}"
-            + (f" ({CONTROL_FAILED.format(length=control['length'])})" if control_failed(control) else "")
+            f"- control, {control.length} tokens: found {control.found}/{control.scored}"
+            + (f" ({CONTROL_FAILED.format(length=control.length)})" if control.missed else "")
         )
-    lines += [
-        f"- {length} tokens: found {r['found']}/{r['scored']}"
-        for length, r in sorted(recall.items(), key=lambda item: int(item[0]))
-    ]
-    suspects = [t["request_id"] for t in trials if t["cache_hit_suspected"]]
+    lines += [f"- {length} tokens: found {r.found}/{r.scored}" for length, r in needle.recall_sorted()]
+    suspects = [t.request_id for t in needle.trials if t.cache_hit_suspected]
     if suspects:
         lines.append(f"- PREFIX-CACHE HIT SUSPECTED on fresh prompts: {', '.join(suspects)}")
     lines += [
@@ -224,21 +220,23 @@ def needle_section(run: RunDir) -> list[str]:
         markdown_table(
             [
                 (
-                    str(t["length"]) + (" (control)" if t.get("control") else ""),
-                    f"{t['depth']:.2f}",
-                    str(t["prompt_tokens"] or "n/a"),
-                    reported_text(t["cached_tokens"]),
-                    fmt(t["ttft_s"]),
-                    t["skipped"] and "skipped" or t["error"] and "failed" or ("yes" if t["found"] else "no"),
-                    str(t["expected"] or ""),
-                    (t["answer"] or t["skipped"] or t["error"] or "")[:60],
+                    str(t.length) + (" (control)" if t.control else ""),
+                    f"{t.depth:.2f}",
+                    str(t.prompt_tokens or "n/a"),
+                    reported_text(t.cached_tokens),
+                    fmt(t.ttft_s),
+                    t.skipped and "skipped" or t.error and "failed" or ("yes" if t.found else "no"),
+                    str(t.expected or ""),
+                    (t.answer or t.skipped or t.error or "")[:60],
                 )
-                for t in trials
+                for t in needle.trials
             ],
             ("length", "depth", "prompt tok", "cached tok", "TTFT s", "found", "expected", "answer"),
         ),
     ]
-    lines.append(f"\nSource: `{relative(run.path / 'niah.log')}` and `{relative(path)}`.")
+    lines.append(
+        f"\nSource: `{relative(run.path / NIAH_LOG)}` and `{relative(NeedleFile.path_in(run.path))}`."
+    )
     return lines
 
 
@@ -354,29 +352,28 @@ def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
 
 
 def trace_section(run: RunDir) -> list[str]:
-    path = run.path / TRACE_FILE
-    if not path.exists():
+    t = TraceFile.load(run.path)
+    if t is None:
         return []
-    t = json.loads(path.read_text())
-    spec = t.get("spec", {})
-    reported = t["reported_cached_tokens"]
-    expected = t["expected_cached_tokens"]
-    ratio = f" ({reported / expected:.0%} of it)" if reported is not None and expected else ""
+    path = TraceFile.path_in(run.path)
+    spec = t.spec
+    reported, expected = t.reported_cached_tokens, t.expected_cached_tokens
+    ratio = f" ({t.cached_share:.0%} of it)" if t.cached_share is not None else ""
     return [
         "",
         "## Trace replay",
         "",
         f"`{spec.get('file')}` at {spec.get('time_scale')}x its times, {spec.get('block_tokens')}-token "
-        f"blocks: {t['requests']} requests ({t['failed']} failed), {fmt(t['requests_per_s'])} completed "
-        f"req/s, {fmt(t['output_tokens_per_s'], 1)} output tok/s.",
-        f"- TTFT p50/p99 {fmt(t['ttft_s']['p50'])} / {fmt(t['ttft_s']['p99'])} s; TPOT p50/p99 "
-        f"{fmt(t['tpot_s']['p50'], 4)} / {fmt(t['tpot_s']['p99'], 4)} s; client late p99 "
-        f"{fmt(t['lateness_p99_s'], 4)} s; lag growth {fmt(t['lag_growth'])} s/s.",
+        f"blocks: {t.requests} requests ({t.failed} failed), {fmt(t.requests_per_s)} completed "
+        f"req/s, {fmt(t.output_tokens_per_s, 1)} output tok/s.",
+        f"- TTFT p50/p99 {fmt(t.ttft_s.p50)} / {fmt(t.ttft_s.p99)} s; TPOT p50/p99 "
+        f"{fmt(t.tpot_s.p50, 4)} / {fmt(t.tpot_s.p99, 4)} s; client late p99 "
+        f"{fmt(t.lateness_p99_s, 4)} s; lag growth {fmt(t.lag_growth)} s/s.",
         f"- Prefix cache: the trace's shared blocks imply {expected} cached tokens (an unbounded cache); the "
         f"server reported {reported_text(reported)}{ratio}. Of "
-        f"{t['sharing_requests']} requests whose leading blocks an earlier request had sent, "
+        f"{t.sharing_requests} requests whose leading blocks an earlier request had sent, "
         + (
-            f"{t['sharing_served']} were served 90% or more of them from the cache."
+            f"{t.sharing_served} were served 90% or more of them from the cache."
             if reported is not None
             else "how many were served from the cache is not reported."
         ),

@@ -9,16 +9,14 @@ or requests), and the file it came from; then the run's status and the reasons f
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..checks.needle import control_failed
+from ..check_files import CapacityFile, NeedleFile, NeedleTrial
 from ..records import RequestRecord
 from ..results.columns import EVIDENCE_COLUMNS
 from ..results.evidence import Cell, Row, evidence_row
-from ..run_files import CAPACITY_FILE, NEEDLE_FILE
 from ..store import RunDir
 from .check_sections import ramp_table_rows
 
@@ -54,17 +52,16 @@ def glance_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
 def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[tuple[str, str, Cell, str]]:
     # recall of random weights is noise: shown, not judged; a model that fails the short control fails the
     # task, so its misses at length say nothing of the context
-    needle = run.path / NEEDLE_FILE
-    control = json.loads(needle.read_text()).get("control") if needle.exists() else None
-    judged = NOISE if row.random_weights else NO_VERDICT if control_failed(control) else None
+    needle = NeedleFile.load(run.path)
+    control = needle.control if needle is not None else None
+    judged = NOISE if row.random_weights else NO_VERDICT if control is not None and control.missed else None
     out: list[tuple[str, str, Cell, str]] = []
     if row.capacity.source and run.died_during() == "capacity":
         out.append(("1 capacity", NOT_CONCLUDED, row.capacity, "the engine died during the check"))
-    elif row.capacity.source:
-        holds = json.loads((run.path / CAPACITY_FILE).read_text())["holds"]
-        out.append(("1 capacity", PASS if holds else FAIL, row.capacity, ""))
+    elif row.capacity.source and (capacity := CapacityFile.load(run.path)) is not None:
+        out.append(("1 capacity", PASS if capacity.holds else FAIL, row.capacity, ""))
     if row.retrieval.source:
-        misses = _needle_misses(run)
+        misses = _needle_misses(needle.trials if needle is not None else [])
         verdict = judged or (FAIL if misses else PASS)
         out.append(("2 retrieval, fresh document", verdict, row.retrieval, _named(misses)))
     lost = _ramp_losses(run, records)
@@ -101,14 +98,12 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
     return out
 
 
-def _needle_misses(run: RunDir) -> list[str]:
-    path = run.path / NEEDLE_FILE
-    trials = json.loads(path.read_text())["trials"] if path.exists() else []
+def _needle_misses(trials: Sequence[NeedleTrial]) -> list[str]:
     return [
-        f"{t['length']} tokens at depth {t['depth']:.0%} (answered {str(t['answer'])[:24]!r})"
+        f"{t.length} tokens at depth {t.depth:.0%} (answered {str(t.answer)[:24]!r})"
         for t in trials
-        if t["found"] is False
-    ] + [f"{t['length']} tokens at depth {t['depth']:.0%} skipped" for t in trials if t["skipped"]]
+        if t.found is False
+    ] + [f"{t.length} tokens at depth {t.depth:.0%} skipped" for t in trials if t.skipped]
 
 
 def _ramp_losses(run: RunDir, records: Sequence[RequestRecord]) -> dict[str, list[str]]:

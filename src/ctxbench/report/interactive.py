@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..check_files import NeedleFile, ThroughputFile
 from ..results.evidence import Row
-from ..run_files import MANIFEST_FILE, NEEDLE_FILE, THROUGHPUT_FILE
+from ..run_files import MANIFEST_FILE
 from ..store import RunDir
 from ..telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, by_instant, gpu_series, read_telemetry
 from .check_sections import ramp_table_rows
@@ -97,13 +98,11 @@ def _ramp_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
 def _needle_figure(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
     cells: dict[tuple[str, int], dict[float, list[bool]]] = {}
     for row in rows:
-        path = results / "runs" / row.run_id / NEEDLE_FILE
-        if not path.exists():
-            continue
-        for trial in json.loads(path.read_text())["trials"]:
-            if trial["found"] is not None:
-                found = cells.setdefault((row.deployment, trial["length"]), {})
-                found.setdefault(trial["depth"], []).append(bool(trial["found"]))
+        needle = NeedleFile.load(results / "runs" / row.run_id)
+        for trial in needle.trials if needle is not None else []:
+            if trial.found is not None:
+                found = cells.setdefault((row.deployment, trial.length), {})
+                found.setdefault(trial.depth, []).append(trial.found)
     if not cells:
         return []
     depths = sorted({d for found in cells.values() for d in found})
@@ -161,20 +160,19 @@ def _decode_figure(rows: Sequence[Row]) -> list[dict[str, Any]]:
 def _many_users_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
     closed, latency, rates = [], [], []
     for row in rows:
-        path = results / "runs" / row.run_id / THROUGHPUT_FILE
-        if not path.exists():
+        data = ThroughputFile.load(results / "runs" / row.run_id)
+        if data is None:
             continue
-        data = json.loads(path.read_text())
-        levels = sorted(data.get("levels", {}).items(), key=lambda item: int(item[0]))
+        levels = data.levels_sorted()
         if levels:
-            users = [int(u) for u, _ in levels]
+            users = [u for u, _ in levels]
             closed.append(
                 {
                     "type": "scatter",
                     "mode": "lines+markers",
                     "name": row.deployment,
                     "x": users,
-                    "y": [level["output_tokens_per_s"] for _, level in levels],
+                    "y": [level.output_tokens_per_s for _, level in levels],
                 }
             )
             latency.append(
@@ -183,28 +181,27 @@ def _many_users_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, An
                     "mode": "lines+markers",
                     "name": row.deployment,
                     "x": users,
-                    "y": [level["ttft_s"]["p50"] for _, level in levels],
+                    "y": [level.ttft_s.p50 for _, level in levels],
                 }
             )
         offered = [
-            (float(rate), line)
-            for rate, line in data.get("rates", {}).items()
-            if "skipped" not in line and line["ttft_s"]["p99"] is not None
+            (rate, line)
+            for rate, line in data.rates_sorted()
+            if line.skipped is None and line.ttft_s.p99 is not None
         ]
         if offered:
-            offered.sort()
             rates.append(
                 {
                     "type": "scatter",
                     "name": row.deployment,
                     "x": [rate for rate, _ in offered],
-                    "y": [line["ttft_s"]["p99"] for _, line in offered],
-                    "text": ["saturated" if line["saturated"] else "kept up" for _, line in offered],
+                    "y": [line.ttft_s.p99 for _, line in offered],
+                    "text": ["saturated" if line.saturated else "kept up" for _, line in offered],
                     "mode": "lines+markers+text",
                     "textposition": "top center",
                     "marker": {
-                        "symbol": ["x" if line["saturated"] else "circle" for _, line in offered],
-                        "size": [12 if line["saturated"] else 8 for _, line in offered],
+                        "symbol": ["x" if line.saturated else "circle" for _, line in offered],
+                        "size": [12 if line.saturated else 8 for _, line in offered],
                     },
                     "hovertemplate": "%{x} req/s offered: TTFT p99 %{y:.2f} s, %{text}",
                 }

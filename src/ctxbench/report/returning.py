@@ -3,22 +3,20 @@ fresh prefill, and the planner's forecast beside the measurement."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
+from ..check_files import ReturningFile
 from ..engines.kinds import find_engine
 from ..engines.llamacpp import cache_settings
 from ..errors import CalibrationError
 from ..plan import ReturnForecast, returning_forecast
 from ..results.calibration import shape_of
-from ..run_files import RETURNING_FILE, Manifest
+from ..run_files import Manifest
 from ..store import RunDir
 from .tables import fmt, markdown_table, relative
 
 KV_BYTES_PER_VALUE = 2.0  # llama.cpp's default KV cache type, f16
 
 
-def forecast_of(manifest: Manifest, data: dict[str, Any]) -> ReturnForecast | None:
+def forecast_of(manifest: Manifest, data: ReturningFile) -> ReturnForecast | None:
     """The planner's forecast for this run, where the engine's cache model is known (llama.cpp: slots and
     `--cache-ram` from its command, KV bytes a token from the model's shape); None otherwise."""
     kind = find_engine(manifest.engine.kind)
@@ -29,9 +27,8 @@ def forecast_of(manifest: Manifest, data: dict[str, Any]) -> ReturnForecast | No
     except CalibrationError:  # no shape (not a GGUF, or an older manifest): no forecast
         return None
     slots, host_bytes = cache_settings(list(manifest.engine.command))
-    spec = data["spec"]
-    conversations = data["conversations"]
-    tokens = max((c["history_tokens"] for c in conversations), default=spec["context"])
+    spec = data.spec
+    tokens = max((c.history_tokens for c in data.conversations), default=spec["context"])
     return returning_forecast(
         conversations=spec["conversations"],
         conversation_tokens=tokens,
@@ -44,28 +41,28 @@ def forecast_of(manifest: Manifest, data: dict[str, Any]) -> ReturnForecast | No
 
 
 def returning_section(run: RunDir) -> list[str]:
-    path = run.path / RETURNING_FILE
-    if not path.exists():
+    data = ReturningFile.load(run.path)
+    if data is None:
         return []
-    data = json.loads(path.read_text())
+    path = ReturningFile.path_in(run.path)
     manifest = run.manifest()
-    spec = data["spec"]
+    spec = data.spec
     rows = [
         [
-            str(c["conversation"]),
-            str(c["history_tokens"]),
-            "n/a" if c["cached_on_return"] is None else str(c["cached_on_return"]),
-            fmt(c["ttft_immediate_s"]),
-            fmt(c["ttft_return_s"]),
-            fmt(c["ttft_fresh_s"]),
-            c["verdict"],
+            str(c.conversation),
+            str(c.history_tokens),
+            "n/a" if c.cached_on_return is None else str(c.cached_on_return),
+            fmt(c.ttft_immediate_s),
+            fmt(c.ttft_return_s),
+            fmt(c.ttft_fresh_s),
+            c.verdict,
         ]
-        for c in data["conversations"]
+        for c in data.conversations
     ]
     columns = ["conversation", "history tok", "cached on return", "TTFT immediate s", "TTFT return s"]
     columns += ["TTFT fresh s", "verdict"]
     forecast = forecast_of(manifest, data)
-    verdicts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(data["verdicts"].items()))
+    verdicts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(data.verdicts.items()))
     if forecast is None:
         predicted = "no forecast: the planner models llama.cpp's slots and host prompt cache only"
     else:
@@ -79,7 +76,7 @@ def returning_section(run: RunDir) -> list[str]:
             "recomputed"
         )
         slots, _ = cache_settings(list(manifest.engine.command or []))
-        tokens = max((c["history_tokens"] for c in data["conversations"]), default=spec["context"])
+        tokens = max((c.history_tokens for c in data.conversations), default=spec["context"])
         beyond = (
             "never (no limit)"
             if forecast.host_cache_tokens is None
@@ -97,8 +94,8 @@ def returning_section(run: RunDir) -> list[str]:
         f"then {spec['filler_requests']} fresh prompts of {spec['filler_tokens'] or spec['context']} tokens "
         "from other users; then each conversation returns with one more question, and a fresh prompt of the "
         "same length is prefilled beside it. Cached: at least 90% of the history reported cached on return.",
-        f"- Measured: {verdicts}; TTFT median immediate {fmt(data['ttft_immediate_s'])} s, on return "
-        f"{fmt(data['ttft_return_s'])} s, fresh {fmt(data['ttft_fresh_s'])} s.",
+        f"- Measured: {verdicts}; TTFT median immediate {fmt(data.ttft_immediate_s)} s, on return "
+        f"{fmt(data.ttft_return_s)} s, fresh {fmt(data.ttft_fresh_s)} s.",
         f"- {predicted[0].upper()}{predicted[1:]}.",
         "",
         markdown_table(rows, columns),

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from .. import decode_stall, metrics
+from ..check_files import CapacityFile, NeedleFile, ReturningFile, ThroughputFile, TraceFile
 from ..records import RequestRecord
 from ..results.counters import reported_text
-from ..run_files import CAPACITY_FILE, NEEDLE_FILE, RETURNING_FILE, THROUGHPUT_FILE, TRACE_FILE
 from ..slo_search import search_text
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
@@ -153,26 +152,19 @@ def claims_summary(run: RunDir) -> list[str]:
     died = run.died_during()
     if died:  # the engine's death, not the check's verdict: the check's result file says nothing
         lines.append(f"{died}: not concluded, the engine died during it (the verdict says how)")
-    capacity = run.path / CAPACITY_FILE
-    if capacity.exists() and died != "capacity":
-        c = json.loads(capacity.read_text())
+    capacity = CapacityFile.load(run.path)
+    if capacity is not None and died != "capacity":
         lines.append(
-            f"capacity: {'holds' if c['holds'] else 'does NOT hold'} at {c['target_tokens']} of "
-            f"{c['limit_tokens']} tokens; over the limit: {c['over_limit_outcome'][:80]}"
+            f"capacity: {'holds' if capacity.holds else 'does NOT hold'} at {capacity.target_tokens} of "
+            f"{capacity.limit_tokens} tokens; over the limit: {capacity.over_limit_outcome[:80]}"
         )
-    needle = run.path / NEEDLE_FILE
-    if needle.exists():
-        data = json.loads(needle.read_text())
-        ordered = sorted(data["recall_by_length"].items(), key=lambda item: int(item[0]))
-        control = data.get("control")
+    needle = NeedleFile.load(run.path)
+    if needle is not None:
+        control = needle.control
         lines.append(
             "needle recall: "
-            + (
-                f"control {control['length']} tokens {control['found']}/{control['scored']}; "
-                if control
-                else ""
-            )
-            + ", ".join(f"{n} tokens {r['found']}/{r['scored']}" for n, r in ordered)
+            + (f"control {control.length} tokens {control.found}/{control.scored}; " if control else "")
+            + ", ".join(f"{n} tokens {r.found}/{r.scored}" for n, r in needle.recall_sorted())
         )
     records = list(run.records())
     rows = ramp_table_rows(run, records)
@@ -192,38 +184,41 @@ def claims_summary(run: RunDir) -> list[str]:
                 else ""
             )
         )
-    throughput = run.path / THROUGHPUT_FILE
-    data = json.loads(throughput.read_text()) if throughput.exists() else {}
-    if data.get("levels"):
+    data = ThroughputFile.load(run.path) or ThroughputFile()
+    if data.levels:
         lines.append(
             "many users: "
             + ", ".join(
-                f"{users} user(s) {fmt(level['output_tokens_per_s'], 1)} output tok/s (TTFT p50 "
-                f"{fmt(level['ttft_s']['p50'])} s)"
-                for users, level in sorted(data["levels"].items(), key=lambda item: int(item[0]))
+                f"{users} user(s) {fmt(level.output_tokens_per_s, 1)} output tok/s (TTFT p50 "
+                f"{fmt(level.ttft_s.p50)} s)"
+                for users, level in data.levels_sorted()
             )
         )
-    if data.get("rates_skipped"):
-        lines.append(f"open loop: not offered: {data['rates_skipped']}")
-    if data.get("rates"):
-        capacity = data.get("capacity_requests_per_s")
+    if data.rates_skipped:
+        lines.append(f"open loop: not offered: {data.rates_skipped}")
+    if data.rates:
+        capacity_per_s = data.capacity_requests_per_s
         lines.append(
             "open loop"
-            + (f" (rates scaled from the closed loop's {fmt(capacity)} req/s)" if capacity else "")
+            + (
+                f" (rates scaled from the closed loop's {fmt(capacity_per_s)} req/s)"
+                if capacity_per_s
+                else ""
+            )
             + ": "
             + ", ".join(
-                f"{rate} req/s "
+                f"{rate:g} req/s "
                 + (
                     "not offered"
-                    if "skipped" in line
-                    else ("SATURATED" if line["saturated"] else "kept up")
-                    + (", CLIENT BEHIND" if line["client_behind"] else "")
-                    + f" (TTFT p99 {fmt(line['ttft_s']['p99'])} s)"
+                    if line.skipped is not None
+                    else ("SATURATED" if line.saturated else "kept up")
+                    + (", CLIENT BEHIND" if line.client_behind else "")
+                    + f" (TTFT p99 {fmt(line.ttft_s.p99)} s)"
                 )
-                for rate, line in sorted(data["rates"].items(), key=lambda item: float(item[0]))
+                for rate, line in data.rates_sorted()
             )
         )
-    found = data.get("search")
+    found = data.search
     if found:
         lines.append(
             "SLO search: "
@@ -236,21 +231,19 @@ def claims_summary(run: RunDir) -> list[str]:
 def _traffic_summary(run: RunDir) -> list[str]:
     """The console lines of a replayed trace and of returning users."""
     lines = []
-    trace = run.path / TRACE_FILE
-    if trace.exists():
-        t = json.loads(trace.read_text())
+    t = TraceFile.load(run.path)
+    if t is not None:
         lines.append(
-            f"trace: {t['requests'] - t['failed']}/{t['requests']} ok, TTFT p99 {fmt(t['ttft_s']['p99'])} s; "
-            f"cached tokens in usage {reported_text(t['reported_cached_tokens'])}, implied "
-            f"{t['expected_cached_tokens']}"
+            f"trace: {t.requests - t.failed}/{t.requests} ok, TTFT p99 {fmt(t.ttft_s.p99)} s; "
+            f"cached tokens in usage {reported_text(t.reported_cached_tokens)}, implied "
+            f"{t.expected_cached_tokens}"
         )
-    returning = run.path / RETURNING_FILE
-    if returning.exists():
-        r = json.loads(returning.read_text())
-        verdicts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(r["verdicts"].items()))
+    r = ReturningFile.load(run.path)
+    if r is not None:
+        verdicts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(r.verdicts.items()))
         lines.append(
-            f"returning users: {verdicts}; TTFT on return {fmt(r['ttft_return_s'])} s, fresh "
-            f"{fmt(r['ttft_fresh_s'])} s"
+            f"returning users: {verdicts}; TTFT on return {fmt(r.ttft_return_s)} s, fresh "
+            f"{fmt(r.ttft_fresh_s)} s"
         )
     return lines
 

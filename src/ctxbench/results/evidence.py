@@ -8,17 +8,17 @@ file it came from. Evidence, not a ranking: nothing here orders deployments by a
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from .. import decode_stall, metrics
-from ..checks.needle import CONTROL_FAILED, control_failed
+from ..check_files import CapacityFile, Control, NeedleFile
+from ..checks.needle import CONTROL_FAILED
 from ..engines.chat_template import template_warnings
 from ..plan import cost_per_million
 from ..ramp_table import RAMP_TABLE, run_rows
-from ..run_files import CAPACITY_FILE, MANIFEST_FILE, NEEDLE_FILE, NIAH_LOG
+from ..run_files import MANIFEST_FILE, NIAH_LOG
 from ..store import RunDir
 from .cell import MISSING, Cell
 from .cost import price_of
@@ -72,33 +72,31 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     cells: dict[str, Cell] = {}
     failed = manifest.failed.model_dump() if manifest.failed else None
     facts: dict[str, object] = {"checks": set(manifest.checks), "failed": failed}
-    capacity_path = run.path / CAPACITY_FILE
-    if capacity_path.exists() and run.died_during() == "capacity":
+    capacity = CapacityFile.load(run.path)
+    if capacity is not None and run.died_during() == "capacity":
         cells["capacity"] = Cell("not concluded: the engine died during it", _rel(results, run.path))
-    elif capacity_path.exists():
-        c = json.loads(capacity_path.read_text())
+    elif capacity is not None:
         text = (
-            f"holds at {c['target_tokens']} of {c['limit_tokens']}"
-            if c["holds"]
-            else f"FAILS: {c.get('near_limit_error') or c['over_limit_outcome']}"[:80]
+            f"holds at {capacity.target_tokens} of {capacity.limit_tokens}"
+            if capacity.holds
+            else f"FAILS: {capacity.near_limit_error or capacity.over_limit_outcome}"[:80]
         )
-        cells["capacity"] = Cell(text, _rel(results, capacity_path))
-        facts["capacity_holds"] = c["holds"]
-        facts["count_error"] = c.get("count_error_tokens")
-    needle_path = run.path / NEEDLE_FILE
-    if needle_path.exists():
-        needle = json.loads(needle_path.read_text())
-        recall = needle["recall_by_length"]
-        k = sum(r["found"] for r in recall.values())
-        n = sum(r["scored"] for r in recall.values())
-        longest = max((int(length) for length, r in recall.items() if r["scored"]), default=0)
-        unplanned = [t for t in needle["trials"] if (t["error"] or "").startswith("prompt_not_planned")]
-        control = needle.get("control")
-        verdict = f"; {CONTROL_FAILED.format(length=control['length'])}" if control_failed(control) else ""
-        skipped = [t for t in needle["trials"] if t["skipped"]]
-        facts["needle_skipped"] = [f"{t['length']} tokens: {t['skipped'].split(';')[0]}" for t in skipped]
+        cells["capacity"] = Cell(text, _rel(results, CapacityFile.path_in(run.path)))
+        facts["capacity_holds"] = capacity.holds
+        facts["count_error"] = capacity.count_error_tokens
+    needle = NeedleFile.load(run.path)
+    if needle is not None:
+        recall = needle.recall_by_length
+        k = sum(r.found for r in recall.values())
+        n = sum(r.scored for r in recall.values())
+        longest = max((length for length, r in needle.recall_sorted() if r.scored), default=0)
+        unplanned = [t for t in needle.trials if (t.error or "").startswith("prompt_not_planned")]
+        control = needle.control
+        verdict = f"; {CONTROL_FAILED.format(length=control.length)}" if control and control.missed else ""
+        skipped = [t for t in needle.trials if t.skipped]
+        facts["needle_skipped"] = [f"{t.length} tokens: {(t.skipped or '').split(';')[0]}" for t in skipped]
         if unplanned:
-            text = f"FAILS: {len(unplanned)} prompt(s) not as planned ({_head(unplanned[0]['error'])})"
+            text = f"FAILS: {len(unplanned)} prompt(s) not as planned ({_head(unplanned[0].error or '')})"
         elif n == 0 and skipped:
             text = f"not run: {len(skipped)} prompt(s) skipped ({facts['needle_skipped'][0]})"  # type: ignore[index]
         else:
@@ -110,9 +108,9 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         facts["retrieval"] = (k, n)
         facts["control"] = control
         facts["needle_count_errors"] = [
-            t["prompt_tokens"] - t["planned_tokens"]
-            for t in needle["trials"]
-            if t["planned_tokens"] and t["prompt_tokens"] and t["prompt_tokens"] != t["planned_tokens"]
+            t.prompt_tokens - t.planned_tokens
+            for t in needle.trials
+            if t.planned_tokens and t.prompt_tokens and t.prompt_tokens != t.planned_tokens
         ]
     records = list(run.records())
     rows = run_rows(
@@ -244,10 +242,10 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
         if check not in checks:  # type: ignore[operator]
             reasons.append(f"the {check} check did not run")
     retrieval, control = facts.get("retrieval"), facts.get("control")
-    if control_failed(control):  # type: ignore[arg-type]
+    if isinstance(control, Control) and control.missed:
         reasons.append(
-            f"retrieval {CONTROL_FAILED.format(length=control['length'])} "  # type: ignore[index]
-            f"({control['found']}/{control['scored']}): no long-context verdict is drawn"  # type: ignore[index]
+            f"retrieval {CONTROL_FAILED.format(length=control.length)} "
+            f"({control.found}/{control.scored}): no long-context verdict is drawn"
         )
     elif isinstance(retrieval, tuple) and retrieval[0] < retrieval[1]:
         reasons.append(f"one-shot retrieval {retrieval[0]}/{retrieval[1]} is below n/n")

@@ -3,11 +3,10 @@ loop's highest rate kept up with, and the SLO search's highest level within its 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from ..check_files import ThroughputFile
 from ..plan import cost_per_million
-from ..run_files import THROUGHPUT_FILE
 from ..slo_search import search_text
 from ..store import RunDir
 from .cell import Cell
@@ -15,23 +14,23 @@ from .cell import Cell
 
 def throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour: float) -> dict[str, Cell]:
     """The level with the most output tokens/s, and its cost per million output tokens."""
-    path = run.path / THROUGHPUT_FILE
-    if not path.exists():
+    data = ThroughputFile.load(run.path)
+    if data is None:
         return {}
-    levels = json.loads(path.read_text()).get("levels", {})
-    rated = {users: level for users, level in levels.items() if level.get("output_tokens_per_s")}
+    rated = [(level.output_tokens_per_s, users, level) for users, level in data.levels.items()]
+    rated = [item for item in rated if item[0]]
     if not rated:
         return {}
-    users, best = max(rated.items(), key=lambda item: item[1]["output_tokens_per_s"])
-    source = str(path.relative_to(results))
+    rate, users, best = max(rated, key=lambda item: item[0] or 0.0)
+    source = str(ThroughputFile.path_in(run.path).relative_to(results))
     cells = {
         "throughput": Cell(
-            f"{best['output_tokens_per_s']:.0f} output tok/s at {users} user{'s' * (str(users) != '1')}",
+            f"{rate:.0f} output tok/s at {users} user{'s' * (users != '1')}",
             source,
-            best["output_tokens_per_s"],
+            rate,
         )
     }
-    cost = cost_per_million(price_per_gpu_hour, gpus, best["window_s"], best["output_tokens"])
+    cost = cost_per_million(price_per_gpu_hour, gpus, best.window_s, best.output_tokens)
     cells["throughput_cost"] = Cell(
         f"${cost:.2f}/M output tokens ({gpus} GPU at ${price_per_gpu_hour:.2f}/h)"
         if cost is not None
@@ -44,20 +43,18 @@ def throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour: 
 
 def open_loop_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     """The highest offered rate the server kept up with, and where it saturated (sustained rate there)."""
-    path = run.path / THROUGHPUT_FILE
-    if not path.exists():
+    data = ThroughputFile.load(run.path)
+    if data is None:
         return {}
-    rates = {
-        float(k): v for k, v in json.loads(path.read_text()).get("rates", {}).items() if "saturated" in v
-    }
+    rates = {rate: line for rate, line in data.rates_sorted() if line.saturated is not None}
     if not rates:
         return {}
-    kept = [rate for rate, line in rates.items() if not line["saturated"]]
-    saturated = [(rate, line) for rate, line in sorted(rates.items()) if line["saturated"]]
+    kept = [rate for rate, line in rates.items() if not line.saturated]
+    saturated = [(rate, line) for rate, line in rates.items() if line.saturated]
     parts = []
     if kept:
         best = rates[max(kept)]
-        p99 = best["ttft_s"]["p99"]
+        p99 = best.ttft_s.p99
         parts.append(
             f"kept up with {max(kept):g} req/s (TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s)"
         )
@@ -65,14 +62,14 @@ def open_loop_cell(results: Path, run: RunDir) -> dict[str, Cell]:
         parts.append("kept up with none of the rates offered")
     if saturated:
         rate, line = saturated[0]
-        sustained = line.get("sustained_per_s")
+        sustained = line.sustained_per_s
         parts.append(f"saturated at {rate:g}" + (f" (sustained {sustained:.2g} req/s)" if sustained else ""))
-    behind = sorted(rate for rate, line in rates.items() if line.get("client_behind"))
+    behind = sorted(rate for rate, line in rates.items() if line.client_behind)
     if behind:
         parts.append(f"client behind at {', '.join(f'{r:g}' for r in behind)} req/s")
     cell = Cell(
         "; ".join(parts),
-        str(path.relative_to(results)),
+        str(ThroughputFile.path_in(run.path).relative_to(results)),
         max(kept) if kept else 0.0,
         client_behind=bool(behind),
     )
@@ -82,13 +79,11 @@ def open_loop_cell(results: Path, run: RunDir) -> dict[str, Cell]:
 def slo_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     """The highest level that met the SLO (the value, so readings can name it), the level above it that broke
     it and which limit broke, the SLO itself and, with repeats, in how many runs the level met it."""
-    path = run.path / THROUGHPUT_FILE
-    if not path.exists():
-        return {}
-    found = json.loads(path.read_text()).get("search")
+    data = ThroughputFile.load(run.path)
+    found = data.search if data is not None else None
     if not found:
         return {}
-    source = str(path.relative_to(results))
+    source = str(ThroughputFile.path_in(run.path).relative_to(results))
     if "skipped" in found:
         return {"slo": Cell(f"not searched: {found['skipped']}", source)}
     met = found["met"]

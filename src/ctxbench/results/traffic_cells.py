@@ -4,10 +4,9 @@ carries no value (so no reading ranks it), and shows the engine's own prefix-cac
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from ..run_files import RETURNING_FILE, TRACE_FILE
+from ..check_files import ReturningFile, TraceFile
 from ..store import RunDir
 from .cell import Cell
 from .counters import counter_deltas
@@ -15,23 +14,20 @@ from .counters import counter_deltas
 
 def trace_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     """A replayed trace: TTFT p99 and the prefix-cache hits reported against those its blocks imply."""
-    path = run.path / TRACE_FILE
-    if not path.exists():
+    t = TraceFile.load(run.path)
+    if t is None:
         return {}
-    t = json.loads(path.read_text())
-    p99 = t["ttft_s"]["p99"]
-    reported, expected = t["reported_cached_tokens"], t["expected_cached_tokens"]
-    share = reported / expected if reported is not None and expected else None
+    p99, reported, share = t.ttft_s.p99, t.reported_cached_tokens, t.cached_share
     if reported is None:
         hits = f"cached tokens not reported{engine_hits(run, 'trace')}"
     else:
         served = "n/a" if share is None else f"{share:.0%} of implied cache hits"
-        hits = f"{served} ({t['sharing_served']}/{t['sharing_requests']} returning prefixes served)"
+        hits = f"{served} ({t.sharing_served}/{t.sharing_requests} returning prefixes served)"
     text = (
-        f"{t['requests'] - t['failed']}/{t['requests']} ok, "
+        f"{t.requests - t.failed}/{t.requests} ok, "
         f"TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s, {hits}"
     )
-    return {"trace": Cell(text, str(path.relative_to(results)), share)}
+    return {"trace": Cell(text, str(TraceFile.path_in(run.path).relative_to(results)), share)}
 
 
 def engine_hits(run: RunDir, check: str) -> str:
@@ -45,25 +41,25 @@ def returning_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     """Returning users: how many found their history cached, and the median TTFT on return against fresh.
     Where the server reported no cached tokens the count is not reported (never 0/N) and has no value, so
     no reading ranks it."""
-    path = run.path / RETURNING_FILE
-    if not path.exists():
+    data = ReturningFile.load(run.path)
+    if data is None:
         return {}
-    data = json.loads(path.read_text())
-    verdicts = data["verdicts"]
+    source = str(ReturningFile.path_in(run.path).relative_to(results))
+    verdicts = data.verdicts
     judged = sum(n for verdict, n in verdicts.items() if verdict not in ("not reported", "failed"))
     cached = verdicts.get("cached", 0)
-    back, fresh = data["ttft_return_s"], data["ttft_fresh_s"]
+    back, fresh = data.ttft_return_s, data.ttft_fresh_s
     times = "" if back is None or fresh is None else f", TTFT {back:.2f} s on return vs {fresh:.2f} s fresh"
     unreported = verdicts.get("not reported", 0)
     if not judged and unreported:
         text = f"cached tokens not reported ({unreported} returns){engine_hits(run, 'returning')}{times}"
-        return {"returning": Cell(text, str(path.relative_to(results)))}
-    total = len(data["conversations"])
+        return {"returning": Cell(text, source)}
+    total = len(data.conversations)
     missing = f" ({unreported} not reported)" if unreported else ""
     return {
         "returning": Cell(
             f"{cached}/{total} found their history cached{missing}{times}",
-            str(path.relative_to(results)),
+            source,
             cached,
         )
     }

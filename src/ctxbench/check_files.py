@@ -1,0 +1,266 @@
+"""The summary file each check writes in its run directory, one pydantic model per file: its name
+(`FILE`), `load(run_path)` (None where the run has none) and `save(run_path)`. Writers build the model,
+readers (evidence, the reports, the page, the export) go through it; nobody indexes the JSON by hand.
+
+The figures in them are frozen when measured (the policy in docs/results-format.md, "Derived figures"):
+a report reads them back and never recomputes them, so a later change to a formula cannot silently change
+a recorded figure. Fields that readers read are typed; everything else a check wrote (its parameters'
+dump, request ids, figures kept for people) stays as written (`extra="allow"`), so files from any earlier
+ctxbench load. Fields that came later have defaults: the control and the trial's `control` flag (absent
+from the first H200 runs), a level's `steady` (levels measured before it), `search` and the open loop.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from .store import write_json_atomic
+
+F = TypeVar("F", bound="CheckFile")
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+
+
+class CheckFile(_Open):
+    FILE: ClassVar[str]
+
+    @classmethod
+    def path_in(cls, run_path: Path) -> Path:
+        return run_path / cls.FILE
+
+    @classmethod
+    def load(cls: type[F], run_path: Path) -> F | None:
+        path = cls.path_in(run_path)
+        return cls.model_validate(json.loads(path.read_text())) if path.exists() else None
+
+    def save(self, run_path: Path) -> None:
+        """The fields its writer gave (a default it did not set is left out, as it would be read back)."""
+        write_json_atomic(self.path_in(run_path), self.model_dump(mode="json", exclude_unset=True))
+
+
+class Stats(_Open):
+    """A figure over requests (`metrics.Stats`): None where no request had it."""
+
+    n: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+
+
+# --- capacity.json -----------------------------------------------------------------------------------
+
+
+class CapacityFile(CheckFile):
+    """Claim 1: one fresh prompt just under the limit, one over it."""
+
+    FILE: ClassVar[str] = "capacity.json"
+    limit_tokens: int
+    limit_source: str
+    target_tokens: int
+    accepted: bool
+    prompt_tokens: int | None
+    count_error_tokens: int | None
+    prefill_s: float | None
+    prefill_tokens_per_s: float | None
+    near_limit_error: str | None
+    over_limit_tokens: int
+    over_limit_rejected: bool
+    over_limit_outcome: str
+    request_ids: tuple[str, str]
+    holds: bool  # accepted near the limit and rejected over it as a context-limit error
+
+
+# --- needle.json -------------------------------------------------------------------------------------
+
+
+class NeedleTrial(_Open):
+    """One planted fact asked back: skipped (`skipped` says why), failed (`error`) or scored (`found`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    length: int
+    depth: float
+    request_id: str
+    seed: int
+    planned_tokens: int | None
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    ttft_s: float | None
+    found: bool | None
+    expected: str | None
+    answer: str
+    skipped: str | None
+    error: str | None
+    cache_hit_suspected: bool
+    control: bool = False  # the short-context control, not a length of the grid
+
+    @property
+    def count_error_tokens(self) -> int | None:
+        if self.prompt_tokens is None or self.planned_tokens is None:
+            return None
+        return self.prompt_tokens - self.planned_tokens
+
+
+class Recall(_Open):
+    found: int
+    scored: int
+
+    @property
+    def missed(self) -> bool:
+        """Some scored trial missed (nothing scored: nothing known, not a miss)."""
+        return self.scored > 0 and self.found < self.scored
+
+
+class Control(Recall):
+    length: int
+
+
+class NeedleFile(CheckFile):
+    """Claim 2: the grid's trials and recall by length; the short-context control's count apart."""
+
+    FILE: ClassVar[str] = "needle.json"
+    recall_by_length: dict[str, Recall]
+    control: Control | None = None  # None: no control asked (or a run from before it existed)
+    trials: list[NeedleTrial]
+
+    def recall_sorted(self) -> list[tuple[int, Recall]]:
+        return sorted((int(length), r) for length, r in self.recall_by_length.items())
+
+
+# --- throughput.json ---------------------------------------------------------------------------------
+
+
+class Steady(_Open):
+    output_tokens_per_s: float | None
+    cut_s: float
+    window_s: float
+    ttft_s: Stats
+
+
+class Load(_Open):
+    """The figures of a closed-loop level or an open-loop rate over its measured requests."""
+
+    requests: int
+    failed: int
+    output_tokens: int
+    window_s: float
+    requests_per_s: float | None
+    output_tokens_per_s: float | None
+    goodput_requests: int
+    goodput_per_s: float | None
+    ttft_s: Stats
+    tpot_s: Stats
+    request_ids: list[str] = []  # the measured requests, in `requests.jsonl`
+
+
+class Level(Load):
+    decode_rate: Stats
+    queue_s: Stats
+    tokens_per_chunk: Stats
+    steady: Steady | None = None  # None: a level measured before steady state was computed, or without one
+
+
+class Rate(_Open):
+    """An open-loop rate: measured, or skipped (`skipped` says why; no figures)."""
+
+    skipped: str | None = None
+    saturated: bool | None = None
+    client_behind: bool = False
+    behind_threshold_s: float | None = None
+    sustained_per_s: float | None = None
+    realised_per_s: float | None = None
+    lateness_p50_s: float | None = None
+    lateness_p99_s: float | None = None
+    lag_growth: float | None = None
+    requests: int = 0
+    failed: int = 0
+    output_tokens: int = 0
+    window_s: float = 0.0
+    requests_per_s: float | None = None
+    output_tokens_per_s: float | None = None
+    goodput_requests: int = 0
+    goodput_per_s: float | None = None
+    ttft_s: Stats = Stats()
+    tpot_s: Stats = Stats()
+
+
+class ThroughputFile(CheckFile):
+    """Many users: closed-loop levels by user count, open-loop rates by offered rate, the SLO search.
+    Rewritten after each level and rate, so a resumed run reads back what it already measured."""
+
+    FILE: ClassVar[str] = "throughput.json"
+    spec: dict[str, Any] = {}  # the check's parameters as it ran
+    levels: dict[str, Level] = {}  # "users" -> figures
+    rates: dict[str, Rate] = {}  # "rate" (as %g) -> figures
+    repeats: dict[str, Any] = {}  # a search's repeats, by unit (read back only by the search itself)
+    search: dict[str, Any] | None = None  # the SLO search (slo_search.search_text reads it)
+    saturated_at: float | None = None
+    capacity_requests_per_s: float | None = None
+    rates_skipped: str | None = None
+
+    def levels_sorted(self) -> list[tuple[int, Level]]:
+        return sorted((int(users), level) for users, level in self.levels.items())
+
+    def rates_sorted(self) -> list[tuple[float, Rate]]:
+        return sorted((float(rate), line) for rate, line in self.rates.items())
+
+
+# --- trace.json --------------------------------------------------------------------------------------
+
+
+class TraceFile(CheckFile):
+    """A replayed trace: load figures, the client's lateness, and cached tokens implied against reported."""
+
+    FILE: ClassVar[str] = "trace.json"
+    spec: dict[str, Any] = {}
+    requests: int
+    failed: int
+    requests_per_s: float | None
+    output_tokens_per_s: float | None
+    ttft_s: Stats
+    tpot_s: Stats
+    lateness_p50_s: float | None
+    lateness_p99_s: float | None
+    lag_growth: float | None
+    expected_cached_tokens: int
+    reported_cached_tokens: int | None  # None: the server reported no cached tokens
+    sharing_requests: int
+    sharing_served: int | None  # None: the server reported no cached tokens
+
+    @property
+    def cached_share(self) -> float | None:
+        """Reported over implied cached tokens (None where not reported or none implied)."""
+        reported, expected = self.reported_cached_tokens, self.expected_cached_tokens
+        return reported / expected if reported is not None and expected else None
+
+
+# --- returning.json ----------------------------------------------------------------------------------
+
+
+class Conversation(_Open):
+    conversation: int
+    history_tokens: int
+    cached_on_return: int | None
+    ttft_immediate_s: float | None
+    ttft_return_s: float | None
+    ttft_fresh_s: float | None
+    verdict: str  # cached | recomputed | not reported | failed
+
+
+class ReturningFile(CheckFile):
+    """Returning users: each conversation's verdict and TTFTs, and their medians."""
+
+    FILE: ClassVar[str] = "returning.json"
+    spec: dict[str, Any]
+    conversations: list[Conversation]
+    verdicts: dict[str, int]
+    ttft_immediate_s: float | None
+    ttft_return_s: float | None
+    ttft_fresh_s: float | None
