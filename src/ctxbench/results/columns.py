@@ -1,13 +1,38 @@
 """The evidence table's columns, each one `Column`: its key (the `Row` field), its heading, the claim group
 the page draws it in, its line at a glance where it is a figure to read (not a pass or fail), and its
-heading in the repeats table where it is compared over runs. The evidence table, the page's tables, the
-repeats table, the glance and the summary export all read `EVIDENCE_COLUMNS`; a new column is one entry
-here (and its `Row` field and cell)."""
+heading in the repeats table where it is compared over runs, and how the decision guide reads it. The
+evidence table, the page's tables, the repeats table, the glance, the decision guide and the summary export
+all read `EVIDENCE_COLUMNS`; a new column is one entry here (and its `Row` field and cell)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
+
+# Which rows a reading weighs: those not failed, every row, or (claim 3's speed and the recall list) those
+# not failed whose conversation recall was complete, alone and with 2 users where that ran.
+Among = Literal["not failed", "every row", "complete recall"]
+
+
+@dataclass(frozen=True)
+class Guide:
+    """How the decision guide (report/decide.py) reads a column. Ranked: of the rows it weighs that have a
+    value, the lowest (or highest) answers `question` as "deployment: `answer`", under `conditions`, then the
+    row's status and reasons. Not ranked: every row it weighs is listed (`listed`: their names, or each with
+    its cell), because each run has its own terms. `answer` and `conditions` may name any column's text as
+    {key} ({text} is this cell's). `missing` is the reading when no row qualifies (None: no reading);
+    `unless` skips this reading where the named column's reading was given (a fallback)."""
+
+    question: str
+    conditions: str
+    lower_is_better: bool = True
+    among: Among = "not failed"
+    answer: str = "{text}"
+    caveat: bool = True
+    listed: Literal["names", "cells"] | None = None
+    missing: tuple[str, str, str] | None = None  # (question, answer, conditions)
+    unless: str | None = None
 
 
 @dataclass(frozen=True)
@@ -17,6 +42,7 @@ class Column:
     group: str | None = None  # the page's table (a claim) it sits in; None: in the key columns of every one
     glance: str | None = None  # its line at a glance, as a figure measured (no written pass condition)
     repeated: tuple[str, int] | None = None  # (heading, digits) of its median over runs, in the repeats table
+    guide: Guide | None = None  # how the decision guide reads it, in the columns' order; None: not read
 
 
 CLAIMS_1_2 = "Claims 1 and 2: capacity and retrieval in a fresh document"
@@ -29,10 +55,45 @@ EVIDENCE_COLUMNS: tuple[Column, ...] = (
     Column("deployment", "deployment"),
     Column("status", "status"),
     Column("capacity", "1 capacity", CLAIMS_1_2),
-    Column("retrieval", "2 retrieval k/n", CLAIMS_1_2),
+    Column(
+        "retrieval",
+        "2 retrieval k/n",
+        CLAIMS_1_2,
+        guide=Guide(
+            "Complete recall on every sampled check",
+            "one-shot retrieval n/n and conversation recall n/n alone and with 2 users, at the sampled "
+            "lengths and depths only; not a broad reasoning evaluation",
+            among="complete recall",
+            caveat=False,
+            listed="names",
+            missing=(
+                "Complete recall on every sampled check",
+                "none",
+                "one-shot retrieval n/n and conversation recall n/n alone and with 2 users, at the sampled "
+                "lengths and depths only; not a broad reasoning evaluation",
+            ),
+        ),
+    ),
     Column("recall_alone", "3 recall alone", CLAIM_3),
     Column("recall_shared", "3 recall, 2 users", CLAIM_3),
-    Column("ttft_alone", "last-turn TTFT alone", CLAIM_3, repeated=("last-turn TTFT alone, s", 2)),
+    Column(
+        "ttft_alone",
+        "last-turn TTFT alone",
+        CLAIM_3,
+        repeated=("last-turn TTFT alone, s", 2),
+        guide=Guide(
+            "Fastest growing conversation with complete recall",
+            "at the context its ramp reached, on this node; recall {recall_alone} alone, {recall_shared} "
+            "with 2 users",
+            among="complete recall",
+            answer="last turn {text} to the first token, decode {decode_alone}",
+            missing=(
+                "Fastest growing conversation with complete recall",
+                "no deployment recalled the planted fact on every turn of its ramp",
+                "complete recall alone and with 2 users is required before speed is compared",
+            ),
+        ),
+    ),
     Column("ttft_shared", "last-turn TTFT, 2 users", CLAIM_3),
     Column("decode_alone", "decode alone", CLAIM_3, repeated=("last-turn decode alone, tok/s", 1)),
     Column("decode_shared", "decode, 2 users", CLAIM_3),
@@ -42,20 +103,105 @@ EVIDENCE_COLUMNS: tuple[Column, ...] = (
         CLAIM_3,
         glance="3 decode under another user's prefill",
         repeated=("decode stall under prefill, x", 1),
+        guide=Guide(
+            "Decode that holds up while another user prefills",
+            "pooled over its 2-user ramp; smaller is better",
+            among="every row",
+        ),
     ),
-    Column("cost", "cost", CLAIM_3),
+    Column(
+        "cost",
+        "cost",
+        CLAIM_3,
+        guide=Guide(
+            "Cheapest per token in a 2-user conversation",
+            "tokens the server processed (new prompt + output) over the 2-user ramp",
+            missing=(
+                "Cheapest per token",
+                "not computed",
+                "no run states its GPU count (CPU runs have no GPU cost)",
+            ),
+        ),
+    ),
     Column(
         "throughput",
         "many users: output tok/s",
         MANY_USERS,
         glance="many users, closed loop",
         repeated=("many users, best output tok/s", 0),
+        guide=Guide(
+            "Many users, short prompts: most output tokens/s",
+            "no GPU count, so no cost (a CPU run)",
+            lower_is_better=False,
+            missing=(
+                "Many users, short prompts",
+                "not measured",
+                "add `[checks.throughput]` to the campaign file",
+            ),
+            unless="throughput_cost",
+        ),
     ),
-    Column("throughput_cost", "many users: cost", MANY_USERS),
-    Column("open_loop", "many users: rate kept up", MANY_USERS, glance="many users, open loop"),
-    Column("slo", "many users: most within the SLO", MANY_USERS, glance="many users, within the SLO"),
-    Column("trace", "trace replay", TRAFFIC, glance="trace replay"),
-    Column("returning", "returning users", TRAFFIC, glance="returning users"),
+    Column(
+        "throughput_cost",
+        "many users: cost",
+        MANY_USERS,
+        guide=Guide(
+            "Many users, short prompts: cheapest per output token",
+            "closed-loop users at the level with the most output tokens/s, this prompt and output length, "
+            "this campaign's price and GPU count",
+            answer="{text} ({throughput})",
+        ),
+    ),
+    Column(
+        "open_loop",
+        "many users: rate kept up",
+        MANY_USERS,
+        glance="many users, open loop",
+        guide=Guide(
+            "Most requests a second kept up with (open loop)",
+            "the highest offered rate whose requests' lag did not grow, at these prompt and output lengths; "
+            "compare deployments swept over the same rates (`rates_of_capacity` scales them to each run's "
+            "own capacity, so those differ)",
+            lower_is_better=False,
+        ),
+    ),
+    Column(
+        "slo",
+        "many users: most within the SLO",
+        MANY_USERS,
+        glance="many users, within the SLO",
+        guide=Guide(
+            "The highest load within an SLO",
+            "each run's own search, SLO and prompt and output lengths (the cell says which), not ranked: "
+            "levels meet an SLO by the figures of one run of them, and with search_repeats the cell says in "
+            "how many runs the level found met it",
+            caveat=False,
+            listed="cells",
+        ),
+    ),
+    Column(
+        "trace",
+        "trace replay",
+        TRAFFIC,
+        glance="trace replay",
+        guide=Guide(
+            "Serves the most of a replayed trace's shared prefixes from its cache",
+            "on this trace at its time scale; an engine that reports no cached tokens reads n/a",
+            lower_is_better=False,
+        ),
+    ),
+    Column(
+        "returning",
+        "returning users",
+        TRAFFIC,
+        glance="returning users",
+        guide=Guide(
+            "Keeps a returning conversation's context after other users' traffic",
+            "at the conversations, context and filler traffic of its `[checks.returning]`; more traffic or "
+            "longer contexts push more out",
+            lower_is_better=False,
+        ),
+    ),
     Column("quality", "GSM8K (flexible) [95%]", QUALITY, glance="quality"),
 )
 
