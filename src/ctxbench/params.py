@@ -39,8 +39,8 @@ class _Strict(BaseModel):
 class ProbeParams(_Strict):
     """Short questions alone and concurrently; `document_chars` adds one request that reads fresh prose."""
 
-    max_tokens: int = Field(96, ge=1, le=65536)
-    concurrency: int = Field(2, ge=1, le=1024)
+    max_tokens: int = Field(96, ge=1, le=65536, description="Output budget per request.")
+    concurrency: int = Field(2, ge=1, le=1024, description="Concurrent streams in the second phase.")
     document_chars: int = Field(4000, ge=0, le=10_000_000)
 
 
@@ -55,14 +55,20 @@ class CapacityParams(_Strict):
 class NeedleParams(_Strict):
     """A hidden fact in a fresh document at every length x depth."""
 
-    lengths: list[Tokens] = Field(default_factory=list, max_length=64)  # empty: the server's limit
-    depths: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
-        default=[0.1, 0.5, 0.9], min_length=1, max_length=64
+    lengths: list[Tokens] = Field(
+        default_factory=list, max_length=64, description="Prompt lengths: 32K,128K,1M. Default: the limit."
     )
-    max_tokens: int = Field(32, ge=1, le=65536)
-    # The short-context control: the same task at this length (at `depths`) before the grid; a model that
-    # fails here fails the task, not the context (docs/validation.md). 0: no control.
-    control: Annotated[int, BeforeValidator(token_count), Field(ge=0, le=MAX_TOKENS_PER_PROMPT)] = 1024
+    depths: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+        default=[0.1, 0.5, 0.9], min_length=1, max_length=64, description="Needle depths in [0, 1]."
+    )
+    max_tokens: int = Field(32, ge=1, le=65536, description="Output budget for each answer.")
+    # A model that fails the control fails the task, not the context (docs/validation.md).
+    control: Annotated[int, BeforeValidator(token_count)] = Field(
+        1024,
+        ge=0,
+        le=MAX_TOKENS_PER_PROMPT,
+        description="The short-context control's length, asked before the grid at the same depths (0: none).",
+    )
     # Depths for some lengths only, e.g. {"1M" = [0.5]}: one 1M prompt costs as much as many short ones.
     depths_at: dict[str, list[Annotated[float, Field(ge=0.0, le=1.0)]]] = Field(
         default_factory=dict, max_length=64
@@ -104,14 +110,29 @@ class NeedleParams(_Strict):
 class RampParams(_Strict):
     """Conversations growing from `start` to `end` tokens over `turns` (geometric or linear), per users."""
 
-    start: Tokens = 32 * 1024
-    end: Tokens = 1024 * 1024
-    turns: int = Field(10, ge=1, le=1000)
-    schedule: Literal["geometric", "linear"] = "geometric"
-    max_tokens: int = Field(256, ge=1, le=65536)
-    users: list[Annotated[int, Field(ge=1, le=1024)]] = Field(default=[1, 2], min_length=1, max_length=16)
-    stagger_s: float = Field(5.0, ge=0.0, le=3600.0)
-    on_failure: Literal["stop", "continue"] = "stop"
+    start: Tokens = Field(32 * 1024, description="Context of the first turn (8K, 32K...).")
+    end: Tokens = Field(1024 * 1024, description="Context of the last turn.")
+    turns: int = Field(10, ge=1, le=1000, description="Number of turns.")
+    schedule: Literal["geometric", "linear"] = Field("geometric", description="geometric or linear.")
+    max_tokens: int = Field(
+        256, ge=1, le=65536, description="Output budget per reply (fact, then a summary)."
+    )
+    users: list[Annotated[int, Field(ge=1, le=1024)]] = Field(
+        default=[1, 2],
+        min_length=1,
+        max_length=16,
+        description="Users settings to run in turn, e.g. 1,2 or 1,2,4.",
+    )
+    stagger_s: float = Field(
+        5.0,
+        ge=0.0,
+        le=3600.0,
+        description="Seconds between users' starts.",
+        json_schema_extra={"flag": "--stagger"},
+    )
+    on_failure: Literal["stop", "continue"] = Field(
+        "stop", description="After a failed turn a user: stop or continue."
+    )
     # every reply writes max_tokens (random weights stop anywhere): decode rates compare
     ignore_eos: bool = False
 
@@ -286,12 +307,18 @@ class ThroughputParams(_Strict):
 class QualityParams(_Strict):
     """GSM8K accuracy, scored as lm-evaluation-harness does."""
 
-    data: Path  # GSM8K's test.jsonl (or a directory holding it): local, never downloaded
-    samples: int = Field(100, ge=1, le=100_000)
-    fewshot: int = Field(5, ge=0, le=64)
-    endpoint: Literal["chat", "completions"] = "chat"
-    max_tokens: int = Field(512, ge=16, le=65536)
-    concurrency: int = Field(8, ge=1, le=1024)
+    data: Path = Field(description="GSM8K test.jsonl (or a directory holding it); never downloaded.")
+    samples: int = Field(100, ge=1, le=100_000, description="Problems to sample (seeded).")
+    fewshot: int = Field(
+        5, ge=0, le=64, description="Worked examples before each question (the file's last N)."
+    )
+    endpoint: Literal["chat", "completions"] = Field(
+        "chat", description="chat or completions: they can differ by tens of points."
+    )
+    max_tokens: int = Field(
+        512, ge=16, le=65536, description="Output budget per answer (generous: answers show working)."
+    )
+    concurrency: int = Field(8, ge=1, le=1024, description="Requests in flight at most.")
 
 
 class TraceParams(_Strict):

@@ -204,7 +204,7 @@ def test_the_ad_hoc_flags_default_to_the_campaign_files_defaults() -> None:
             end=defaults["ramp"]["end"],
             turns=defaults["ramp"]["turns"],
             users=defaults["ramp"]["users"].split(","),
-            stagger_s=defaults["ramp"]["stagger"],
+            stagger_s=defaults["ramp"]["stagger_s"],
             max_tokens=defaults["ramp"]["max_tokens"],
             schedule=defaults["ramp"]["schedule"],
             on_failure=defaults["ramp"]["on_failure"],

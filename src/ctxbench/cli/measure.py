@@ -23,37 +23,25 @@ from .common import (
     UrlOption,
     _adhoc_run,
     _counter_and_limit,
-    _default,
     _finish,
-    _listed,
     _print_records,
     _progress,
-    _validated,
     app,
     console,
     say,
 )
+from .param_flags import params_flags
 
 
 @app.command()
+@params_flags(ProbeParams, "max_tokens", "concurrency")
 def probe(
     url: UrlOption,
     model: ModelOption,
+    spec: ProbeParams,
     results: ResultsOption = Path("results"),
-    max_tokens: Annotated[int, typer.Option(help="Output budget per request.")] = _default(
-        ProbeParams, "max_tokens"
-    ),
-    concurrency: Annotated[int, typer.Option(help="Concurrent streams in the second phase.")] = _default(
-        ProbeParams, "concurrency"
-    ),
 ) -> None:
     """Send a few streamed chat requests (alone, then concurrently); record TTFT, decode rate, tokens."""
-    spec = _validated(
-        ProbeParams,
-        {"max_tokens": "--max-tokens", "concurrency": "--concurrency"},
-        max_tokens=max_tokens,
-        concurrency=concurrency,
-    )
     run = _adhoc_run(results, model, "probe", deployment=url, model=model)
 
     async def main() -> list[RequestRecord]:
@@ -100,22 +88,11 @@ def capacity(
 
 
 @app.command()
+@params_flags(NeedleParams, "lengths", "depths", "max_tokens", "control")
 def needle(
     url: UrlOption,
     model: ModelOption,
-    lengths: Annotated[
-        str, typer.Option(help="Prompt lengths, comma separated: 32K,128K,1M. Default: the limit.")
-    ] = "",
-    depths: Annotated[str, typer.Option(help="Needle depths in [0, 1], comma separated.")] = ",".join(
-        str(d) for d in _default(NeedleParams, "depths")
-    ),
-    max_tokens: Annotated[int, typer.Option(help="Output budget for each answer.")] = _default(
-        NeedleParams, "max_tokens"
-    ),
-    control: Annotated[
-        str,
-        typer.Option(help="The short-context control's length, asked before the grid (0: none)."),
-    ] = str(_default(NeedleParams, "control")),
+    asked: NeedleParams,
     force: Annotated[
         bool, typer.Option(help="Send lengths over the server's limit instead of skipping them.")
     ] = False,
@@ -131,22 +108,8 @@ def needle(
     from ..checks.needle import log_line, run_needle
     from ..text.haystack import pool_for
 
-    flags = {
-        "lengths": "--lengths",
-        "depths": "--depths",
-        "max_tokens": "--max-tokens",
-        "control": "--control",
-    }
-    asked = _validated(
-        NeedleParams,
-        flags,
-        lengths=_listed(lengths, "--lengths"),
-        depths=_listed(depths, "--depths"),
-        max_tokens=max_tokens,
-        control=control,
-    )
     counter, stated = _counter_and_limit(url, model, tokenizer, gguf, limit)
-    sizes = tuple(asked.lengths) or (stated.tokens - max_tokens - 16,)
+    sizes = tuple(asked.lengths) or (stated.tokens - asked.max_tokens - 16,)
     with console.status("tokenizing the corpus once"):
         pool = pool_for(counter, max(sizes), corpus)
     spec = asked.model_copy(update={"lengths": list(sizes)})
@@ -181,27 +144,13 @@ def needle(
 
 
 @app.command()
+@params_flags(
+    RampParams, "start", "end", "turns", "schedule", "users", "stagger_s", "max_tokens", "on_failure"
+)
 def ramp(
     url: UrlOption,
     model: ModelOption,
-    start: Annotated[str, typer.Option(help="Context of the first turn (8K, 32K...).")] = str(
-        _default(RampParams, "start")
-    ),
-    end: Annotated[str, typer.Option(help="Context of the last turn.")] = str(_default(RampParams, "end")),
-    turns: Annotated[int, typer.Option(help="Number of turns.")] = _default(RampParams, "turns"),
-    schedule: Annotated[str, typer.Option(help="geometric or linear.")] = _default(RampParams, "schedule"),
-    users: Annotated[str, typer.Option(help="Users settings to run in turn, e.g. 1,2 or 1,2,4.")] = ",".join(
-        str(u) for u in _default(RampParams, "users")
-    ),
-    stagger: Annotated[float, typer.Option(help="Seconds between users' starts.")] = _default(
-        RampParams, "stagger_s"
-    ),
-    max_tokens: Annotated[
-        int, typer.Option(help="Output budget per reply (fact, then a summary).")
-    ] = _default(RampParams, "max_tokens"),
-    on_failure: Annotated[str, typer.Option(help="After a failed turn a user: stop or continue.")] = _default(
-        RampParams, "on_failure"
-    ),
+    spec: RampParams,
     deployment: Annotated[str | None, typer.Option(help="Name for ramp1m.csv (default: the model).")] = None,
     tokenizer: TokenizerOption = None,
     gguf: GgufOption = None,
@@ -215,28 +164,6 @@ def ramp(
     from ..text.haystack import pool_for
     from ..text.tokens import load_token_counter
 
-    flags = {
-        "start": "--start",
-        "end": "--end",
-        "turns": "--turns",
-        "schedule": "--schedule",
-        "users": "--users",
-        "stagger_s": "--stagger",
-        "max_tokens": "--max-tokens",
-        "on_failure": "--on-failure",
-    }
-    spec = _validated(
-        RampParams,
-        flags,
-        start=start,
-        end=end,
-        turns=turns,
-        schedule=schedule,
-        users=_listed(users, "--users"),
-        stagger_s=stagger,
-        max_tokens=max_tokens,
-        on_failure=on_failure,
-    )
     name = deployment or model
     counter = load_token_counter(tokenizer, gguf, url, model)
     with console.status("tokenizing the corpus once"):
@@ -285,27 +212,11 @@ def ramp(
 
 
 @app.command()
+@params_flags(QualityParams, "data", "samples", "fewshot", "endpoint", "max_tokens", "concurrency")
 def quality(
     url: UrlOption,
     model: ModelOption,
-    data: Annotated[
-        Path, typer.Option(help="GSM8K test.jsonl (or a directory holding it); never downloaded.")
-    ],
-    samples: Annotated[int, typer.Option(help="Problems to sample (seeded).")] = _default(
-        QualityParams, "samples"
-    ),
-    fewshot: Annotated[
-        int, typer.Option(help="Worked examples before each question (the file's last N).")
-    ] = _default(QualityParams, "fewshot"),
-    endpoint: Annotated[
-        str, typer.Option(help="chat or completions: they can differ by tens of points.")
-    ] = _default(QualityParams, "endpoint"),
-    max_tokens: Annotated[
-        int, typer.Option(help="Output budget per answer (generous: answers show working).")
-    ] = (_default(QualityParams, "max_tokens")),
-    concurrency: Annotated[int, typer.Option(help="Requests in flight at most.")] = _default(
-        QualityParams, "concurrency"
-    ),
+    spec: QualityParams,
     deployment: Annotated[
         str | None, typer.Option(help="Name in quality.jsonl (default: the model).")
     ] = None,
@@ -315,25 +226,7 @@ def quality(
     intervals."""
     from ..checks.quality import load_problems, run_quality
 
-    flags = {
-        "data": "--data",
-        "samples": "--samples",
-        "fewshot": "--fewshot",
-        "endpoint": "--endpoint",
-        "max_tokens": "--max-tokens",
-        "concurrency": "--concurrency",
-    }
-    spec = _validated(
-        QualityParams,
-        flags,
-        data=data,
-        samples=samples,
-        fewshot=fewshot,
-        endpoint=endpoint,
-        max_tokens=max_tokens,
-        concurrency=concurrency,
-    )
-    load_problems(data)
+    load_problems(spec.data)
     name = deployment or model
     run = _adhoc_run(
         results,
@@ -347,7 +240,7 @@ def quality(
 
     async def main() -> dict:  # type: ignore[type-arg]
         with _progress() as progress:
-            task = progress.add_task("problems", total=samples)
+            task = progress.add_task("problems", total=spec.samples)
             async with Client(url, model, on_interrupted=run.append) as client:
                 return await run_quality(
                     client, spec, run, results, deployment=name, on_sample=lambda _: progress.advance(task)
