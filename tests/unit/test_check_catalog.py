@@ -46,3 +46,9 @@ def test_longest_prompt_includes_a_needle_sized_from_the_limit_and_defaults_to_1
     many = Checks(needle=NeedleParams(lengths=[2000]), throughput=ThroughputParams(prompt_tokens=3000))
     assert longest_prompt(many, 50_000) == 3000
     assert longest_prompt(Checks(capacity=CapacityParams()), 50_000) == 50_000
+
+
+def test_every_check_has_one_entry_in_the_run_reports_sections() -> None:
+    from ctxbench.report.sections import CHECK_SECTIONS
+
+    assert list(CHECK_SECTIONS) == [check.name for check in CHECKS]

@@ -14,14 +14,16 @@ from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
 from ..results.cost import price_of
 from ..results.counters import counter_deltas, reported_text
-from ..run_files import NIAH_LOG, Manifest
+from ..run_files import NIAH_LOG
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
+from .run_read import RunRead
 from .slo_section import search_lines
 from .tables import fmt, markdown_table, relative
 
 
-def throughput_section(run: RunDir, manifest: Manifest, price_override: float | None) -> list[str]:
+def throughput_section(read: RunRead) -> list[str]:
+    run, manifest, price_override = read.run, read.manifest, read.price_per_gpu_hour
     data = ThroughputFile.load(run.path)
     if data is None:
         return []
@@ -177,7 +179,8 @@ def _open_loop_lines(data: ThroughputFile, price: float, gpus: int) -> list[str]
     ]
 
 
-def capacity_section(run: RunDir) -> list[str]:
+def capacity_section(read: RunRead) -> list[str]:
+    run = read.run
     c = CapacityFile.load(run.path)
     if c is None:
         return []
@@ -200,7 +203,8 @@ def capacity_section(run: RunDir) -> list[str]:
     ]
 
 
-def needle_section(run: RunDir) -> list[str]:
+def needle_section(read: RunRead) -> list[str]:
+    run = read.run
     needle = NeedleFile.load(run.path)
     if needle is None:
         return []
@@ -264,7 +268,8 @@ def _client_time(gaps: Sequence[float]) -> str:
     return f"; client time between turns {min(gaps):.3f}-{max(gaps):.3f} s"
 
 
-def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
+def ramp_section(read: RunRead) -> list[str]:
+    run, records = read.run, read.records
     from .timeline import draw_timeline
 
     rows = ramp_table_rows(run, records)
@@ -351,7 +356,8 @@ def ramp_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
     return lines
 
 
-def trace_section(run: RunDir) -> list[str]:
+def trace_section(read: RunRead) -> list[str]:
+    run = read.run
     t = TraceFile.load(run.path)
     if t is None:
         return []

@@ -10,7 +10,7 @@ from ..errors import CalibrationError
 from ..plan import ReturnForecast, returning_forecast
 from ..results.calibration import shape_of
 from ..run_files import Manifest
-from ..store import RunDir
+from .run_read import RunRead
 from .tables import fmt, markdown_table, relative
 
 KV_BYTES_PER_VALUE = 2.0  # llama.cpp's default KV cache type, f16
@@ -40,7 +40,8 @@ def forecast_of(manifest: Manifest, data: ReturningFile) -> ReturnForecast | Non
     )
 
 
-def returning_section(run: RunDir) -> list[str]:
+def returning_section(read: RunRead) -> list[str]:
+    run = read.run
     data = ReturningFile.load(run.path)
     if data is None:
         return []

@@ -6,23 +6,18 @@ from collections.abc import Sequence
 
 from .. import decode_stall, metrics
 from ..check_files import CapacityFile, NeedleFile, ReturningFile, ThroughputFile, TraceFile
+from ..checks.catalog import CHECKS
 from ..records import RequestRecord
 from ..results.counters import reported_text
 from ..slo_search import search_text
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
 from .agreement import agreement_section
-from .check_sections import (
-    capacity_section,
-    needle_section,
-    ramp_section,
-    ramp_table_rows,
-    throughput_section,
-    trace_section,
-)
+from .check_sections import ramp_table_rows
 from .counters import counters_section
 from .glance import glance_section
-from .returning import returning_section
+from .run_read import RunRead
+from .sections import CHECK_SECTIONS
 from .tables import fmt, markdown_table, relative, request_row
 
 
@@ -89,10 +84,10 @@ def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
             "```",
         ]
     lines += counters_section(run) + agreement_section(run, records) + _telemetry_section(run, records)
-    lines += capacity_section(run) + needle_section(run) + ramp_section(run, records)
-    lines += (
-        throughput_section(run, manifest, price_per_gpu_hour) + trace_section(run) + returning_section(run)
-    )
+    read = RunRead(run, records, manifest, price_per_gpu_hour)
+    for check in CHECKS:
+        section = CHECK_SECTIONS[check.name]
+        lines += section(read) if section is not None else []
     lines += [
         "",
         "## Requests",

@@ -1,0 +1,19 @@
+"""What a check's section of the run report reads (`RunRead`): the run directory, its records, its manifest
+and the price to cost at. Every section takes it, so the report calls them all alike."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..records import RequestRecord
+from ..run_files import Manifest
+from ..store import RunDir
+
+
+@dataclass(frozen=True)
+class RunRead:
+    run: RunDir
+    records: Sequence[RequestRecord]
+    manifest: Manifest
+    price_per_gpu_hour: float | None  # None: the campaign's own price (results.cost.price_of)
