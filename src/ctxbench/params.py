@@ -351,9 +351,6 @@ class ReturningParams(_Strict):
         return self.conversations * 4 + self.filler_requests  # build, immediate, return, fresh; fillers
 
 
-CHECK_NAMES = ("probe", "capacity", "needle", "ramp", "throughput", "trace", "returning", "quality")
-
-
 class Checks(_Strict):
     """Each check runs when its table is present; `check = false` in a deployment's overrides skips it."""
 
@@ -365,3 +362,7 @@ class Checks(_Strict):
     trace: TraceParams | None = None
     returning: ReturningParams | None = None
     quality: QualityParams | None = None
+
+
+# The checks' table names, as `Checks` lists them (a new check is one field there).
+CHECK_NAMES: tuple[str, ...] = tuple(Checks.model_fields)
