@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import decode_stall, metrics
 from .records import RequestRecord
-from .text.haystack import found_value
+from .text.tasks import question_from_labels
 
 RAMP_TABLE = "ramp1m.csv"
 RAMP_COLUMNS = (
@@ -101,8 +101,9 @@ def record_row(
     prompt = metrics.prompt_tokens(record)
     cached = metrics.cached_tokens(record)
     out = metrics.output_tokens(record)
-    if recall is None and record.ok and labels.get("needle_value"):
-        recall = found_value(labels["needle_value"], record.text)
+    asked = question_from_labels(labels)
+    if recall is None and record.ok and asked is not None:
+        recall = asked.score(record.text)
     if error is None and record.error is not None:
         error = f"{record.error.kind}: {record.error.message}"
     return {

@@ -14,12 +14,16 @@ from ctxbench.text.haystack import (
     Needle,
     UnitPool,
     build_haystack,
-    found_value,
-    numbers_in,
     pool_for,
     request_seed,
 )
+from ctxbench.text.tasks import Question, numbers_in
 from ctxbench.text.tokens import HfTokenCounter, TokenizerError
+
+
+def found_value(value: str, answer: str) -> bool:
+    """The single fact's scoring (`Question.score`)."""
+    return Question("", (value,)).score(answer)
 
 
 @pytest.fixture(scope="module")

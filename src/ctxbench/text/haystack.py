@@ -12,33 +12,28 @@ Every prompt opens with a header naming its own seed (in letters), so two reques
 longer than the chat template's opening, and no prompt can be served from another's prefix cache.
 
 A planted fact's value occurs nowhere else in the prompt: paragraphs that mention it (the prose has
-years, a user's corpus any number) are not drawn, and the header has no digits. A model that echoes some
-other passage cannot be scored a hit.
+years, a user's corpus any number or name) are not drawn, and the header has no digits. A model that echoes
+some other passage cannot be scored a hit. What is planted and how an answer is scored is a retrieval task's
+(`tasks.py`); this module places the task's sentences at their depths.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import itertools
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import HaystackError
 from .corpus import FIRST_NAMES, OBJECTS, PLACES, TRADES, ProseGenerator
+from .tasks import Fact, Planted, Question, numbers_in, plant, words_in
 from .tokens import TokenCounter
 
 SEPARATOR = "\n\n"
-NEEDLE_SUBJECTS = (
-    "archive",
-    "harbour office",
-    "observatory",
-    "seed vault",
-    "printing house",
-    "signal station",
-)
 
 
 def request_seed(*parts: object) -> int:
@@ -57,28 +52,13 @@ class Needle:
 
     @classmethod
     def random(cls, rng: random.Random) -> Needle:
-        place = rng.choice(PLACES)
-        subject = rng.choice(NEEDLE_SUBJECTS)
-        value = f"{rng.randint(1000, 9999)}"
-        return cls(
-            sentence=f"The access code for the {place} {subject} is {value}.",
-            question=f"What is the access code for the {place} {subject}? Answer with the code only.",
-            value=value,
-        )
+        """The `single` task's fact (`tasks.plant`), drawn from `rng`."""
+        single = plant("single", rng, (0.5,))
+        return cls(single.facts[0].sentence, single.questions[0].text, single.questions[0].expected[0])
 
     def found_in(self, answer: str) -> bool:
-        return found_value(self.value, answer)
-
-
-def found_value(value: str, answer: str) -> bool:
-    """Normalized exact match: the value's digits appear, as one whole number, in the answer ("1234" is not
-    found in "12345" nor in "1,234")."""
-    return value in numbers_in(answer)
-
-
-def numbers_in(text: str) -> set[str]:
-    """Every whole number written in `text` (its runs of digits)."""
-    return set("".join(c if c.isdigit() else " " for c in text).split())
+        """The `single` task's scoring: the value as one whole number in the answer."""
+        return Question(self.question, (self.value,)).score(answer)
 
 
 class UnitPool:
@@ -97,14 +77,23 @@ class UnitPool:
         self.origin = origin
         self.single_token_words = self._find_single_token_words()
         self._numbers: list[set[str]] | None = None
+        self._words: list[set[str]] | None = None
 
-    def without(self, value: str | None) -> list[int]:
-        """Indices of the units that do not mention the number `value` (all of them for None)."""
-        if value is None:
-            return list(range(len(self.texts)))
-        if self._numbers is None:  # once per pool: a 1M-token turn checks 16384 units in a millisecond
+    def without(self, values: Sequence[str]) -> list[int]:
+        """Indices of the units that mention none of `values`: whole numbers, or names (any of whose words
+        the unit has, in any case)."""
+        numbers = {v for v in values if v.isdigit()}
+        words = {w for v in values if not v.isdigit() for w in words_in(v)}
+        if numbers and self._numbers is None:  # once per pool: a 1M-token turn checks 16384 units in 1 ms
             self._numbers = [numbers_in(text) for text in self.texts]
-        return [i for i, numbers in enumerate(self._numbers) if value not in numbers]
+        if words and self._words is None:
+            self._words = [words_in(text) for text in self.texts]
+        return [
+            i
+            for i in range(len(self.texts))
+            if not (numbers and numbers & self._numbers[i])  # type: ignore[index]
+            and not (words and words & self._words[i])  # type: ignore[index]
+        ]
 
     @classmethod
     def generated(cls, counter: TokenCounter, units: int = 16384, seed: str = "ctxbench-corpus") -> UnitPool:
@@ -158,6 +147,8 @@ class Haystack:
     overhead_tokens: int  # template, history, header and question: everything but the new document
     tokenizer_source: str
     corpus: str
+    planted: Planted | None = None  # the retrieval task's plan (its facts and every question)
+    question: Question | None = None  # the question this prompt ends with, and how its answer is scored
 
     @property
     def shortfall(self) -> int:
@@ -186,43 +177,94 @@ def build_haystack(
         raise HaystackError(
             f"depth {depth} is outside [0, 1]; depths are fractions of the document (0.5 = middle)."
         )
+
+    drawn: list[Needle] = []
+
+    def plan(rng: random.Random) -> Planted:
+        if depth is None:  # nothing planted; a given needle's value is still kept out of the text
+            ask = question or "In two sentences, what is this archive about?"
+            return Planted("single", (), (Question(ask, ()),), (needle.value,) if needle else ())
+        fact = needle or Needle.random(rng)  # drawn first from the seed, as it always was
+        drawn.append(fact)
+        ask = Question(question or fact.question, (fact.value,))
+        return Planted("single", (Fact(fact.sentence, depth),), (ask,), (fact.value,))
+
+    (haystack,) = build_planted(pool, target_tokens, seed, plan, history=history)
+    return dataclasses.replace(haystack, needle=drawn[0] if drawn else None)
+
+
+def build_planted(
+    pool: UnitPool,
+    target_tokens: int,
+    seed: int,
+    plan: Callable[[random.Random], Planted],
+    *,
+    history: Sequence[Mapping[str, str]] = (),
+    suffix: str = "",
+) -> list[Haystack]:
+    """One prompt per question of the plan `plan(rng)` draws from the seed, over one fresh document of
+    `target_tokens` tokens (less for a question shorter than the longest) holding the plan's sentences at
+    their depths. Each question (with `suffix` after it) ends its own prompt; the document before it is the
+    same in all, so a second question can read it from a prefix cache (`multi_depth`)."""
     rng = random.Random(seed)
-    planted = (needle or Needle.random(rng)) if depth is not None else None
-    ask = question or (planted.question if planted else "In two sentences, what is this archive about?")
+    planted = plan(rng)
     header = _header(seed)
     counter = pool.counter
     earlier = [dict(m) for m in history]
-    empty_prompt = counter.count_chat([*earlier, {"role": "user", "content": header + SEPARATOR + ask}])
-    needle_tokens = counter.count_many([SEPARATOR + planted.sentence])[0] if planted else 0
-    budget = target_tokens - empty_prompt - needle_tokens
+    asks = [(q.text + suffix).strip() for q in planted.questions]
+    empties = [
+        counter.count_chat([*earlier, {"role": "user", "content": header + SEPARATOR + ask}]) for ask in asks
+    ]
+    fact_tokens = counter.count_many([SEPARATOR + f.sentence for f in planted.facts]) if planted.facts else []
+    budget = target_tokens - max(empties) - sum(fact_tokens)
     if budget < 0:
         raise HaystackError(
             f"{target_tokens} tokens is too short: the template, history, header and question "
-            f"take {empty_prompt + needle_tokens}."
+            f"take {max(empties) + sum(fact_tokens)}."
         )
-    fact = planted or needle
-    body, counts = exact_body(pool, budget, rng, avoid=fact.value if fact else None)
-    offset = None
-    if planted is not None and depth is not None:
-        positions = list(itertools.accumulate(counts, initial=0))
-        at = bisect.bisect_left(positions, depth * positions[-1]) if positions[-1] else 0
-        at = min(at, len(body))
-        body.insert(at, planted.sentence)
-        offset = empty_prompt + positions[at]
-        counts.insert(at, needle_tokens)
-    content = header + "".join(SEPARATOR + text for text in body) + SEPARATOR + ask
-    return Haystack(
-        messages=(*earlier, {"role": "user", "content": content}),
-        target_tokens=target_tokens,
-        planned_tokens=empty_prompt + sum(counts),
-        seed=seed,
-        needle=planted,
-        depth=depth,
-        needle_token_offset=offset,
-        overhead_tokens=empty_prompt,
-        tokenizer_source=counter.source,
-        corpus=pool.origin,
-    )
+    body, counts = exact_body(pool, budget, rng, avoid=planted.avoid)
+    offsets = _insert(body, counts, planted.facts, fact_tokens)
+    document = header + "".join(SEPARATOR + text for text in body)
+    first = planted.facts[0] if planted.facts else None
+    return [
+        Haystack(
+            messages=(*earlier, {"role": "user", "content": document + SEPARATOR + ask}),
+            target_tokens=target_tokens,
+            planned_tokens=empty + sum(counts),
+            seed=seed,
+            needle=None,
+            depth=first.depth if first else None,
+            needle_token_offset=empty + offsets[0] if offsets else None,
+            overhead_tokens=empty,
+            tokenizer_source=counter.source,
+            corpus=pool.origin,
+            planted=planted,
+            question=q,
+        )
+        for ask, empty, q in zip(asks, empties, planted.questions, strict=True)
+    ]
+
+
+def _insert(
+    body: list[str], counts: list[int], facts: Sequence[Fact], fact_tokens: Sequence[int]
+) -> list[int]:
+    """Put each fact at the paragraph boundary nearest its depth of the document as drawn; returns each
+    fact's token offset in the document (after the header)."""
+    positions = list(itertools.accumulate(counts, initial=0))
+    places = [
+        min(bisect.bisect_left(positions, f.depth * positions[-1]) if positions[-1] else 0, len(body))
+        for f in facts
+    ]
+    # from the last place back, so earlier places keep their index; facts at one place keep their order
+    for index in sorted(range(len(facts)), key=lambda i: (places[i], i), reverse=True):
+        body.insert(places[index], facts[index].sentence)
+        counts.insert(places[index], fact_tokens[index])
+    order = sorted(range(len(facts)), key=lambda i: (places[i], i))
+    offsets = [0] * len(facts)
+    for rank, index in enumerate(order):
+        before = sum(fact_tokens[j] for j in order[:rank])
+        offsets[index] = positions[places[index]] + before
+    return offsets
 
 
 def _header(seed: int) -> str:
@@ -249,14 +291,16 @@ def turn_overhead_tokens(
 
 
 def exact_body(
-    pool: UnitPool, budget: int, rng: random.Random, avoid: str | None = None
+    pool: UnitPool, budget: int, rng: random.Random, avoid: Sequence[str] = ()
 ) -> tuple[list[str], list[int]]:
     """Paragraphs (each to be joined after a SEPARATOR) of `budget` tokens together, in an order drawn from
     `rng`, and each one's count: exact unless the tokenizer leaves a shortfall (then the counts say so).
-    No paragraph mentions the number `avoid` (a planted value)."""
+    No paragraph mentions a value of `avoid` (the planted values)."""
     usable = pool.without(avoid)
     if not usable:
-        raise HaystackError(f"every paragraph of the corpus {pool.origin} mentions {avoid}; add other text.")
+        raise HaystackError(
+            f"every paragraph of the corpus {pool.origin} mentions one of {', '.join(avoid)}; add other text."
+        )
     chosen, used = _draw_units(pool, usable, budget, rng)
     body = [pool.texts[i] for i in chosen]
     counts = [pool.counts[i] for i in chosen]
