@@ -100,6 +100,8 @@ class NeedleTrial(_Open):
     error: str | None
     cache_hit_suspected: bool
     control: bool = False  # the short-context control, not a length of the grid
+    task: str = "single"  # the retrieval task (text/tasks.py); runs before tasks were single
+    reuse: bool = False  # a later question of multi_depth: its document read back from the cache on purpose
 
     @property
     def count_error_tokens(self) -> int | None:
@@ -122,13 +124,28 @@ class Control(Recall):
     length: int
 
 
+class TaskRecall(_Open):
+    """One retrieval task's recall by length over its grid, and its own control."""
+
+    recall_by_length: dict[str, Recall]
+    control: Control | None = None
+
+
 class NeedleFile(CheckFile):
-    """Claim 2: the grid's trials and recall by length; the short-context control's count apart."""
+    """Claim 2: the grid's trials and recall by length (every task together); the short-context control's
+    count apart; each task's own recall and control (`tasks`: absent before there were tasks, which is the
+    single task alone)."""
 
     FILE: ClassVar[str] = "needle.json"
     recall_by_length: dict[str, Recall]
     control: Control | None = None  # None: no control asked (or a run from before it existed)
+    tasks: dict[str, TaskRecall] = {}
+    depth_curve: bool = False  # the depths were asked as a curve: the report draws recall by depth
     trials: list[NeedleTrial]
+
+    def task_names(self) -> list[str]:
+        """The tasks run, in order (a run from before tasks: the single task)."""
+        return list(self.tasks) or ["single"]
 
     def recall_sorted(self) -> list[tuple[int, Recall]]:
         return sorted((int(length), r) for length, r in self.recall_by_length.items())

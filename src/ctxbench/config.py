@@ -21,12 +21,8 @@ from pydantic import (
 )
 
 from .errors import CampaignFileError
-from .params import (  # the campaign file's [checks.*] tables are the check schemas
-    CHECK_NAMES,
-    Checks,
-    Tokens,
-    _Strict,
-)
+from .param_types import Strict, Tokens
+from .params import CHECK_NAMES, Checks  # the campaign file's [checks.*] tables are the check schemas
 
 BUILTIN_MODELS = ("ctxbench:demo", "ctxbench:tiny")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
@@ -46,7 +42,7 @@ def _check_name(value: str) -> str:
 Name = Annotated[str, BeforeValidator(lambda v: _check_name(v) if isinstance(v, str) else v)]
 
 
-class _Deployment(_Strict):
+class _Deployment(Strict):
     name: Name
     served_name: str | None = Field(None, max_length=200)
     gpus: list[Annotated[int, Field(ge=0, le=255)]] = Field(default_factory=list, max_length=256)
@@ -97,7 +93,7 @@ class _Deployment(_Strict):
         return [self.gpus[i * size : (i + 1) * size] for i in range(self.replicas)]
 
 
-class TinyModelShape(_Strict):
+class TinyModelShape(Strict):
     """The shape of `ctxbench:tiny` for one deployment (random weights, written on first use and cached by
     shape). A key left out keeps the small test model's value (engines/models.py `TinyModelSpec`)."""
 
@@ -220,7 +216,7 @@ ENGINE_TAGS: tuple[str, ...] = tuple(
 )
 
 
-class Comparison(_Strict):
+class Comparison(Strict):
     """Two deployments shown side by side (variants on the same GPUs: with and without a drafter...)."""
 
     a: str
@@ -228,7 +224,7 @@ class Comparison(_Strict):
     question: str = Field("", max_length=500)
 
 
-class CampaignSettings(_Strict):
+class CampaignSettings(Strict):
     name: Name
     price_per_gpu_hour: float = Field(DEFAULT_PRICE_PER_GPU_HOUR, ge=0.0, le=10_000.0)
     results: Path = Path("results")
@@ -236,7 +232,7 @@ class CampaignSettings(_Strict):
     gpu_telemetry_interval_s: float = Field(0.5, ge=0.0, le=60.0)  # NVML sampling while checks run; 0: off
 
 
-class Campaign(_Strict):
+class Campaign(Strict):
     campaign: CampaignSettings
     checks: Checks = Checks()
     deployments: list[Deployment] = Field(min_length=1, max_length=256)

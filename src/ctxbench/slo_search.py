@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from .params import SloParams, ThroughputParams
+from .load_params import SloParams, ThroughputParams
 
 Limit = Literal["ttft_p99_s", "tpot_p99_s", "goodput_fraction", "failed", "saturated", "no_answer"]
 _NAMES = {"ttft_p99_s": "TTFT p99", "tpot_p99_s": "TPOT p99", "goodput_fraction": "goodput share"}

@@ -16,7 +16,7 @@ from ctxbench.checks.prompts import PromptMaker
 from ctxbench.client import Client
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
-from ctxbench.params import ThroughputParams
+from ctxbench.load_params import ThroughputParams
 from ctxbench.records import RequestRecord
 from ctxbench.report.decide import readings
 from ctxbench.report.run_report import claims_summary, run_report

@@ -282,7 +282,7 @@ async def test_a_client_process_that_cannot_start_fails_the_level_with_a_message
     from ctxbench.text.tokens import HfTokenCounter
 
     counter = HfTokenCounter.from_path(tiny.tokenizer_dir)
-    from ctxbench.params import ThroughputParams
+    from ctxbench.load_params import ThroughputParams
 
     spec = ThroughputParams(
         levels=[2], prompt_tokens=128, output_tokens=4, requests_per_user=1, client_processes=2

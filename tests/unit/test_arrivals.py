@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from ctxbench.arrivals import behind_threshold_s, due_times, lag_growth, open_loop
-from ctxbench.params import ThroughputParams
+from ctxbench.load_params import ThroughputParams
 from ctxbench.records import Chunk, RequestRecord
 
 NS = 1_000_000_000

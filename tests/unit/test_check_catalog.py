@@ -7,6 +7,7 @@ import typing
 
 from ctxbench.checks.catalog import CHECKS, longest_prompt, request_count, selected
 from ctxbench.checks.probe import probe_request_count
+from ctxbench.load_params import ThroughputParams
 from ctxbench.params import (
     CHECK_NAMES,
     CapacityParams,
@@ -15,7 +16,6 @@ from ctxbench.params import (
     ProbeParams,
     RampParams,
     ReturningParams,
-    ThroughputParams,
 )
 
 

@@ -12,28 +12,36 @@ from ctxbench.plan import cost_per_million
 from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.report.campaign import write_campaign_report
 from ctxbench.results.evidence import collect, status_of
+from ctxbench.results.retrieval import TaskResult
 from ctxbench.store import RunDir
 
 H200_RUN = Path(__file__).parents[2] / "docs" / "gpu-validation" / "h200-run1"
 ALL = {"checks": {"capacity", "needle", "ramp"}, "recall_shared": (2, 2)}
 
 
+def _found(k: int, n: int) -> list[TaskResult]:
+    """The single literal fact's recall, as the evidence reads a run's needle.json."""
+    return [TaskResult("single", k, n, None, alone=True)]
+
+
 def test_complete_evidence_is_validated() -> None:
-    assert status_of({**ALL, "capacity_holds": True, "retrieval": (3, 3)}, random_weights=False) == (
+    assert status_of({**ALL, "capacity_holds": True, "retrieval": _found(3, 3)}, random_weights=False) == (
         "validated",
         (),
     )
 
 
 def test_a_failed_capacity_fails_the_row_whatever_else_holds() -> None:
-    status, reasons = status_of({**ALL, "capacity_holds": False, "retrieval": (3, 3)}, random_weights=False)
+    status, reasons = status_of(
+        {**ALL, "capacity_holds": False, "retrieval": _found(3, 3)}, random_weights=False
+    )
     assert status == "failed" and reasons == ("the capacity claim does not hold",)
 
 
 @pytest.mark.parametrize(
     ("facts", "reason"),
     [
-        ({"retrieval": (2, 3)}, "one-shot retrieval 2/3 is below n/n"),
+        ({"retrieval": _found(2, 3)}, "one-shot retrieval 2/3 is below n/n"),
         ({"cache_findings": 1}, "the cache audit has 1 finding(s) (`ctxbench audit-cache`)"),
         ({"token_fallback": True}, "some token counts came from a fallback, not the server's usage"),
         (
@@ -50,7 +58,7 @@ def test_a_failed_capacity_fails_the_row_whatever_else_holds() -> None:
 )
 def test_each_rule_makes_the_row_provisional_and_says_why(facts: dict[str, object], reason: str) -> None:
     status, reasons = status_of(
-        {**ALL, "capacity_holds": True, "retrieval": (3, 3), **facts}, random_weights=False
+        {**ALL, "capacity_holds": True, "retrieval": _found(3, 3), **facts}, random_weights=False
     )
     assert status == "provisional" and reason in reasons
 
@@ -58,7 +66,7 @@ def test_each_rule_makes_the_row_provisional_and_says_why(facts: dict[str, objec
 def test_a_prompt_the_server_did_not_see_fails_the_row_and_names_the_counts() -> None:
     message = "server counted 3 tokens, planned 2048 (-2045, beyond the tolerance of 20): the server ..."
     status, reasons = status_of(
-        {**ALL, "capacity_holds": True, "retrieval": (0, 0), "not_planned": [message, message]},
+        {**ALL, "capacity_holds": True, "retrieval": _found(0, 0), "not_planned": [message, message]},
         random_weights=False,
     )
     assert status == "failed"
@@ -69,7 +77,9 @@ def test_a_prompt_the_server_did_not_see_fails_the_row_and_names_the_counts() ->
 
 
 def test_random_weights_are_always_provisional() -> None:
-    status, reasons = status_of({**ALL, "capacity_holds": True, "retrieval": (3, 3)}, random_weights=True)
+    status, reasons = status_of(
+        {**ALL, "capacity_holds": True, "retrieval": _found(3, 3)}, random_weights=True
+    )
     assert status == "provisional" and reasons == ("random weights: recall is noise",)
 
 

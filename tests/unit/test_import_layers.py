@@ -27,6 +27,8 @@ STAGES: list[tuple[str, ...]] = [
         "stats",
         "plan",
         "machine_cache",
+        "param_types",
+        "load_params",
         "params",
         "config",
         "campaign_file",

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ctxbench.params import SloParams, ThroughputParams
+from ctxbench.load_params import SloParams, ThroughputParams
 from ctxbench.slo_search import Breach, bracket, breach_text, breaches, search
 
 

@@ -3,7 +3,8 @@
 The seed's campaign got "250K" prompts back in under a second because a random seed was reused. This
 audit reads a run's files alone and applies four tests:
 
-1. Reported hits on fresh prompts (capacity, needle): `cached_tokens` beyond the chat template around an
+1. Reported hits on fresh prompts (capacity, needle; not the later questions of a multi_depth document,
+   which read it back from the cache by design): `cached_tokens` beyond the chat template around an
    empty message (`labels.template_tokens`, counted when the prompt was built: all fresh prompts can share)
    plus a slack. Runs recorded before that label take the smallest any fresh prompt reported, which a resume
    broke: its first prompt met a cold server (0 cached) and every later one was called a hit.
@@ -79,7 +80,10 @@ def _counter(run: RunDir, label: str) -> float | None:
 def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAudit:
     """Apply the four tests to one run directory."""
     records = [r for r in run.records() if r.ok]
-    fresh = [r for r in records if r.labels.get("check") in FRESH_CHECKS]
+    # a multi_depth document's later questions read it back from the cache on purpose: not fresh
+    fresh = [
+        r for r in records if r.labels.get("check") in FRESH_CHECKS and r.labels.get("reuse") != "document"
+    ]
     findings: list[Finding] = []
     declared = [int(r.labels["template_tokens"]) for r in fresh if r.labels.get("template_tokens")]
     template = max(declared) if declared else min((metrics.cached_tokens(r) or 0 for r in fresh), default=0)

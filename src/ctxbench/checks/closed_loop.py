@@ -18,7 +18,7 @@ from typing import Any
 from ..chat_client import ChatClient
 from ..client import Client
 from ..errors import CtxbenchError
-from ..params import ThroughputParams
+from ..load_params import ThroughputParams
 from ..records import RequestRecord
 from ..router import Router
 from ..store import RunDir

@@ -7,21 +7,29 @@ length over the server's limit is skipped with a recorded reason unless forced.
 Before the grid, the short-context control: the same task at `control` tokens (1K by default) at each
 depth. A model that misses there fails the task itself (a base model that does not answer questions, a
 template that garbles the prompt), so the grid's misses say nothing about long contexts.
+
+Each retrieval task of `task` (text/tasks.py: what is planted, asked and scored) runs its own control and
+grid, in the order listed. `multi_depth` builds one document per length with a fact at every depth and asks
+its questions in turn over it: the first is a fresh prompt, the others read the same document back from the
+prefix cache on purpose (labelled `reuse = document`, left out of the fresh-prompt audit).
 """
 
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from .. import metrics
 from ..chat_client import ChatClient
-from ..check_files import Control, NeedleFile, NeedleTrial, Recall
+from ..check_files import Control, NeedleFile, NeedleTrial, Recall, TaskRecall
 from ..params import NeedleParams
 from ..records import RequestRecord
 from ..run_files import NIAH_LOG
 from ..store import RunDir
-from ..text.haystack import Haystack, UnitPool, build_haystack, request_seed, template_tokens
+from ..text.haystack import Haystack, UnitPool, build_planted, request_seed, template_tokens
+from ..text.tasks import Planted, TaskName, answer_labels, expected_text, plant
 from .base import Check, RunContext
 
 # Tokens two fresh prompts may share: the chat template's opening plus the first bytes of the header.
@@ -44,7 +52,8 @@ def recall_by_length(trials: Sequence[NeedleTrial]) -> dict[int, tuple[int, int]
 
 def log_line(trial: NeedleTrial) -> str:
     """One human-readable niah.log line."""
-    head = ("control " if trial.control else "") + f"length={trial.length} depth={trial.depth:.2f}"
+    task = "" if trial.task == "single" else f"task={trial.task} "
+    head = ("control " if trial.control else "") + f"{task}length={trial.length} depth={trial.depth:.2f}"
     if trial.skipped:
         return f"{head} SKIPPED: {trial.skipped}"
     if trial.error:
@@ -60,6 +69,55 @@ def log_line(trial: NeedleTrial) -> str:
     )
 
 
+@dataclass(frozen=True)
+class _Document:
+    """One fresh document of a task: its length, the depths its asked facts sit at (one, or every depth of
+    the length for multi_depth), its seed and each question's request id."""
+
+    task: TaskName
+    length: int
+    depths: tuple[float, ...]
+    control: bool
+    seed: int
+    request_ids: tuple[str, ...]
+
+
+def _documents(
+    params: NeedleParams, run: RunDir, seed_scope: tuple[str, ...], reuse_seed: bool
+) -> list[_Document]:
+    """Every task's documents in run order: each task's control, then its grid. The single task's seeds and
+    request ids are those it always had, so an old campaign sends the same prompts."""
+    control = params.control_length()
+    documents = []
+    for task in params.task:
+        grid = [(control, depth, True) for depth in params.depths] if control else []
+        grid += [(length, depth, False) for length in params.lengths for depth in params.depths_for(length)]
+        groups: list[list[tuple[int, float, bool]]] = []
+        for item in grid:  # multi_depth: the depths of one length (or of the control) share a document
+            if task == "multi_depth" and groups and groups[-1][0][::2] == item[::2]:
+                groups[-1].append(item)
+            else:
+                groups.append([item])
+        index = 0
+        for group in groups:
+            length, _, is_control = group[0]
+            name = "needle-control" if is_control else "needle"
+            tag = "" if task == "single" else f"-{task}"
+            parts = ("needle",) if task == "single" else ("needle", task)
+            documents.append(
+                _Document(
+                    task,
+                    length,
+                    tuple(depth for _, depth, _ in group),
+                    is_control,
+                    request_seed(*seed_scope, *parts, 0 if reuse_seed else index),
+                    tuple(run.request_id(f"{name}{tag}-{length}-{depth:.2f}") for _, depth, _ in group),
+                )
+            )
+            index += len(group)
+    return documents
+
+
 async def run_needle(
     client: ChatClient,
     pool: UnitPool,
@@ -72,88 +130,142 @@ async def run_needle(
     force: bool = False,
     reuse_seed: bool = False,
 ) -> list[NeedleTrial]:
-    """Run the grid one request at a time; append each record, niah.log line and trial as it ends.
+    """Run every task's control and grid one request at a time; append each record, niah.log line and trial
+    as it ends.
 
     `force` sends lengths over the server's limit too; `reuse_seed` gives every prompt the same seed (only to
     show what the cache audit catches)."""
     template = template_tokens(pool.counter)
     allowance = template + SHARED_PREFIX_SLACK
     trials: list[NeedleTrial] = []
-    control = params.control_length()
-    grid = [(control, depth, True) for depth in params.depths] if control else []
-    grid += [(length, depth, False) for length in params.lengths for depth in params.depths_for(length)]
     with (run.path / NIAH_LOG).open("a") as log:
-        for index, (length, depth, is_control) in enumerate(grid):
-            name = "needle-control" if is_control else "needle"
-            request_id = run.request_id(f"{name}-{length}-{depth:.2f}")
-            seed = request_seed(*seed_scope, "needle", 0 if reuse_seed else index)
-            if limit_tokens is not None and length + params.max_tokens > limit_tokens and not force:
+        for document in _documents(params, run, seed_scope, reuse_seed):
+            if limit_tokens is not None and document.length + params.max_tokens > limit_tokens and not force:
                 reason = (
-                    f"{length} + {params.max_tokens} output tokens is over the server's limit of "
+                    f"{document.length} + {params.max_tokens} output tokens is over the server's limit of "
                     f"{limit_tokens}; use --force to send it anyway"
                 )
-                trial = NeedleTrial(
-                    length=length,
-                    depth=depth,
-                    request_id=request_id,
-                    seed=seed,
-                    planned_tokens=None,
-                    prompt_tokens=None,
-                    cached_tokens=None,
-                    ttft_s=None,
-                    found=None,
-                    expected=None,
-                    answer="",
-                    skipped=reason,
-                    error=None,
-                    cache_hit_suspected=False,
-                    control=is_control,
-                )
+                asked = [
+                    _skipped(document, depth, request_id, reason) for depth, request_id in _pairs(document)
+                ]
             else:
-                haystack = build_haystack(pool, length, seed, depth=depth)
-                record = await client.chat(
-                    haystack.messages,
-                    max_tokens=params.max_tokens,
-                    request_id=request_id,
-                    labels={
-                        "check": "needle",
-                        "length": str(length),
-                        "depth": f"{depth:.2f}",
-                        "planned_tokens": str(haystack.planned_tokens),
-                        "template_tokens": str(template),
-                        **({"control": "1"} if is_control else {}),
-                    },
-                    extra_body={"temperature": 0.0},
-                )
-                run.append(record)
-                trial = _trial(length, depth, haystack, record, allowance, is_control)
-            trials.append(trial)
-            log.write(log_line(trial) + "\n")
-            log.flush()
-            if on_trial is not None:
-                on_trial(trial)
-    controls = [t for t in trials if t.control and t.found is not None]
+                asked = await _ask(client, pool, params, run, document, template, allowance)
+            for trial in asked:
+                trials.append(trial)
+                log.write(log_line(trial) + "\n")
+                log.flush()
+                if on_trial is not None:
+                    on_trial(trial)
+    control = params.control_length()
     NeedleFile(
-        recall_by_length={
-            str(length): Recall(found=k, scored=n) for length, (k, n) in recall_by_length(trials).items()
+        recall_by_length=_recall(trials),
+        control=_control(trials, control),
+        tasks={
+            task: TaskRecall(
+                recall_by_length=_recall([t for t in trials if t.task == task]),
+                control=_control([t for t in trials if t.task == task], control),
+            )
+            for task in params.task
         },
-        control=Control(length=control, found=sum(t.found is True for t in controls), scored=len(controls))
-        if control
-        else None,
+        depth_curve=params.depth_curve,
         trials=trials,
     ).save(run.path)
     return trials
 
 
+def _recall(trials: Sequence[NeedleTrial]) -> dict[str, Recall]:
+    return {str(length): Recall(found=k, scored=n) for length, (k, n) in recall_by_length(trials).items()}
+
+
+def _control(trials: Sequence[NeedleTrial], length: int | None) -> Control | None:
+    controls = [t for t in trials if t.control and t.found is not None]
+    if not length:
+        return None
+    return Control(length=length, found=sum(t.found is True for t in controls), scored=len(controls))
+
+
+def _pairs(document: _Document) -> list[tuple[float, str]]:
+    return list(zip(document.depths, document.request_ids, strict=True))
+
+
+async def _ask(
+    client: ChatClient,
+    pool: UnitPool,
+    params: NeedleParams,
+    run: RunDir,
+    document: _Document,
+    template: int,
+    allowance: int,
+) -> list[NeedleTrial]:
+    """Build the document and ask its questions in turn; a trial per question."""
+
+    def plan(rng: random.Random) -> Planted:
+        return plant(
+            document.task,
+            rng,
+            document.depths,
+            distractors=params.distractors,
+            values=params.values,
+            hops=params.hops,
+        )
+
+    haystacks = build_planted(pool, document.length, document.seed, plan)
+    trials = []
+    for turn, (haystack, (depth, request_id)) in enumerate(zip(haystacks, _pairs(document), strict=True)):
+        question = haystack.question
+        assert question is not None  # build_planted gives every prompt its question
+        reuse = turn > 0  # a later question over the same document: read back from the cache on purpose
+        record = await client.chat(
+            haystack.messages,
+            max_tokens=params.max_tokens,
+            request_id=request_id,
+            labels={
+                "check": "needle",
+                "length": str(document.length),
+                "depth": f"{depth:.2f}",
+                "planned_tokens": str(haystack.planned_tokens),
+                **({"reuse": "document"} if reuse else {"template_tokens": str(template)}),
+                **({"control": "1"} if document.control else {}),
+                **({} if document.task == "single" else {"task": document.task}),
+                **answer_labels(question),
+            },
+            extra_body={"temperature": 0.0},
+        )
+        run.append(record)
+        trials.append(_trial(document, depth, haystack, record, allowance, reuse))
+    return trials
+
+
+def _skipped(document: _Document, depth: float, request_id: str, reason: str) -> NeedleTrial:
+    return NeedleTrial(
+        length=document.length,
+        depth=depth,
+        request_id=request_id,
+        seed=document.seed,
+        planned_tokens=None,
+        prompt_tokens=None,
+        cached_tokens=None,
+        ttft_s=None,
+        found=None,
+        expected=None,
+        answer="",
+        skipped=reason,
+        error=None,
+        cache_hit_suspected=False,
+        control=document.control,
+        task=document.task,
+    )
+
+
 def _trial(
-    length: int, depth: float, haystack: Haystack, record: RequestRecord, allowance: int, control: bool
+    document: _Document, depth: float, haystack: Haystack, record: RequestRecord, allowance: int, reuse: bool
 ) -> NeedleTrial:
     cached = metrics.cached_tokens(record)
     error = None if record.error is None else f"{record.error.kind}: {record.error.message}"
-    needle = haystack.needle
-    found = None if error or needle is None else needle.found_in(record.text)
+    question = haystack.question
+    found = None if error or question is None else question.score(record.text)
     return NeedleTrial(
-        length=length,
+        length=document.length,
         depth=depth,
         request_id=record.request_id,
         seed=haystack.seed,
@@ -162,12 +274,14 @@ def _trial(
         cached_tokens=cached,
         ttft_s=metrics.ttft_s(record),
         found=found,
-        expected=needle.value if needle else None,
+        expected=expected_text(question) if question else None,
         answer=record.text.strip(),
         skipped=None,
         error=error,
-        cache_hit_suspected=cached is not None and cached > allowance,
-        control=control,
+        cache_hit_suspected=not reuse and cached is not None and cached > allowance,
+        control=document.control,
+        task=document.task,
+        reuse=reuse,
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from .. import metrics
 from ..arrivals import behind_threshold_s, due_times, open_loop
 from ..chat_client import ChatClient
-from ..params import ThroughputParams
+from ..load_params import ThroughputParams
 from ..records import RequestRecord
 from ..store import RunDir
 from ..text.haystack import request_seed

@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 from ..errors import PromptSourceError
-from ..params import ThroughputParams
+from ..load_params import ThroughputParams
 from ..text.code import CodeGenerator
 from ..text.haystack import SEPARATOR, UnitPool, build_haystack, request_seed
 from ..text.tokens import TokenCounter

@@ -2,7 +2,9 @@
 
 Each user holds a real multi-turn chat. Turn 1 plants a hidden fact in a fresh document; every turn
 appends fresh document text (unique to that user and turn) so the whole context follows the
-schedule, and asks for the fact again plus a short summary (long enough to measure decode). The
+schedule, and asks for the fact again plus a short summary (long enough to measure decode). The fact is
+the retrieval task's (`task`: the single literal fact, or multi_key with distractors of the same form, or
+non_literal, whose question shares no word with it; text/tasks.py plants and scores them). The
 assistant's replies stay in the history. The ramp runs with 1 user, then with U users, each
 growing its own conversation, started `stagger_s` apart so one user's prefill overlaps another's
 decode; the stall figure measures what that does to the user who is decoding.
@@ -26,7 +28,8 @@ from ..params import RampParams
 from ..ramp_table import RAMP_COLUMNS, RAMP_TABLE, append_rows, record_row
 from ..records import RequestRecord
 from ..store import RunDir
-from ..text.haystack import HaystackError, Needle, UnitPool, build_haystack, request_seed
+from ..text.haystack import HaystackError, UnitPool, build_planted, request_seed
+from ..text.tasks import Planted, answer_labels, plant
 from .base import Check, RunContext
 
 FOLLOW_UP = "Then, in a few sentences, summarize the newest section of the archive."
@@ -73,6 +76,11 @@ def recall_k_of_n(turns: Sequence[Turn]) -> tuple[int, int]:
     return sum(scored), len(scored)
 
 
+def _fixed(planted: Planted) -> Callable[[random.Random], Planted]:
+    """A plan that draws nothing from the prompt's seed: the user's fact was drawn once, from its own."""
+    return lambda _: planted
+
+
 async def _user(
     client: ChatClient,
     pool: UnitPool,
@@ -84,8 +92,10 @@ async def _user(
     on_turn: Callable[[Turn], None] | None,
 ) -> list[Turn]:
     await asyncio.sleep(user * params.stagger_s)
-    needle = Needle.random(random.Random(request_seed(*scope, "ramp-needle", users, user)))
-    question = f"{needle.question} {FOLLOW_UP}"
+    rng = random.Random(request_seed(*scope, "ramp-needle", users, user))
+    planted = plant(params.task, rng, (NEEDLE_DEPTH,), distractors=params.distractors)
+    asked = Planted(params.task, (), planted.questions, planted.avoid)  # later turns plant nothing
+    (question,) = planted.questions
     history: list[dict[str, str]] = []
     history_tokens = 0
     turns: list[Turn] = []
@@ -94,15 +104,9 @@ async def _user(
         try:
             # Counting a long history is CPU work: done in a thread, so the event loop keeps reading the
             # other users' streams and their chunks are stamped when they arrive, not in a late burst.
-            haystack = await asyncio.to_thread(
-                build_haystack,
-                pool,
-                target,
-                seed,
-                question=question,
-                history=history,
-                needle=needle,
-                depth=NEEDLE_DEPTH if number == 1 else None,
+            plan = _fixed(planted if number == 1 else asked)
+            (haystack,) = await asyncio.to_thread(
+                build_planted, pool, target, seed, plan, history=history, suffix=f" {FOLLOW_UP}"
             )
         except HaystackError as exc:
             turn = Turn(users, user, number, target, history_tokens, None, None, f"not sent: {exc}")
@@ -119,7 +123,8 @@ async def _user(
                     "target_tokens": str(target),
                     "planned_tokens": str(haystack.planned_tokens),
                     "intended_cached_tokens": str(history_tokens),
-                    "needle_value": needle.value,
+                    **({} if params.task == "single" else {"task": params.task}),
+                    **answer_labels(question),
                 },
                 extra_body=sampling(params),
                 conversation=f"ramp-u{users}-user{user}",
@@ -133,7 +138,7 @@ async def _user(
                 target,
                 history_tokens,
                 record,
-                None if error else needle.found_in(record.text),
+                None if error else question.score(record.text),
                 error,
             )
             if record.ok:

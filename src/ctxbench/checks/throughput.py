@@ -20,7 +20,7 @@ from typing import Any
 from .. import metrics
 from ..chat_client import ChatClient
 from ..check_files import ThroughputFile
-from ..params import ThroughputParams
+from ..load_params import ThroughputParams
 from ..records import RequestRecord
 from ..slo_search import search
 from ..steady import steady_state

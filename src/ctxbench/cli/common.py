@@ -312,7 +312,7 @@ LimitOption = Annotated[int | None, typer.Option(help="Context limit, if the ser
 
 def parse_token_count(text: str, flag: str | None = None) -> int:
     """`8192`, `8K` (8192), `1M` (1048576), `1.5K`: the campaign files' rule (`params.token_count`)."""
-    from ..params import token_count
+    from ..param_types import token_count
 
     try:
         return token_count(text)

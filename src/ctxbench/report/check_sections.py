@@ -7,14 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import decode_stall, metrics
-from ..check_files import CapacityFile, NeedleFile, Steady, ThroughputFile, TraceFile
-from ..checks.needle import CONTROL_FAILED
+from ..check_files import CapacityFile, Steady, ThroughputFile, TraceFile
 from ..plan import cost_per_million
 from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
 from ..results.cost import price_of
 from ..results.counters import counter_deltas, reported_text
-from ..run_files import NIAH_LOG
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
 from .run_read import RunRead
@@ -201,47 +199,6 @@ def capacity_section(read: RunRead) -> list[str]:
         f"- Source: `{relative(CapacityFile.path_in(run.path))}`; requests {', '.join(c.request_ids)} in "
         "`requests.jsonl`.",
     ]
-
-
-def needle_section(read: RunRead) -> list[str]:
-    run = read.run
-    needle = NeedleFile.load(run.path)
-    if needle is None:
-        return []
-    lines = ["", "## Claim 2, retrieval in a fresh document", ""]
-    control = needle.control
-    if control is not None:
-        lines.append(
-            f"- control, {control.length} tokens: found {control.found}/{control.scored}"
-            + (f" ({CONTROL_FAILED.format(length=control.length)})" if control.missed else "")
-        )
-    lines += [f"- {length} tokens: found {r.found}/{r.scored}" for length, r in needle.recall_sorted()]
-    suspects = [t.request_id for t in needle.trials if t.cache_hit_suspected]
-    if suspects:
-        lines.append(f"- PREFIX-CACHE HIT SUSPECTED on fresh prompts: {', '.join(suspects)}")
-    lines += [
-        "",
-        markdown_table(
-            [
-                (
-                    str(t.length) + (" (control)" if t.control else ""),
-                    f"{t.depth:.2f}",
-                    str(t.prompt_tokens or "n/a"),
-                    reported_text(t.cached_tokens),
-                    fmt(t.ttft_s),
-                    t.skipped and "skipped" or t.error and "failed" or ("yes" if t.found else "no"),
-                    str(t.expected or ""),
-                    (t.answer or t.skipped or t.error or "")[:60],
-                )
-                for t in needle.trials
-            ],
-            ("length", "depth", "prompt tok", "cached tok", "TTFT s", "found", "expected", "answer"),
-        ),
-    ]
-    lines.append(
-        f"\nSource: `{relative(run.path / NIAH_LOG)}` and `{relative(NeedleFile.path_in(run.path))}`."
-    )
-    return lines
 
 
 def ramp_table_rows(run: RunDir, records: Sequence[RequestRecord] | None = None) -> list[dict[str, str]]:

@@ -17,6 +17,7 @@ from ..check_files import CapacityFile, NeedleFile, NeedleTrial
 from ..records import RequestRecord
 from ..results.columns import EVIDENCE_COLUMNS
 from ..results.evidence import Cell, Row, evidence_row
+from ..results.retrieval import task_results
 from ..store import RunDir
 from .check_sections import ramp_table_rows
 
@@ -53,16 +54,20 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
     # recall of random weights is noise: shown, not judged; a model that fails the short control fails the
     # task, so its misses at length say nothing of the context
     needle = NeedleFile.load(run.path)
-    control = needle.control if needle is not None else None
-    judged = NOISE if row.random_weights else NO_VERDICT if control is not None and control.missed else None
+    results = task_results(needle) if needle is not None else []
+    blind = {t.task for t in results if t.control is not None and t.control.missed}  # failed their control
+    # the ramp asks the single literal fact unless told otherwise: its control speaks for claim 3
+    judged = NOISE if row.random_weights else NO_VERDICT if "single" in blind else None
     out: list[tuple[str, str, Cell, str]] = []
     if row.capacity.source and run.died_during() == "capacity":
         out.append(("1 capacity", NOT_CONCLUDED, row.capacity, "the engine died during the check"))
     elif row.capacity.source and (capacity := CapacityFile.load(run.path)) is not None:
         out.append(("1 capacity", PASS if capacity.holds else FAIL, row.capacity, ""))
     if row.retrieval.source:
-        misses = _needle_misses(needle.trials if needle is not None else [])
-        verdict = judged or (FAIL if misses else PASS)
+        trials = [t for t in needle.trials if t.task not in blind] if needle is not None else []
+        misses = _needle_misses(trials, named=bool(results) and not results[0].alone)
+        every = bool(results) and blind == {t.task for t in results}
+        verdict = NOISE if row.random_weights else NO_VERDICT if every else (FAIL if misses else PASS)
         out.append(("2 retrieval, fresh document", verdict, row.retrieval, _named(misses)))
     lost = _ramp_losses(run, records)
     for users, cell in (("1", row.recall_alone), ("2", row.recall_shared)):
@@ -98,12 +103,15 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
     return out
 
 
-def _needle_misses(trials: Sequence[NeedleTrial]) -> list[str]:
-    return [
-        f"{t.length} tokens at depth {t.depth:.0%} (answered {str(t.answer)[:24]!r})"
-        for t in trials
-        if t.found is False
-    ] + [f"{t.length} tokens at depth {t.depth:.0%} skipped" for t in trials if t.skipped]
+def _needle_misses(trials: Sequence[NeedleTrial], named: bool) -> list[str]:
+    """Each miss and skip, the task named where the run asked more than the single fact."""
+
+    def where(t: NeedleTrial) -> str:
+        return f"{t.task} " * named + f"{t.length} tokens at depth {t.depth:.0%}"
+
+    return [f"{where(t)} (answered {str(t.answer)[:24]!r})" for t in trials if t.found is False] + [
+        f"{where(t)} skipped" for t in trials if t.skipped
+    ]
 
 
 def _ramp_losses(run: RunDir, records: Sequence[RequestRecord]) -> dict[str, list[str]]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .check_sections import capacity_section, needle_section, ramp_section, throughput_section, trace_section
+from .check_sections import capacity_section, ramp_section, throughput_section, trace_section
+from .needle_section import needle_section
 from .returning import returning_section
 from .run_read import RunRead
 

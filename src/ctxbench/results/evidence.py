@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from .. import decode_stall, metrics
-from ..check_files import CapacityFile, Control, NeedleFile
+from ..check_files import CapacityFile, NeedleFile
 from ..checks.needle import CONTROL_FAILED
 from ..engines.chat_template import template_warnings
 from ..plan import cost_per_million
@@ -23,6 +23,7 @@ from ..store import RunDir
 from .cell import MISSING, Cell
 from .cost import price_of
 from .load_cells import open_loop_cell, slo_cell, throughput_cells
+from .retrieval import task_results
 from .traffic_cells import returning_cell, trace_cell
 
 Status = Literal["validated", "provisional", "failed"]
@@ -93,20 +94,22 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         unplanned = [t for t in needle.trials if (t.error or "").startswith("prompt_not_planned")]
         control = needle.control
         verdict = f"; {CONTROL_FAILED.format(length=control.length)}" if control and control.missed else ""
+        by_task = task_results(needle)
         skipped = [t for t in needle.trials if t.skipped]
         facts["needle_skipped"] = [f"{t.length} tokens: {(t.skipped or '').split(';')[0]}" for t in skipped]
         if unplanned:
             text = f"FAILS: {len(unplanned)} prompt(s) not as planned ({_head(unplanned[0].error or '')})"
         elif n == 0 and skipped:
             text = f"not run: {len(skipped)} prompt(s) skipped ({facts['needle_skipped'][0]})"  # type: ignore[index]
+        elif needle.task_names() != ["single"]:
+            text = f"{'; '.join(t.text() for t in by_task)} (to {longest} tokens)"
         else:
             text = f"{k}/{n} (to {longest} tokens){verdict}"
         complete = not unplanned and not (n == 0 and skipped)
         cells["retrieval"] = Cell(
             text, _rel(results, run.path / NIAH_LOG), scored=(k, n) if complete else None
         )
-        facts["retrieval"] = (k, n)
-        facts["control"] = control
+        facts["retrieval"] = by_task
         facts["needle_count_errors"] = [
             t.prompt_tokens - t.planned_tokens
             for t in needle.trials
@@ -241,14 +244,15 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
     for check in ("capacity", "needle", "ramp"):
         if check not in checks:  # type: ignore[operator]
             reasons.append(f"the {check} check did not run")
-    retrieval, control = facts.get("retrieval"), facts.get("control")
-    if isinstance(control, Control) and control.missed:
-        reasons.append(
-            f"retrieval {CONTROL_FAILED.format(length=control.length)} "
-            f"({control.found}/{control.scored}): no long-context verdict is drawn"
-        )
-    elif isinstance(retrieval, tuple) and retrieval[0] < retrieval[1]:
-        reasons.append(f"one-shot retrieval {retrieval[0]}/{retrieval[1]} is below n/n")
+    for task in facts.get("retrieval") or []:  # type: ignore[attr-defined]
+        named = "" if task.alone else f" ({task.task})"
+        if task.control is not None and task.control.missed:
+            reasons.append(
+                f"retrieval{named} {CONTROL_FAILED.format(length=task.control.length)} "
+                f"({task.control.found}/{task.control.scored}): no long-context verdict is drawn"
+            )
+        elif task.found < task.scored:
+            reasons.append(f"one-shot retrieval{named} {task.found}/{task.scored} is below n/n")
     skipped = facts.get("needle_skipped")
     if isinstance(skipped, list) and skipped:
         reasons.append(f"{len(skipped)} needle prompt(s) skipped, not scored: {skipped[0]}")

@@ -28,7 +28,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .corpus import PLACES
 
@@ -249,3 +249,40 @@ def question_from_labels(labels: dict[str, str]) -> Question | None:
         forbidden = tuple(x for x in labels.get("forbidden", "").split(",") if x)
         return Question("", tuple(labels["expected"].split(",")), forbidden, labels.get("match") == "words")
     return None
+
+
+CURVE_DEPTHS = 11  # `depths = "curve"`: 0, 0.1, ..., 1
+
+
+def listed_tasks(value: Any) -> Any:
+    """`task = "multi_key"` is `task = ["multi_key"]`; a comma-separated flag's one item too."""
+    if isinstance(value, str):
+        return [t.strip() for t in value.split(",") if t.strip()]
+    return value
+
+
+def curve_count(depths: Any) -> int | None:
+    """How many depths `depths = "curve"` (11), `"curve:N"` or a count N asks for; None for a list of depths.
+    Raises ValueError naming what is accepted."""
+    if isinstance(depths, list) and len(depths) == 1 and isinstance(depths[0], str):
+        if not depths[0].strip().startswith("curve"):
+            return None  # a flag's one depth
+        depths = depths[0]  # a flag's one item
+    count: Any = depths
+    if isinstance(depths, str):
+        text = depths.strip()
+        rest = text.removeprefix("curve").removeprefix(":").strip()
+        count = None if not text.startswith("curve") else CURVE_DEPTHS if not rest else rest
+        count = int(count) if isinstance(count, str) and count.isdigit() else count
+    elif not isinstance(depths, int) or isinstance(depths, bool):
+        return None
+    if not isinstance(count, int) or not 1 <= count <= 64:
+        raise ValueError(f"depths {depths!r}: give a list of depths, 'curve', 'curve:N' or a count 1..64")
+    return count
+
+
+def curve_depths(count: int) -> list[float]:
+    """`count` depths evenly from 0 to 1 (one: the middle)."""
+    if count == 1:
+        return [0.5]
+    return [round(i / (count - 1), 4) for i in range(count)]

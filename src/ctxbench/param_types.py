@@ -1,0 +1,35 @@
+"""What every check's parameters are built from: token counts written as `8K` or `1M`, and the strict base
+model (unknown keys refused, values frozen) that every `*Params` derives from."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+MAX_TOKENS_PER_PROMPT = 1 << 24  # 16M: beyond any model's window; a typo like 1000M is caught here
+_SUFFIXES = {"k": 1024, "m": 1024 * 1024}
+
+
+def token_count(value: Any) -> int:
+    """`8192`, `"8K"` (8192), `"1M"` (1048576), `"1.5K"`: context sizes count in powers of two."""
+    if isinstance(value, bool):
+        raise ValueError("a token count is a number or a string like '8K' or '1M', not true/false")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        cleaned = value.strip().lower()
+        try:
+            if cleaned and cleaned[-1] in _SUFFIXES:
+                return int(float(cleaned[:-1]) * _SUFFIXES[cleaned[-1]])
+            return int(cleaned)
+        except ValueError:
+            pass
+    raise ValueError(f"{value!r} is not a token count; write 8192, '8K' or '1M'")
+
+
+Tokens = Annotated[int, BeforeValidator(token_count), Field(ge=1, le=MAX_TOKENS_PER_PROMPT)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
