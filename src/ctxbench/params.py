@@ -49,7 +49,10 @@ class NeedleParams(Strict):
         default_factory=list, max_length=64, description="Prompt lengths: 32K,128K,1M. Default: the limit."
     )
     depths: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
-        default=[0.1, 0.5, 0.9], min_length=1, max_length=64, description="Needle depths in [0, 1]."
+        default=[0.1, 0.5, 0.9],
+        min_length=1,
+        max_length=64,
+        description="Needle depths in [0, 1], or curve / curve:N (evenly spaced, drawn as a curve).",
     )
     max_tokens: int = Field(32, ge=1, le=65536, description="Output budget for each answer.")
     # A model that fails the control fails the task, not the context (docs/validation.md).

@@ -305,7 +305,8 @@ class NeedleCheck(Check[NeedleParams]):
 
     def announce(self, params: NeedleParams, ctx: RunContext) -> str | None:
         lengths = list(self.resolved(params, ctx.stated).lengths)
-        return f"claim 2: planted facts in fresh documents of {lengths} tokens"
+        tasks = "" if params.task == ["single"] else f" ({', '.join(params.task)})"
+        return f"claim 2: planted facts{tasks} in fresh documents of {lengths} tokens"
 
     async def run(self, ctx: RunContext, params: NeedleParams) -> None:
         needle = self.resolved(params, ctx.stated)

@@ -88,7 +88,9 @@ def capacity(
 
 
 @app.command()
-@params_flags(NeedleParams, "lengths", "depths", "max_tokens", "control")
+@params_flags(
+    NeedleParams, "task", "lengths", "depths", "max_tokens", "control", "distractors", "values", "hops"
+)
 def needle(
     url: UrlOption,
     model: ModelOption,
@@ -145,7 +147,17 @@ def needle(
 
 @app.command()
 @params_flags(
-    RampParams, "start", "end", "turns", "schedule", "users", "stagger_s", "max_tokens", "on_failure"
+    RampParams,
+    "start",
+    "end",
+    "turns",
+    "schedule",
+    "users",
+    "stagger_s",
+    "max_tokens",
+    "on_failure",
+    "task",
+    "distractors",
 )
 def ramp(
     url: UrlOption,

@@ -53,7 +53,8 @@ def stage_of(record: RequestRecord) -> str | None:
             return f"throughput-r{labels['rate']}{again}"
         return f"throughput-u{labels['users']}{again}"
     if check == "needle":
-        return f"needle-{labels['length']}" + ("-control" if labels.get("control") else "")
+        task = f"{labels['task']}-" if labels.get("task") else ""  # a retrieval task other than single
+        return f"needle-{task}{labels['length']}" + ("-control" if labels.get("control") else "")
     if check == "ramp":
         return f"ramp-u{labels['users']}"
     if check == "capacity":
