@@ -127,6 +127,7 @@ class Control(Recall):
 class TaskRecall(_Open):
     """One retrieval task's recall by length over its grid, and its own control."""
 
+    task: str
     recall_by_length: dict[str, Recall]
     control: Control | None = None
 
@@ -139,13 +140,20 @@ class NeedleFile(CheckFile):
     FILE: ClassVar[str] = "needle.json"
     recall_by_length: dict[str, Recall]
     control: Control | None = None  # None: no control asked (or a run from before it existed)
-    tasks: dict[str, TaskRecall] = {}
+    tasks: list[TaskRecall] = []  # in the order they ran
     depth_curve: bool = False  # the depths were asked as a curve: the report draws recall by depth
     trials: list[NeedleTrial]
 
     def task_names(self) -> list[str]:
         """The tasks run, in order (a run from before tasks: the single task)."""
-        return list(self.tasks) or ["single"]
+        return [t.task for t in self.tasks] or ["single"]
+
+    def task_recall(self, task: str) -> TaskRecall:
+        """A task's own recall and control; a run from before tasks: the whole file's, as the single task."""
+        for mine in self.tasks:
+            if mine.task == task:
+                return mine
+        return TaskRecall(task=task, recall_by_length=self.recall_by_length, control=self.control)
 
     def recall_sorted(self) -> list[tuple[int, Recall]]:
         return sorted((int(length), r) for length, r in self.recall_by_length.items())

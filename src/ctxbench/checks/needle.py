@@ -160,13 +160,14 @@ async def run_needle(
     NeedleFile(
         recall_by_length=_recall(trials),
         control=_control(trials, control),
-        tasks={
-            task: TaskRecall(
+        tasks=[
+            TaskRecall(
+                task=task,
                 recall_by_length=_recall([t for t in trials if t.task == task]),
                 control=_control([t for t in trials if t.task == task], control),
             )
             for task in params.task
-        },
+        ],
         depth_curve=params.depth_curve,
         trials=trials,
     ).save(run.path)

@@ -236,6 +236,11 @@ def ramp_section(read: RunRead) -> list[str]:
     telemetry = read_telemetry(run.path / TELEMETRY_FILE)
     gpu = [s for s in telemetry.samples if s.check == "ramp"] if telemetry else []
     lines = ["", "## Claim 3, the conversation ramp", ""]
+    task = (read.manifest.check_parameters.get("ramp") or {}).get("task", "single")
+    if task != "single":
+        lines.append(
+            f'- Asked each turn: the {task} task\'s question (docs/campaigns.md, "Retrieval tasks").'
+        )
     between = metrics.between_turns_s(records)
     for users in sorted({int(r["users"]) for r in rows}):
         mine = [r for r in rows if int(r["users"]) == users]

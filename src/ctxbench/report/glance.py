@@ -56,8 +56,9 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
     needle = NeedleFile.load(run.path)
     results = task_results(needle) if needle is not None else []
     blind = {t.task for t in results if t.control is not None and t.control.missed}  # failed their control
-    # the ramp asks the single literal fact unless told otherwise: its control speaks for claim 3
-    judged = NOISE if row.random_weights else NO_VERDICT if "single" in blind else None
+    # the ramp's task (the single literal fact unless told otherwise): its control speaks for claim 3
+    ramp_task = (run.manifest().check_parameters.get("ramp") or {}).get("task", "single")
+    judged = NOISE if row.random_weights else NO_VERDICT if ramp_task in blind else None
     out: list[tuple[str, str, Cell, str]] = []
     if row.capacity.source and run.died_during() == "capacity":
         out.append(("1 capacity", NOT_CONCLUDED, row.capacity, "the engine died during the check"))

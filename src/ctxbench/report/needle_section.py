@@ -50,7 +50,7 @@ def needle_section(read: RunRead) -> list[str]:
     tasks = needle.task_names()
     lines = ["", "## Claim 2, retrieval in a fresh document", ""]
     for task in tasks:
-        control = needle.tasks[task].control if task in needle.tasks else needle.control
+        control = needle.task_recall(task).control
         if control is not None:
             named = "" if tasks == ["single"] else f"{task}: "
             lines.append(
@@ -147,7 +147,8 @@ def _curve(needle: NeedleFile, run_path: Path) -> list[str]:
 def draw_depth_curve(
     points: dict[tuple[str, int], list[tuple[float, float]]], stem: Path, name_tasks: bool
 ) -> list[Path]:
-    """Draw `stem`.png and `stem`.svg: share found against depth, a line per (task,) length."""
+    """Draw `stem`.png and `stem`.svg: share found against depth, a panel per task (titled where the run
+    asked several), a line per length in one colour per length across the panels."""
     if not points:
         return []
     import matplotlib
@@ -155,18 +156,47 @@ def draw_depth_curve(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axis = plt.subplots(figsize=(8, 4.5))
-    for (task, length), line in points.items():
-        label = (f"{task}, " if name_tasks else "") + f"{length} tokens"
-        axis.plot([d for d, _ in line], [s for _, s in line], marker="o", label=label)
-    axis.set_xlabel("depth of the fact in the document")
-    axis.set_ylabel("share of answers that found it")
-    axis.set_xlim(-0.02, 1.02)
-    axis.set_ylim(-0.05, 1.05)
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8, loc="lower left")
-    axis.set_title("Retrieval by depth")
-    fig.tight_layout()
+    tasks = list(dict.fromkeys(task for task, _ in points))
+    lengths = sorted({length for _, length in points})
+    colours = {
+        length: plt.get_cmap("viridis")(i / max(1, len(lengths) - 1) * 0.85)
+        for i, length in enumerate(lengths)
+    }
+    columns = min(3, len(tasks))
+    rows = -(-len(tasks) // columns)
+    fig, axes = plt.subplots(
+        rows,
+        columns,
+        figsize=(3.6 * columns + 1.4, 2.8 * rows + 0.9),
+        squeeze=False,
+        sharex=True,
+        sharey=True,
+    )
+    for axis in axes.flat[len(tasks) :]:
+        axis.set_visible(False)
+    for axis, task in zip(axes.flat, tasks, strict=False):
+        for (mine, length), line in points.items():
+            if mine == task:
+                axis.plot(
+                    [d for d, _ in line],
+                    [s for _, s in line],
+                    marker="o",
+                    color=colours[length],
+                    label=f"{length} tokens",
+                )
+        axis.set_xlim(-0.04, 1.04)
+        axis.set_ylim(-0.06, 1.06)
+        axis.grid(alpha=0.3)
+        if name_tasks:
+            axis.set_title(task, fontsize=10)
+    for axis in axes[-1, :]:
+        axis.set_xlabel("depth of the fact")
+    for axis in axes[:, 0]:
+        axis.set_ylabel("share found")
+    handles = [plt.Line2D([0], [0], color=colours[n], marker="o") for n in lengths]
+    fig.legend(handles, [f"{n} tokens" for n in lengths], loc="upper right", fontsize=8)
+    fig.suptitle("Retrieval by depth", x=0.02, ha="left")
+    fig.tight_layout(rect=(0, 0, 0.86, 1))
     files = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
     for file in files:
         fig.savefig(file, **({"metadata": {"Date": None}} if file.suffix == ".svg" else {}))

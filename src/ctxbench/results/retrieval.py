@@ -19,12 +19,12 @@ class TaskResult:
     alone: bool  # the run's only task is the single literal fact: named as before, without the task
 
     def text(self) -> str:
-        """'multi_key 2/3 [0.21, 0.94]', or '... fails at the control' where its control missed."""
-        if self.control is not None and self.control.missed:
-            return f"{self.task} fails at the {self.control.length}-token control"
+        """'multi_key 2/3 [0.21, 0.94]', and '(fails at the 1024-token control)' where its control missed."""
         interval = wilson(self.found, self.scored)
         bounds = "" if interval is None else f" [{interval.low:.2f}, {interval.high:.2f}]"
-        return f"{self.task} {self.found}/{self.scored}{bounds}"
+        missed = self.control is not None and self.control.missed
+        control = f" (fails at the {self.control.length}-token control)" if missed else ""  # type: ignore[union-attr]
+        return f"{self.task} {self.found}/{self.scored}{bounds}{control}"
 
 
 def task_results(needle: NeedleFile) -> list[TaskResult]:
@@ -33,8 +33,8 @@ def task_results(needle: NeedleFile) -> list[TaskResult]:
     alone = names == ["single"]
     out = []
     for task in names:
-        recall = needle.tasks[task].recall_by_length if task in needle.tasks else needle.recall_by_length
-        control = needle.tasks[task].control if task in needle.tasks else needle.control
-        found, scored = sum(r.found for r in recall.values()), sum(r.scored for r in recall.values())
-        out.append(TaskResult(task, found, scored, control, alone))
+        mine = needle.task_recall(task)
+        recall = mine.recall_by_length.values()
+        found, scored = sum(r.found for r in recall), sum(r.scored for r in recall)
+        out.append(TaskResult(task, found, scored, mine.control, alone))
     return out
