@@ -13,8 +13,11 @@ paths are the node's: they must exist at the same path on every node that has th
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict
@@ -39,6 +42,12 @@ from .results.mirror import Mirror, Tail
 from .store import write_json_atomic
 
 TAIL_INTERVAL_S = 1.0
+# How long joining the cluster may take before we say so: Ray itself retries an address that accepts
+# connections but is not a Ray head (or a head that stopped answering) for minutes. The TCP check (5 s) and
+# this stay within 30 s together, Python's start included. CTXBENCH_RAY_CONNECT_S overrides it.
+RAY_CONNECT_S = 15.0
+# A driver joining in a process of its own, so that our timeout can stop it: ray.init has none to give.
+_PROBE = "import sys, ray; ray.init(address=sys.argv[1], namespace='ctxbench-probe', log_to_driver=False)"
 
 
 class RayNotInstalled(CtxbenchError):
@@ -72,11 +81,41 @@ def listening(address: str, timeout_s: float = 5.0) -> None:
         ) from None
 
 
+def answers(address: str, timeout_s: float | None = None) -> None:
+    """A driver can join the cluster at `address` within `timeout_s` (RAY_CONNECT_S): tried in a process of
+    its own, ended when the time is up. Raises ServerUnreachable naming the address and what to check."""
+    limit = timeout_s or float(os.environ.get("CTXBENCH_RAY_CONNECT_S", RAY_CONNECT_S))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE, address],
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ServerUnreachable(
+            f"--ray {address}: no Ray cluster answered there within {limit:g} s (something accepts "
+            "connections, but it is not a Ray head, or the head does not answer). Check the address `ray "
+            "start --head` printed, that the head is up (`ray status --address ADDRESS` on a node), and that "
+            "this host reaches the head's ports (6379 and the ones `ray start` lists)."
+        ) from None
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if line.strip()]
+        last = said[-1] if said else f"exit {done.returncode}"
+        raise ServerUnreachable(
+            f"--ray {address}: cannot join the Ray cluster ({last}). Start it with `ray start --head` and "
+            "give its address (host:port), or 'auto' on a node of it."
+        )
+
+
 def connect(address: str) -> ModuleType:
     """Join the cluster at `address` as its driver (a no-op when already joined)."""
     ray = require_ray()
     if not ray.is_initialized():
         listening(address)
+        if address != "auto":
+            answers(address)
         try:
             ray.init(address=address, namespace="ctxbench", log_to_driver=True)
         except (ConnectionError, RuntimeError, ValueError) as exc:

@@ -321,3 +321,25 @@ def test_a_ray_address_where_nothing_listens_is_unreachable_at_once(tmp_path: Pa
     done = ctxbench("run", str(path), "--ray", f"127.0.0.1:{closed_port()}", cwd=tmp_path)
     assert done.returncode == EXIT_UNREACHABLE, done.stdout + done.stderr
     assert "nothing accepts connections there" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_ray_address_that_accepts_but_is_no_ray_head_errors_within_30_s(tmp_path: Path) -> None:
+    """Something accepts connections but never answers as a Ray head: ray.init alone would retry for
+    minutes; our probe ends it at RAY_CONNECT_S (15 s), naming the address and what to check, exit 3. The
+    issue's bound is 30 s from the command's start, Python's and Ray's imports included."""
+    pytest.importorskip("ray")
+    import socket
+    import time
+
+    path = tmp_path / "one.toml"
+    path.write_text(ACTORS.format(base="", override="", port=closed_port()))
+    with socket.socket() as silent:  # accepts (the kernel completes the handshake) and never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        done = ctxbench("run", str(path), "--ray", address, cwd=tmp_path)
+        took = time.monotonic() - started
+    assert done.returncode == EXIT_UNREACHABLE, done.stdout + done.stderr
+    assert f"--ray {address}: no Ray cluster answered there within 15 s" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and took < 30, (took, done.stderr)

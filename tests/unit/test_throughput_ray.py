@@ -30,3 +30,23 @@ def test_more_actors_than_the_reachable_nodes_have_cpus_are_refused_at_once_nami
     said = str(raised.value)
     assert said.startswith("many users, 4 users over 4 Ray actors: they need a CPU each")
     assert "those 2 have 3 in all" in said and "Lower ray_actors" in said
+
+
+def test_a_vanished_head_during_cleanup_leaves_the_levels_own_outcome_standing() -> None:
+    """After the head's host is cut off, every call to the cluster raises: the cleanup swallows it, so the
+    error the level is already raising (or its records) come out, not a traceback from the `finally`."""
+    from ctxbench.checks.throughput_ray import release
+
+    killed, removed = [], []
+
+    class Gone:
+        def kill(self, actor: object) -> None:
+            killed.append(actor)
+            raise ConnectionError("failed to connect to GCS at 10.0.0.1:6379")
+
+    def remove(group: object) -> None:
+        removed.append(group)
+        raise RuntimeError("GCS is unreachable")
+
+    release(Gone(), ["a", "b"], "group", remove)
+    assert killed == ["a", "b"] and removed == ["group"]  # every actor tried, the group too

@@ -253,7 +253,20 @@ async def users_over_ray(
             f"{what}: {type(cause).__name__}: {said}; the records that came back are kept."
         ) from None
     finally:
-        for actor in actors:
-            ray.kill(actor)
-        remove_placement_group(group)
+        release(ray, actors, group, remove_placement_group)
     return records
+
+
+def release(ray: Any, actors: list[Any], group: Any, remove: Callable[[Any], None]) -> None:
+    """Kill the level's actors and free its CPUs. Where the head is gone (its host cut off) Ray cannot be
+    told and raises whatever its client meets (a RaySystemError, a gRPC or connection error): the level's
+    own outcome, already on its way out, says what happened, never a traceback from here."""
+    for actor in actors:
+        try:
+            ray.kill(actor)
+        except Exception:  # the cluster is unreachable: nothing else is left to do
+            pass
+    try:
+        remove(group)
+    except Exception:  # as above
+        pass
