@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 import typer
+from cli_main import run_main
 from pydantic import BaseModel, Field
 
 from ctxbench.cli import app
 from ctxbench.cli.param_flags import flag_of, params_flags
 from ctxbench.params import NeedleParams, ProbeParams, QualityParams, RampParams
-from tests.cli_main import run_main
 
 GENERATED = {"probe": ProbeParams, "needle": NeedleParams, "ramp": RampParams, "quality": QualityParams}
 
