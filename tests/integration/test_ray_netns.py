@@ -9,18 +9,25 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from netns import Host, Network
 
+from ctxbench import metrics
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
+from ctxbench.check_files import ThroughputFile
+from ctxbench.engines.build import LlamaCppBuild
+from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
+from ctxbench.store import RunDir
 
 from .test_campaign_llamacpp import campaign_file
 from .test_ray_cluster import DEPLOYMENT, TWO, evidence
@@ -65,7 +72,8 @@ def hosts() -> Iterator[Network]:
     try:
         with Network("ray", ["head", "a", "b", "driver"]) as net:
             head = f"{net['head'].address}:{PORT}"
-            _start(net["head"], ["--head", "--port", str(PORT), "--include-dashboard", "false"], 1, temp)
+            # the head runs nothing: the deployments' tasks and the levels' actors go to the worker hosts
+            _start(net["head"], ["--head", "--port", str(PORT), "--include-dashboard", "false"], 0, temp)
             for name, resource in (("a", "node_a"), ("b", "node_b")):
                 resources = json.dumps({"gpu_standin": 1, resource: 1})
                 _start(net[name], ["--address", head, "--resources", resources], 3)
@@ -111,3 +119,75 @@ def test_two_deployments_on_two_hosts_give_the_evidence_of_one_process(
     alone = campaign_file(tmp_path / "one", TWO.format(actors=0, deployments=deployments))
     assert [o.status for o in run_campaign(load_campaign(alone))] == ["done", "done"]
     assert evidence(results) == evidence(tmp_path / "one" / "results")
+
+
+# From another host: wait for the engine's /health (a minute at most).
+READY = """
+import sys, time, urllib.request
+for _ in range(300):
+    try:
+        urllib.request.urlopen(sys.argv[1] + "/health", timeout=1).read()
+        break
+    except OSError:
+        time.sleep(0.2)
+else:
+    sys.exit(1)
+"""
+
+FAR = """
+[checks.throughput]
+levels = [4]
+requests_per_user = 3
+warmup_requests = 1
+prompt_tokens = 128
+output_tokens = 8
+ray_actors = 2
+
+[[deployments]]
+name = "far"
+engine = "external"
+urls = ["{url}"]
+served_name = "tiny"
+tokenizer = "{tokenizer}"
+"""
+
+
+def test_a_level_over_actors_on_two_hosts_merges_raw_records_into_exact_percentiles(
+    hosts: Network, tmp_path: Path, tiny: TinyModel, llama_build: LlamaCppBuild
+) -> None:
+    """The engine listens on host a's own address, so both worker hosts reach it: the level's two actors go
+    one to each (SPREAD), and its percentiles are those of the union of their raw records, not a merge of
+    per-host summaries (inference-perf #797: histograms cannot be merged, raw samples can)."""
+    a, head = hosts["a"], f"{hosts['head'].address}:{PORT}"
+    config = LlamaServerConfig(
+        binary=llama_build.server, model=tiny.gguf, ctx_size=4096, parallel=4, alias="tiny"
+    )
+    command = [a.address if part == "127.0.0.1" else part for part in config.command(8088)]
+    a.popen(command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://{a.address}:8088"
+    assert hosts["b"].run([sys.executable, "-c", READY, url], timeout=120).returncode == 0, "no engine at a"
+    path = campaign_file(tmp_path, FAR.format(url=url, tokenizer=tiny.tokenizer_dir))
+    done = hosts["driver"].run(
+        [sys.executable, "-m", "ctxbench", "run", str(path), "--ray", head],
+        timeout=600,
+        env=_env(),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_path,) = (tmp_path / "results" / "runs").iterdir()
+    addresses = _nodes(hosts["driver"], head)
+    measured = [
+        r
+        for r in RunDir(run_path).records()
+        if r.labels.get("check") == "throughput" and r.labels["warmup"] == "0"
+    ]
+    assert len(measured) == 4 * 3 and all(r.ok for r in measured)
+    nodes = {r.labels["client_node"] for r in measured}
+    assert {addresses[n] for n in addresses if n[:12] in nodes} == {a.address, hosts["b"].address}
+    level = ThroughputFile.load(run_path)
+    assert level is not None
+    figures = level.levels["4"]
+    ttfts = [metrics.ttft_s(r) for r in measured]
+    union = np.percentile([t for t in ttfts if t is not None], [50, 99])
+    assert (figures.ttft_s.p50, figures.ttft_s.p99) == (float(union[0]), float(union[1]))
+    assert sorted(figures.request_ids) == sorted(r.request_id for r in measured)
