@@ -46,6 +46,7 @@ TAIL_INTERVAL_S = 1.0
 # connections but is not a Ray head (or a head that stopped answering) for minutes. The TCP check (5 s) and
 # this stay within 30 s together, Python's start included. CTXBENCH_RAY_CONNECT_S overrides it.
 RAY_CONNECT_S = 15.0
+WATCH_S = 2.0  # how often the driver looks for a waiting task's node among those Ray marked dead
 # A driver joining in a process of its own, so that our timeout can stop it: ray.init has none to give.
 _PROBE = "import sys, ray; ray.init(address=sys.argv[1], namespace='ctxbench-probe', log_to_driver=False)"
 
@@ -171,13 +172,21 @@ def run_campaign_on_ray(
     done: dict[tuple[str, int], Outcome] = {}
     waiting = list(refs)
     while waiting:
-        ready, waiting = ray.wait(waiting, num_returns=1)
+        ready, waiting = ray.wait(waiting, num_returns=1, timeout=WATCH_S)
+        finished: list[tuple[Any, Outcome]] = []
         for ref in ready:
             deployment, repeat, _ = refs[ref]
             try:
-                outcome = Outcome(**ray.get(ref))
+                finished.append((ref, Outcome(**ray.get(ref))))
             except ray.exceptions.RayError as exc:
-                outcome = _lost(state, deployment, repeat, exc)
+                finished.append((ref, _lost(state, deployment, repeat, exc)))
+        for ref, address in _on_dead_nodes(ray, mirror, waiting, refs):
+            deployment, repeat, _ = refs[ref]
+            waiting.remove(ref)
+            _cancel(ray, ref)
+            finished.append((ref, _lost(state, deployment, repeat, None, address)))
+        for ref, outcome in finished:
+            deployment, repeat, _ = refs[ref]
             label = f"{deployment.name}" + (f" (repeat {repeat})" if repeat > 1 else "")
             on_status(
                 f"{label}: {outcome.status}" + (f": {outcome.error.splitlines()[0]}" if outcome.error else "")
@@ -195,18 +204,46 @@ def _needs(options: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _lost(state: Path, deployment: Deployment, repeat: int, exc: Exception) -> Outcome:
-    """A task that did not return (its node or worker died): its state stays "started", so running the
-    campaign again resumes the run from what the driver holds."""
+def _on_dead_nodes(ray: Any, mirror: Any, waiting: list[Any], refs: dict[Any, Work]) -> list[tuple[Any, str]]:
+    """The waiting tasks whose node Ray has marked dead, with that node's address. Ray's owner of a task
+    whose host was cut off was not told for minutes (a cut host's node was dead within 3 s, its task still
+    waited for after 30): the driver asks itself, every WATCH_S, from where each task said it started."""
+    if not waiting:
+        return []
+    try:
+        where = ray.get(mirror.placements.remote(), timeout=WATCH_S)
+        dead = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if not n.get("Alive")}
+    except ray.exceptions.RayError:
+        return []  # the cluster itself does not answer now: the next turn asks again
+    lost = []
+    for ref in waiting:
+        deployment, repeat, _ = refs[ref]
+        node = where.get(state_key(deployment.name, repeat))
+        if node in dead:
+            lost.append((ref, dead[node]))
+    return lost
+
+
+def _cancel(ray: Any, ref: Any) -> None:
+    try:
+        ray.cancel(ref, force=True)
+    except Exception:  # its node is gone: nothing there to cancel
+        pass
+
+
+def _lost(
+    state: Path, deployment: Deployment, repeat: int, exc: Exception | None, address: str | None = None
+) -> Outcome:
+    """A task that did not return (its node or worker died, or Ray marked the node at `address` dead): its
+    state stays "started", so running the campaign again resumes the run from what the driver holds."""
     run_id = read_state(state).get(state_key(deployment.name, repeat), {}).get("run_id")
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    error = (
-        f"the Ray task running it did not finish ({type(exc).__name__}: {first}). What it measured is in "
-        + (
-            f"run {run_id}; `ctxbench run` again resumes it."
-            if run_id
-            else "no run yet; `ctxbench run` again."
-        )
+    if address is not None:
+        why = f"its node at {address} stopped answering and Ray marked it dead"
+    else:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        why = f"{type(exc).__name__}: {first}"
+    error = f"the Ray task running it did not finish ({why}). What it measured is in " + (
+        f"run {run_id}; `ctxbench run` again resumes it." if run_id else "no run yet; `ctxbench run` again."
     )
     return Outcome(deployment.name, "failed", run_id, error)
 
@@ -224,6 +261,8 @@ def deployment_task(
 
     def send(method: str, args: tuple[object, ...]) -> None:
         ray.get(getattr(mirror, method).remote(*args))
+
+    send("placed", (state_key(name, repeat), ray.get_runtime_context().get_node_id()))
 
     if isinstance(deployment, LlamaCppDeployment) and deployment.binary is None:
         from .engines.build import LlamaCppBuild, build_llamacpp

@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -39,16 +40,27 @@ PORT = 6379
 OBJECT_STORE = str(80 * 2**20)
 
 
-def _env() -> dict[str, str]:
+def _env(**extra: str) -> dict[str, str]:
     """The tests' environment for a host's processes, less what keeps Ray on loopback (conftest.py)."""
-    return {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+    return {**{k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}, **extra}
+
+
+# The head calls a node dead after about 2 s without an answer (Ray's default: about 30 s), so that a host cut
+# off shows as its deployment's failure within the test's patience.
+FAST_DEATH = {
+    "RAY_health_check_initial_delay_ms": "1000",
+    "RAY_health_check_period_ms": "500",
+    "RAY_health_check_timeout_ms": "500",
+    "RAY_health_check_failure_threshold": "3",
+}
 
 
 def _start(host: Host, args: list[str], cpus: int, temp: Path | None = None) -> None:
     """`ray start` on the host, at its own address (the head's temp directory: short, for Ray's sockets)."""
     node = ["--node-ip-address", host.address, "--num-cpus", str(cpus), "--object-store-memory", OBJECT_STORE]
     where = ["--temp-dir", str(temp)] if temp is not None else []
-    done = host.run([RAY, "start", *args, *node, *where, "--disable-usage-stats"], timeout=180, env=_env())
+    command = [RAY, "start", *args, *node, *where, "--disable-usage-stats"]
+    done = host.run(command, timeout=180, env=_env(**FAST_DEATH))
     assert done.returncode == 0, f"ray start on {host.netns}: {done.stdout[-2000:]}\n{done.stderr[-2000:]}"
 
 
@@ -61,6 +73,14 @@ def _nodes(driver: Host, head: str) -> dict[str, str]:
     done = driver.run([sys.executable, "-c", probe, head], timeout=120, env=_env())
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _wait_for_nodes(net: Network, count: int) -> None:
+    head = f"{net['head'].address}:{PORT}"
+    deadline = time.monotonic() + 120
+    while len(_nodes(net["driver"], head)) < count:
+        assert time.monotonic() < deadline, f"the {count} Ray nodes were not all alive within 120 s"
+        time.sleep(2)
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +98,7 @@ def hosts() -> Iterator[Network]:
                 resources = json.dumps({"gpu_standin": 1, resource: 1})
                 _start(net[name], ["--address", head, "--resources", resources], 3)
             _start(net["driver"], ["--address", head], 0)
-            deadline = time.monotonic() + 120
-            while len(_nodes(net["driver"], head)) < 4:
-                assert time.monotonic() < deadline, "the four Ray nodes did not all join within 120 s"
-                time.sleep(2)
+            _wait_for_nodes(net, 4)
             yield net
     finally:
         shutil.rmtree(temp, ignore_errors=True)
@@ -191,3 +208,68 @@ def test_a_level_over_actors_on_two_hosts_merges_raw_records_into_exact_percenti
     union = np.percentile([t for t in ttfts if t is not None], [50, 99])
     assert (figures.ttft_s.p50, figures.ttft_s.p99) == (float(union[0]), float(union[1]))
     assert sorted(figures.request_ids) == sorted(r.request_id for r in measured)
+
+
+# The 1-user ramp ends (a unit of its own), then the 2-user one starts with its second user 8 s behind: the
+# host is cut in those 8 s, mid-ramp.
+RAMP = (
+    """
+[checks.capacity]
+[checks.ramp]
+start = 256
+end = 1024
+turns = 3
+users = [1, 2]
+max_tokens = 16
+stagger_s = 8
+"""
+    + DEPLOYMENT
+)
+
+
+def test_a_host_cut_off_mid_ramp_fails_its_deployment_by_name_and_the_run_resumes_once_it_is_back(
+    hosts: Network, tmp_path: Path, tiny: TinyModel
+) -> None:
+    a, head = hosts["a"], f"{hosts['head'].address}:{PORT}"
+    path = campaign_file(
+        tmp_path, RAMP.format(name="cut", gguf=tiny.gguf, tokenizer=tiny.tokenizer_dir, resource="node_a")
+    )
+    command = [sys.executable, "-m", "ctxbench", "run", str(path), "--ray", head]
+    driver = hosts["driver"].popen(command, env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    records = tmp_path / "results" / "runs"
+    deadline = time.monotonic() + 300
+    while not any('"users":"2"' in p.read_text() for p in records.glob("*/requests.jsonl")):
+        if driver.poll() is not None or time.monotonic() > deadline:
+            driver.kill()
+            pytest.fail(f"the 2-user ramp never started: {driver.communicate()[0]}")
+        time.sleep(0.2)
+    hosts.cut("a")  # mid-ramp: the engine, its deployment's task and its node go silent together
+    output, _ = driver.communicate(timeout=300)
+    assert driver.returncode == 1, output
+    assert "cut: failed: the Ray task running it did not finish" in output and "again resumes it" in output, (
+        output
+    )
+    (run_path,) = records.iterdir()
+    kept = [json.loads(line) for line in (run_path / "requests.jsonl").read_text().splitlines()]
+    assert {r["labels"]["check"] for r in kept} >= {"capacity", "ramp"}  # what reached the driver stays
+    units = (run_path / "units.jsonl").read_text()
+    assert '"ramp-u1"' in units and '"ramp-u2"' not in units, units
+
+    hosts.restore("a")
+    for pid in a.pids():  # the head called host a's node dead: its processes go, a new node takes its place
+        os.kill(pid, 9)
+    _start(a, ["--address", head, "--resources", json.dumps({"gpu_standin": 1, "node_a": 1})], 3)
+    _wait_for_nodes(hosts, 4)
+    again = hosts["driver"].run(command, timeout=600, env=_env(), cwd=tmp_path)
+    assert again.returncode == 0 and "cut: done" in again.stdout, again.stdout[-3000:] + again.stderr[-3000:]
+    assert [p.name for p in records.iterdir()] == [run_path.name]  # the same run, resumed
+    manifest = json.loads((run_path / "manifest.json").read_text())
+    assert [a["attempt"] for a in manifest["attempts"]] == [1, 2]
+    records_now = [json.loads(line) for line in (run_path / "requests.jsonl").read_text().splitlines()]
+    for finished in ("capacity", "1"):  # finished units (capacity, the 1-user ramp) are not sent again
+
+        def mine(r: dict[str, Any], unit: str = finished) -> bool:
+            return r["labels"]["check"] == unit or r["labels"].get("users") == unit
+
+        assert [r for r in records_now if mine(r)] == [r for r in kept if mine(r)]
+    assert '"ramp-u2"' in (run_path / "units.jsonl").read_text()

@@ -29,6 +29,14 @@ class Mirror:
 
     def __init__(self, results: str) -> None:
         self.results = Path(results).resolve()
+        self.nodes: dict[str, str] = {}  # a deployment's key (state_key) -> the node its task runs on
+
+    def placed(self, key: str, node: str) -> None:
+        """A deployment's task started on `node` (the driver watches that node while it waits)."""
+        self.nodes[key] = node
+
+    def placements(self) -> dict[str, str]:
+        return dict(self.nodes)
 
     def _path(self, relative: str) -> Path:
         path = (self.results / relative).resolve()
