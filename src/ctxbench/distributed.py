@@ -13,12 +13,14 @@ paths are the node's: they must exist at the same path on every node that has th
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -47,6 +49,13 @@ TAIL_INTERVAL_S = 1.0
 # this stay within 30 s together, Python's start included. CTXBENCH_RAY_CONNECT_S overrides it.
 RAY_CONNECT_S = 15.0
 WATCH_S = 2.0  # how often the driver looks for a waiting task's node among those Ray marked dead
+HEAD_LOST_S = 10.0  # the head unreachable this long ends the campaign (Ray alone: 60 s, then an abort)
+
+
+class HeadLost(CtxbenchError):
+    """The Ray head stopped answering while deployments ran: names it and where what was measured is."""
+
+
 # A driver joining in a process of its own, so that our timeout can stop it: ray.init has none to give.
 _PROBE = "import sys, ray; ray.init(address=sys.argv[1], namespace='ctxbench-probe', log_to_driver=False)"
 
@@ -171,8 +180,16 @@ def run_campaign_on_ray(
         refs[ref] = item
     done: dict[tuple[str, int], Outcome] = {}
     waiting = list(refs)
+    head = Watch(ray.get_runtime_context().gcs_address, results)
     while waiting:
         ready, waiting = ray.wait(waiting, num_returns=1, timeout=WATCH_S)
+        try:
+            answering = head.check()
+        except HeadLost:
+            # Ray's shutdown at exit waits on the lost head for ever: this process leaves without it (the
+            # results are the Mirror's, written and synced as they came, in a process of its own)
+            atexit.unregister(ray.shutdown)
+            raise
         finished: list[tuple[Any, Outcome]] = []
         for ref in ready:
             deployment, repeat, _ = refs[ref]
@@ -180,7 +197,7 @@ def run_campaign_on_ray(
                 finished.append((ref, Outcome(**ray.get(ref))))
             except ray.exceptions.RayError as exc:
                 finished.append((ref, _lost(state, deployment, repeat, exc)))
-        for ref, address in _on_dead_nodes(ray, mirror, waiting, refs):
+        for ref, address in _on_dead_nodes(ray, mirror, waiting, refs) if answering else []:
             deployment, repeat, _ = refs[ref]
             waiting.remove(ref)
             _cancel(ray, ref)
@@ -202,6 +219,34 @@ def run_campaign_on_ray(
 def _needs(options: dict[str, Any]) -> str:
     parts = [f"{options['num_gpus']} GPU"] + [f"{v:g} {k}" for k, v in options["resources"].items()]
     return ", ".join(parts)
+
+
+class Watch:
+    """The head's GCS, probed (a TCP connection, 1 s at most) each turn of the driver's loop: Ray's own client
+    retries a head that is gone for 60 s and then ends the process, with no word of what was kept."""
+
+    def __init__(self, address: str, results: Path) -> None:
+        self.address, self.results = address, results
+        self.silent_since: float | None = None
+
+    def check(self) -> bool:
+        """Whether the head answers now (a question to the cluster would wait on it otherwise); raises
+        HeadLost once it has not for HEAD_LOST_S."""
+        try:
+            listening(self.address, timeout_s=1.0)
+            self.silent_since = None
+            return True
+        except ServerUnreachable:
+            now = time.monotonic()
+            self.silent_since = self.silent_since or now
+        if now - self.silent_since >= HEAD_LOST_S:
+            raise HeadLost(
+                f"the Ray head at {self.address} stopped answering ({HEAD_LOST_S:g} s without a connection): "
+                f"the campaign cannot go on. What each deployment measured until then is in {self.results} "
+                "(written as it came). Bring the head's host back (or start the head again), then `ctxbench "
+                "run` again resumes each run from there."
+            )
+        return False
 
 
 def _on_dead_nodes(ray: Any, mirror: Any, waiting: list[Any], refs: dict[Any, Work]) -> list[tuple[Any, str]]:

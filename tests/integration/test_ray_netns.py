@@ -273,3 +273,36 @@ def test_a_host_cut_off_mid_ramp_fails_its_deployment_by_name_and_the_run_resume
 
         assert [r for r in records_now if mine(r)] == [r for r in kept if mine(r)]
     assert '"ramp-u2"' in (run_path / "units.jsonl").read_text()
+
+
+def test_the_heads_host_cut_off_ends_the_run_naming_it_and_keeps_what_was_measured(
+    hosts: Network, tmp_path: Path, tiny: TinyModel
+) -> None:
+    """Last in this module: the cluster does not outlive its head (the fixture's teardown removes it)."""
+    head = f"{hosts['head'].address}:{PORT}"
+    path = campaign_file(
+        tmp_path,
+        RAMP.format(name="headless", gguf=tiny.gguf, tokenizer=tiny.tokenizer_dir, resource="node_b"),
+    )
+    command = [sys.executable, "-m", "ctxbench", "run", str(path), "--ray", head]
+    driver = hosts["driver"].popen(
+        command, env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    records = tmp_path / "results" / "runs"
+    deadline = time.monotonic() + 300
+    while not any('"users":"2"' in p.read_text() for p in records.glob("*/requests.jsonl")):
+        if driver.poll() is not None or time.monotonic() > deadline:
+            driver.kill()
+            pytest.fail(f"the 2-user ramp never started: {driver.communicate()[0]}")
+        time.sleep(0.2)
+    hosts.cut("head")
+    output, _ = driver.communicate(timeout=120)
+    assert driver.returncode == 1, output[-3000:]
+    assert f"error: the Ray head at {head} stopped answering" in output and "Traceback" not in output, output[
+        -3000:
+    ]
+    (run_path,) = records.iterdir()
+    units = (run_path / "units.jsonl").read_text()
+    assert '"capacity"' in units and '"ramp-u1"' in units, units  # finished units reached this machine
+    kept = [json.loads(line) for line in (run_path / "requests.jsonl").read_text().splitlines()]
+    assert {r["labels"].get("users") for r in kept if r["labels"]["check"] == "ramp"} >= {"1"}
