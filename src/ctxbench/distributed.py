@@ -53,7 +53,10 @@ HEAD_LOST_S = 10.0  # the head unreachable this long ends the campaign (Ray alon
 
 
 class HeadLost(CtxbenchError):
-    """The Ray head stopped answering while deployments ran: names it and where what was measured is."""
+    """The Ray head stopped answering while deployments ran: names it and where what was measured is. Ray's
+    client here is stranded: leaving through the interpreter's finalization crashed it (SIGSEGV)."""
+
+    leave_at_once = True
 
 
 # A driver joining in a process of its own, so that our timeout can stop it: ray.init has none to give.

@@ -17,6 +17,9 @@ class CtxbenchError(Exception):
     """Base class for every error ctxbench raises on purpose."""
 
     exit_code = EXIT_FAILED
+    # After it the process cannot finish the usual way (a library's client is stranded: Ray's, with its head
+    # lost, crashed or hung in the interpreter's finalization): the CLI says it and leaves at once.
+    leave_at_once = False
 
 
 class UsageError(CtxbenchError):

@@ -148,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         code = EXIT_INTERRUPTED
     except CtxbenchError as exc:
         _report(exc)
+        if exc.leave_at_once:  # what was measured is on disk already; nothing of this process is left to do
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(exc.exit_code)
         return exc.exit_code
     except OSError as exc:  # the machine, not ctxbench: a full disk, a path that vanished, no permission
         _error(
