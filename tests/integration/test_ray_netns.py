@@ -90,7 +90,8 @@ def hosts() -> Iterator[Network]:
         pytest.skip(reason)
     temp = Path(tempfile.mkdtemp(prefix="ctxray"))  # Ray's sockets: a short path
     try:
-        with Network("ray", ["head", "a", "b", "driver"]) as net:
+        # "slow": a host made ready here but joined to the cluster only by the test that needs it
+        with Network("ray", ["head", "a", "b", "driver", "slow"]) as net:
             head = f"{net['head'].address}:{PORT}"
             # the head runs nothing: the deployments' tasks and the levels' actors go to the worker hosts
             _start(net["head"], ["--head", "--port", str(PORT), "--include-dashboard", "false"], 0, temp)
@@ -169,6 +170,17 @@ tokenizer = "{tokenizer}"
 """
 
 
+def _engine_on(host: Host, build: LlamaCppBuild, tiny: TinyModel, port: int) -> str:
+    """llama-server with the tiny model listening on the host's own address (every host reaches it); its URL
+    once another host gets an answer from /health."""
+    config = LlamaServerConfig(binary=build.server, model=tiny.gguf, ctx_size=4096, parallel=4, alias="tiny")
+    command = [host.address if part == "127.0.0.1" else part for part in config.command(port)]
+    host.popen(command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://{host.address}:{port}"
+    assert host.run([sys.executable, "-c", READY, url], timeout=120).returncode == 0, f"no engine at {url}"
+    return url
+
+
 def test_a_level_over_actors_on_two_hosts_merges_raw_records_into_exact_percentiles(
     hosts: Network, tmp_path: Path, tiny: TinyModel, llama_build: LlamaCppBuild
 ) -> None:
@@ -176,13 +188,7 @@ def test_a_level_over_actors_on_two_hosts_merges_raw_records_into_exact_percenti
     one to each (SPREAD), and its percentiles are those of the union of their raw records, not a merge of
     per-host summaries (inference-perf #797: histograms cannot be merged, raw samples can)."""
     a, head = hosts["a"], f"{hosts['head'].address}:{PORT}"
-    config = LlamaServerConfig(
-        binary=llama_build.server, model=tiny.gguf, ctx_size=4096, parallel=4, alias="tiny"
-    )
-    command = [a.address if part == "127.0.0.1" else part for part in config.command(8088)]
-    a.popen(command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://{a.address}:8088"
-    assert hosts["b"].run([sys.executable, "-c", READY, url], timeout=120).returncode == 0, "no engine at a"
+    url = _engine_on(a, llama_build, tiny, 8088)
     path = campaign_file(tmp_path, FAR.format(url=url, tokenizer=tiny.tokenizer_dir))
     done = hosts["driver"].run(
         [sys.executable, "-m", "ctxbench", "run", str(path), "--ray", head],
@@ -208,6 +214,68 @@ def test_a_level_over_actors_on_two_hosts_merges_raw_records_into_exact_percenti
     union = np.percentile([t for t in ttfts if t is not None], [50, 99])
     assert (figures.ttft_s.p50, figures.ttft_s.p99) == (float(union[0]), float(union[1]))
     assert sorted(figures.request_ids) == sorted(r.request_id for r in measured)
+
+
+# A Python that sleeps before it can run a Ray worker: the host's actors are placed but never say hello.
+SLOW_WORKER = """
+import sys, time
+if any("default_worker.py" in arg for arg in sys.argv):
+    time.sleep(120)
+"""
+
+STUCK = """
+[checks.throughput]
+levels = [3]
+requests_per_user = 1
+warmup_requests = 0
+prompt_tokens = 128
+output_tokens = 4
+ray_actors = 3
+ray_wait_s = 5
+
+[[deployments]]
+name = "stuck"
+engine = "external"
+urls = ["{url}"]
+served_name = "tiny"
+tokenizer = "{tokenizer}"
+ray_resources = {{ node_a = 1 }}
+"""
+
+
+def test_a_level_whose_actors_are_placed_but_never_start_fails_in_ray_wait_s_without_a_traceback(
+    hosts: Network, tmp_path: Path, tiny: TinyModel, llama_build: LlamaCppBuild
+) -> None:
+    """Three actors spread over the three hosts with CPUs; on the third, "slow", no Ray worker can start (its
+    Python sleeps first), so that actor is placed and never says hello: the level fails after ray_wait_s
+    naming what happened, the run exits 1, and no traceback reaches the user."""
+    a, slow, head = hosts["a"], hosts["slow"], f"{hosts['head'].address}:{PORT}"
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SLOW_WORKER)
+    command = [RAY, "start", "--address", head, "--node-ip-address", slow.address, "--num-cpus", "1"]
+    command += ["--object-store-memory", OBJECT_STORE, "--disable-usage-stats"]
+    done = slow.run(command, timeout=180, env=_env(PYTHONPATH=str(site), **FAST_DEATH))
+    assert done.returncode == 0, done.stderr[-2000:]
+    try:
+        _wait_for_nodes(hosts, 5)
+        url = _engine_on(a, llama_build, tiny, 8089)
+        path = campaign_file(tmp_path, STUCK.format(url=url, tokenizer=tiny.tokenizer_dir))
+        run = [sys.executable, "-m", "ctxbench", "run", str(path), "--ray", head]
+        done = hosts["driver"].run(run, timeout=600, env=_env(), cwd=tmp_path)
+        output = done.stdout + done.stderr
+        assert done.returncode == 1, output[-3000:]
+        assert "placed, but not all of them started within ray_wait_s = 5 s" in output, output[-3000:]
+        assert "Traceback" not in done.stdout and "Traceback" not in done.stderr.split("(deployment_task")[0]
+    finally:
+        for pid in slow.pids():  # the slow host leaves the cluster; the head calls its node dead in seconds
+            os.kill(pid, 9)
+        deadline = time.monotonic() + 60
+        while slow.address in _nodes(hosts["driver"], head).values():
+            assert time.monotonic() < deadline, (
+                "the slow host's node stayed alive 60 s after its processes died"
+            )
+            time.sleep(1)
 
 
 # The 1-user ramp ends (a unit of its own), then the 2-user one starts with its second user 8 s behind: the
