@@ -68,11 +68,14 @@ def _nodes(driver: Host, head: str) -> dict[str, str]:
     """NodeID -> address of the alive nodes, asked from the driver's host as its driver would."""
     probe = (
         "import json, sys, ray; ray.init(address=sys.argv[1], log_to_driver=False); "
-        "print(json.dumps({n['NodeID']: n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']}))"
+        "alive = {n['NodeID']: n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']}; "
+        "print('NODES', json.dumps(alive))"
     )
     done = driver.run([sys.executable, "-c", probe, head], timeout=120, env=_env())
     assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    # Ray prints its own lines too (a node marked dead, say), before or after ours: ours is the marked one
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("NODES ")]
+    return json.loads(line.removeprefix("NODES "))
 
 
 def _wait_for_nodes(net: Network, count: int) -> None:
