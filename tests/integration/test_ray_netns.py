@@ -298,6 +298,22 @@ stagger_s = 8
 )
 
 
+def _run_until_the_2_user_ramp(hosts: Network, command: list[str], cwd: Path) -> subprocess.Popen[str]:
+    """`ctxbench run` from the driver's host, returned once a record of the 2-user ramp reached the driver."""
+    driver = hosts["driver"].popen(
+        command, env=_env(), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    deadline = time.monotonic() + 300
+    while not any(
+        '"users":"2"' in p.read_text() for p in (cwd / "results" / "runs").glob("*/requests.jsonl")
+    ):
+        if driver.poll() is not None or time.monotonic() > deadline:
+            driver.kill()
+            pytest.fail(f"the 2-user ramp never started: {driver.communicate()[0]}")
+        time.sleep(0.2)
+    return driver
+
+
 def test_a_host_cut_off_mid_ramp_fails_its_deployment_by_name_and_the_run_resumes_once_it_is_back(
     hosts: Network, tmp_path: Path, tiny: TinyModel
 ) -> None:
@@ -306,14 +322,8 @@ def test_a_host_cut_off_mid_ramp_fails_its_deployment_by_name_and_the_run_resume
         tmp_path, RAMP.format(name="cut", gguf=tiny.gguf, tokenizer=tiny.tokenizer_dir, resource="node_a")
     )
     command = [sys.executable, "-m", "ctxbench", "run", str(path), "--ray", head]
-    driver = hosts["driver"].popen(command, env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    driver = _run_until_the_2_user_ramp(hosts, command, tmp_path)
     records = tmp_path / "results" / "runs"
-    deadline = time.monotonic() + 300
-    while not any('"users":"2"' in p.read_text() for p in records.glob("*/requests.jsonl")):
-        if driver.poll() is not None or time.monotonic() > deadline:
-            driver.kill()
-            pytest.fail(f"the 2-user ramp never started: {driver.communicate()[0]}")
-        time.sleep(0.2)
     hosts.cut("a")  # mid-ramp: the engine, its deployment's task and its node go silent together
     output, _ = driver.communicate(timeout=300)
     assert driver.returncode == 1, output
@@ -356,16 +366,8 @@ def test_the_heads_host_cut_off_ends_the_run_naming_it_and_keeps_what_was_measur
         RAMP.format(name="headless", gguf=tiny.gguf, tokenizer=tiny.tokenizer_dir, resource="node_b"),
     )
     command = [sys.executable, "-m", "ctxbench", "run", str(path), "--ray", head]
-    driver = hosts["driver"].popen(
-        command, env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    driver = _run_until_the_2_user_ramp(hosts, command, tmp_path)
     records = tmp_path / "results" / "runs"
-    deadline = time.monotonic() + 300
-    while not any('"users":"2"' in p.read_text() for p in records.glob("*/requests.jsonl")):
-        if driver.poll() is not None or time.monotonic() > deadline:
-            driver.kill()
-            pytest.fail(f"the 2-user ramp never started: {driver.communicate()[0]}")
-        time.sleep(0.2)
     hosts.cut("head")
     output, _ = driver.communicate(timeout=120)
     assert driver.returncode == 1, output[-3000:]

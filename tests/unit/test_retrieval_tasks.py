@@ -203,3 +203,17 @@ def test_tasks_and_depth_curves_in_the_campaign_schema() -> None:
     ):
         with pytest.raises(ValueError, match=message):
             NeedleParams(**bad)
+
+
+def test_a_tasks_cell_says_not_scored_rather_than_0_of_0_and_names_a_missed_control() -> None:
+    from ctxbench.check_files import Control
+    from ctxbench.results.retrieval import TaskResult
+
+    assert TaskResult("multi_key", 0, 0, None, alone=False).text() == "multi_key not scored"
+    assert TaskResult("multi_key", 2, 3, None, alone=False).text() == "multi_key 2/3 [0.21, 0.94]"
+    missed = Control(length=512, found=1, scored=3)
+    assert (
+        TaskResult("non_literal", 1, 3, missed, alone=False)
+        .text()
+        .endswith("(fails at the 512-token control)")
+    )

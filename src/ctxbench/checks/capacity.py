@@ -6,8 +6,6 @@ back (prefill completed) and a prompt over the limit comes back as a clean, reco
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 from .. import metrics
 from ..chat_client import ChatClient
 from ..check_files import CapacityFile
@@ -17,27 +15,6 @@ from ..records import RequestRecord
 from ..store import RunDir
 from ..text.haystack import UnitPool, build_haystack, request_seed, template_tokens
 from .base import Check, RunContext
-
-
-@dataclass(frozen=True)
-class CapacityResult:
-    limit_tokens: int
-    limit_source: str
-    target_tokens: int
-    accepted: bool
-    prompt_tokens: int | None
-    count_error_tokens: int | None
-    prefill_s: float | None
-    prefill_tokens_per_s: float | None
-    near_limit_error: str | None
-    over_limit_tokens: int
-    over_limit_rejected: bool
-    over_limit_outcome: str
-    request_ids: tuple[str, str]
-
-    @property
-    def holds(self) -> bool:
-        return self.accepted and self.over_limit_rejected
 
 
 def prefill_rate(record: RequestRecord) -> float | None:
@@ -56,7 +33,7 @@ async def run_capacity(
     params: CapacityParams,
     run: RunDir,
     seed_scope: tuple[str, ...],
-) -> CapacityResult:
+) -> CapacityFile:
     """Send one fresh prompt just under the limit and one over it; write `capacity.json`."""
     target = limit.tokens - params.output_tokens - params.margin_tokens
     template = str(template_tokens(pool.counter))
@@ -92,11 +69,13 @@ async def run_capacity(
     else:
         served = metrics.prompt_tokens(over_record)
         outcome = f"accepted ({served} prompt tokens served): truncated or limit not enforced"
-    result = CapacityResult(
+    accepted = near_record.ok and bool(near_record.chunks)
+    rejected = over_error is not None and over_error.kind == "context_limit"
+    result = CapacityFile(
         limit_tokens=limit.tokens,
         limit_source=limit.source,
         target_tokens=target,
-        accepted=near_record.ok and bool(near_record.chunks),
+        accepted=accepted,
         prompt_tokens=served,
         count_error_tokens=None if served is None else served - near.planned_tokens,
         prefill_s=metrics.ttft_s(near_record),
@@ -105,11 +84,12 @@ async def run_capacity(
         if near_record.error is None
         else f"{near_record.error.kind}: {near_record.error.message}",
         over_limit_tokens=over.planned_tokens,
-        over_limit_rejected=over_error is not None and over_error.kind == "context_limit",
+        over_limit_rejected=rejected,
         over_limit_outcome=outcome,
         request_ids=(near_record.request_id, over_record.request_id),
+        holds=accepted and rejected,
     )
-    CapacityFile(**asdict(result), holds=result.holds).save(run.path)
+    result.save(run.path)
     return result
 
 
