@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Protocol, Unpack
 
-from .client import Message
+from .client import Message, SendOptions
 from .records import RequestRecord
 
 
@@ -20,25 +20,9 @@ class ChatClient(Protocol):
     def base_url(self) -> str: ...
 
     async def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        request_id: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        enqueued_ns: int | None = None,
-        conversation: str | None = None,
+        self, messages: Sequence[Message], *, conversation: str | None = None, **options: Unpack[SendOptions]
     ) -> RequestRecord: ...
 
     async def complete(
-        self,
-        prompt: str,
-        *,
-        max_tokens: int | None = None,
-        request_id: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        enqueued_ns: int | None = None,
-        conversation: str | None = None,
+        self, prompt: str, *, conversation: str | None = None, **options: Unpack[SendOptions]
     ) -> RequestRecord: ...

@@ -258,6 +258,8 @@ class TraceFile(CheckFile):
     reported_cached_tokens: int | None  # None: the server reported no cached tokens
     sharing_requests: int
     sharing_served: int | None  # None: the server reported no cached tokens
+    # trace lines shorter than the shortest prompt ctxbench builds, sent at that length (None: older runs)
+    lengthened_requests: int | None = None
 
     @property
     def cached_share(self) -> float | None:

@@ -13,14 +13,14 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import httpx
 from pydantic import TypeAdapter
 
 from .answers import closing_event, http_error, not_a_stream, token_of, unplanned_prompt, usage_of
 from .gc_pause import NO_FULL_COLLECTIONS
-from .records import Chunk, RequestError, RequestRecord, Usage
+from .records import CacheIntent, Chunk, RequestError, RequestRecord, Usage
 from .request_json import RequestJson
 from .sse import SseDecoder
 from .transport import HEAD_NS, STAMPED, LeanTransport, StampedBody
@@ -48,6 +48,19 @@ class Timeouts:
 
 
 _CHUNKS = TypeAdapter(tuple[Chunk, ...])
+
+
+class SendOptions(TypedDict, total=False):
+    """What a request carries besides its messages: `max_tokens`; its `request_id` and `labels`, recorded;
+    `extra_body`, merged into the JSON (e.g. `temperature`); `enqueued_ns`, when it was due (queueing is
+    shown, never hidden); `cache`, what the check that built it says it may take from a prefix cache."""
+
+    max_tokens: int | None
+    request_id: str | None
+    labels: Mapping[str, str] | None
+    extra_body: Mapping[str, Any] | None
+    enqueued_ns: int | None
+    cache: CacheIntent | None
 
 
 def _default_transport() -> httpx.AsyncBaseTransport:
@@ -109,47 +122,30 @@ class Client:
         await self.aclose()
 
     async def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        request_id: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        enqueued_ns: int | None = None,
-        conversation: str | None = None,
+        self, messages: Sequence[Message], *, conversation: str | None = None, **options: Unpack[SendOptions]
     ) -> RequestRecord:
-        """Stream one chat completion. `extra_body` is merged into the JSON (e.g. `temperature`).
-
-        `conversation` names the conversation a request continues: one server ignores it; a `Router`
-        over replicas keeps a conversation on the replica that holds its prefix cache."""
-        body: dict[str, Any] = {"model": self.model, "messages": list(messages)}
-        return await self._send("chat", body, max_tokens, request_id, labels, extra_body, enqueued_ns)
+        """Stream one chat completion (`SendOptions`). `conversation` names the conversation a request
+        continues: one server ignores it; a `Router` over replicas keeps a conversation on the replica that
+        holds its prefix cache."""
+        return await self._send("chat", {"model": self.model, "messages": list(messages)}, **options)
 
     async def complete(
-        self,
-        prompt: str,
-        *,
-        max_tokens: int | None = None,
-        request_id: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        enqueued_ns: int | None = None,
-        conversation: str | None = None,
+        self, prompt: str, *, conversation: str | None = None, **options: Unpack[SendOptions]
     ) -> RequestRecord:
         """Stream one text completion (`conversation` as in `chat`)."""
-        body: dict[str, Any] = {"model": self.model, "prompt": prompt}
-        return await self._send("completions", body, max_tokens, request_id, labels, extra_body, enqueued_ns)
+        return await self._send("completions", {"model": self.model, "prompt": prompt}, **options)
 
     async def _send(
         self,
         endpoint: Literal["chat", "completions"],
         body: dict[str, Any],
-        max_tokens: int | None,
-        request_id: str | None,
-        labels: Mapping[str, str] | None,
-        extra_body: Mapping[str, Any] | None,
-        enqueued_ns: int | None,
+        *,
+        max_tokens: int | None = None,
+        request_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        enqueued_ns: int | None = None,
+        cache: CacheIntent | None = None,
     ) -> RequestRecord:
         enqueued = enqueued_ns if enqueued_ns is not None else perf_counter_ns()
         body["stream"] = True
@@ -168,6 +164,7 @@ class Client:
             payload=payload,
             max_tokens=max_tokens,
             enqueued_ns=enqueued,
+            cache=cache,
         )
         with NO_FULL_COLLECTIONS:
             outcome = await self._run(attempt, self._http)
@@ -222,6 +219,7 @@ class _Attempt:
     payload: bytes
     max_tokens: int | None
     enqueued_ns: int
+    cache: CacheIntent | None
 
 
 class _Outcome:
@@ -372,6 +370,7 @@ class _Outcome:
             url=attempt.url,
             model=attempt.model,
             labels=attempt.labels,
+            cache=attempt.cache,
             request_bytes=len(attempt.payload),
             max_tokens=attempt.max_tokens,
             enqueued_ns=attempt.enqueued_ns,

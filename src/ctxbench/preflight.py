@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .checks.prompts import QUESTIONS, read_prompts
 from .checks.trace import read_trace
 from .config import (
     BUILTIN_MODELS,
@@ -72,6 +73,18 @@ def fit_warnings(deployment: Deployment, checks: Checks) -> list[str]:
             f"ramp end {ramp.end} + {ramp.max_tokens} output tokens does not fit the {slot}-token slot: its "
             "last turns will be refused"
         )
+    trace = checks.trace
+    if trace is not None:
+        try:
+            lines = read_trace(trace.file, trace.max_requests)
+        except CtxbenchError as exc:
+            return [*warnings, f"{exc} (a run refuses it)"]
+        over = [r for r in lines if r.input_length + r.output_length > slot]
+        if over:
+            warnings.append(
+                f"{len(over)} of {len(lines)} trace requests ({trace.file}, first at line {over[0].line}) do "
+                f"not fit the {slot}-token slot with their output: the server will refuse them"
+            )
     return warnings
 
 
@@ -132,10 +145,14 @@ def preflight(campaign: Campaign, selected: list[Deployment]) -> None:
         check_gpus(campaign, selected, available_gpus())
     read: set[tuple[Path, int | None]] = set()
     for deployment in selected:
-        trace = campaign.checks_for(deployment).trace
+        checks = campaign.checks_for(deployment)
+        trace = checks.trace
         if trace is not None and (trace.file, trace.max_requests) not in read:
             read_trace(trace.file, trace.max_requests)
             read.add((trace.file, trace.max_requests))
+        throughput = checks.throughput
+        if throughput is not None and throughput.source not in QUESTIONS:
+            read_prompts(Path(throughput.source))  # a bad line named now, not after the engine started
 
 
 def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -> list[str]:
@@ -171,6 +188,12 @@ def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -
         for name in ran:
             lines.append(f"    {name}: {json.dumps(parameters[name])}")
         lines += [f"  warning: {warning}" for warning in fit_warnings(deployment, checks)]
+        if checks.throughput is not None and checks.throughput.source not in QUESTIONS:
+            try:
+                count = len(read_prompts(Path(checks.throughput.source)))
+                lines.append(f"  prompts: {count} from {checks.throughput.source}")
+            except CtxbenchError as exc:
+                lines.append(f"  warning: {exc} (a run refuses it)")
         try:
             check_gpus(campaign, [deployment], present)
         except CampaignFileError as exc:

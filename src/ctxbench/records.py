@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict
 
 from .errors import ContextLimitExceeded, RequestFailed
 
-# 2: `chunks` holds every token event, empty text included, and `tool_call`; 1 kept only events with text.
-RECORD_VERSION = 2
+# 3: `cache`, the cache intent the check declared; 2: `chunks` holds every token event, empty text included,
+# and `tool_call`; 1 kept only events with text.
+RECORD_VERSION = 3
 
 ErrorKind = Literal[
     "context_limit",  # HTTP 4xx saying the prompt is over the server's limit
@@ -58,6 +59,43 @@ class Usage(_Frozen):
     cached_tokens: int | None = None
 
 
+Reuse = Literal[
+    "fresh",  # nothing beyond the lead every prompt of its check shares
+    "history",  # a conversation's earlier turns (ramp, sessions)
+    "shared_prefix",  # a system prompt every request of the check carries
+    "document",  # a document asked again (multi_depth's later questions)
+    "trace_blocks",  # a replayed trace's blocks shared with requests that ran before it
+    "returning",  # a conversation coming back after other users' traffic
+    "same_prompt",  # the same prompt sent again on purpose (the probe's concurrent requests)
+    "unbounded",  # a user's own prompts: ctxbench cannot know what they share, and says so
+]
+
+
+class CacheIntent(_Frozen):
+    """What a request may take from a prefix cache, declared by the check that built it (docs/metrics.md,
+    "Cache intent"; the audit holds every request to it).
+
+    `lead_tokens`: the lead every prompt of the check begins with (the chat template's opening and a fixed
+    first line), which any prompt may find cached. `allowed_tokens`: the most prompt tokens the cache may
+    serve, the lead included: the lead alone for a `fresh` prompt; for reuse, what `reuse` names besides
+    (a conversation's history as the server holds it, a shared system prompt, the document, the trace's
+    whole blocks); None for `unbounded`. `why` says it in words for the audit's findings."""
+
+    reuse: Reuse
+    lead_tokens: int
+    allowed_tokens: int | None
+    why: str
+
+    @classmethod
+    def fresh(cls, lead_tokens: int, why: str = "a fresh prompt") -> CacheIntent:
+        return cls(reuse="fresh", lead_tokens=lead_tokens, allowed_tokens=lead_tokens, why=why)
+
+    @classmethod
+    def reusing(cls, reuse: Reuse, lead_tokens: int, allowed_tokens: int | None, why: str) -> CacheIntent:
+        """Reuse of up to `allowed_tokens` in all, the lead included (None: unbounded)."""
+        return cls(reuse=reuse, lead_tokens=lead_tokens, allowed_tokens=allowed_tokens, why=why)
+
+
 class RequestError(_Frozen):
     """Why a request failed. `context_limit` and `server_prompt_tokens` come from the server's message."""
 
@@ -88,6 +126,7 @@ class RequestRecord(_Frozen):
     finish_reason: str | None = None
     server_timings: dict[str, Any] | None = None
     error: RequestError | None = None
+    cache: CacheIntent | None = None  # None: sent by no check (a library call), or recorded before version 3
     retried: bool = False
     retry_reason: str | None = None
     malformed_lines: tuple[str, ...] = ()

@@ -23,6 +23,13 @@ from .run_files import MANIFEST_FILE, Manifest
 
 MANIFEST_VERSION = 1
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# a record's line as `model_dump_json` writes it: its version, then its id
+_REQUEST_ID = re.compile(r'^\{"record_version":\d+,"request_id":"((?:[^"\\]|\\.)*)"', re.MULTILINE)
+
+
+class DuplicateRequestId(RuntimeError):
+    """A second record with a request id already in the run: one request id is one request (a bug in the
+    check that sent it, never a user's error: a check that sends a prompt again must give it a new id)."""
 
 
 class _Syncer:
@@ -117,6 +124,7 @@ class RunDir:
         self.path = path
         self.attempt = attempt
         self._syncer: _Syncer | None = None  # its thread starts with the first record
+        self._ids: set[str] | None = None  # request ids on disk, read at the first append
         # Called with each unit marked finished, after it is on disk (a mirrored run sends it on at once).
         self.on_completed: Callable[[str], None] | None = None
 
@@ -178,7 +186,19 @@ class RunDir:
 
     def append(self, record: RequestRecord) -> None:
         """Append one record: written and flushed before returning (a killed process loses nothing), fsynced
-        by a background thread right after (the event loop does not wait for the disk)."""
+        by a background thread right after (the event loop does not wait for the disk).
+
+        Raises `DuplicateRequestId` for an id already written (by this process or, when the first append read
+        the file, another): a resumed attempt's ids end in `-a<N>`, so an id seen twice is one sent twice."""
+        if self._ids is None:
+            text = self.requests_path.read_text() if self.requests_path.exists() else ""
+            self._ids = {match.group(1) for match in _REQUEST_ID.finditer(text)}
+        if record.request_id in self._ids:
+            raise DuplicateRequestId(
+                f"{self.requests_path}: request id {record.request_id!r} was already recorded in this run: "
+                "one request id is one request (a check sent it twice; this is a bug in ctxbench)"
+            )
+        self._ids.add(record.request_id)
         handle = self.requests_path.open("a")
         handle.write(record.model_dump_json() + "\n")
         handle.flush()

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from run_invariants import broken_invariants, run_dirs
 
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
@@ -72,3 +74,25 @@ def demo_server(
     config = LlamaServerConfig(binary=llama_build.server, model=model, ctx_size=8192, alias="smollm2")
     with LlamaServer(config, tmp_path_factory.mktemp("demo-server") / "server.log") as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def run_invariants(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[None]:
+    """After each test, every run it wrote under its `tmp_path` holds the run invariants
+    (`tests/run_invariants.py`), unless the test breaks them on purpose and says why."""
+    yield
+    if request.node.get_closest_marker("breaks_run_invariants") is not None:
+        return
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and not rep.passed:
+        return  # the test's own failure says more
+    broken = {run.run_id: b for run in run_dirs(tmp_path) if (b := broken_invariants(run))}
+    assert not broken, f"runs of {request.node.name} break the run invariants: {broken}"
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    rep = yield
+    if rep.when == "call":
+        item.rep_call = rep  # type: ignore[attr-defined]
+    return rep

@@ -80,3 +80,55 @@ def test_the_search_finds_the_slots_a_ttft_limit_allows(tmp_path: Path, tiny: Ti
     before = len(records)
     (again,) = run_campaign(load_campaign(path))
     assert again.status == "skipped" and len(list(run.records())) == before
+
+
+def test_a_search_over_levels_already_measured_reads_them_back_and_sends_no_request_twice(
+    tmp_path: Path, tiny: TinyModel
+) -> None:
+    # Issue 51: the demo's campaign (levels [1, 2], then a search from 1 user) sent levels 1 and 2 again
+    # under the same request ids with the same prompts, and the cached re-runs replaced the fresh figures.
+    from ctxbench.audits.prefix_cache import audit_run
+
+    _, run = campaign_run(
+        tmp_path,
+        "levels-then-search",
+        "[checks.throughput]\nlevels = [1, 2]\nprompt_tokens = 128\noutput_tokens = 8\n"
+        'requests_per_user = 2\nsearch = "users"\nsearch_to = 3\nslo = { ttft_p99_s = 600 }\n',
+        tiny,
+    )
+    data = json.loads((run.path / "throughput.json").read_text())
+    assert [p["level"] for p in data["search"]["probes"]] == [1, 2, 3]
+    records = list(run.records())
+    ids = [r.request_id for r in records]
+    assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]
+    measured = [r for r in records if r.labels["warmup"] == "0"]
+    assert sorted(int(r.labels["users"]) for r in measured) == [1] * 2 + [2] * 4 + [3] * 6
+    for users, level in data["levels"].items():  # each level's figures are its one, fresh run
+        assert sorted(level["request_ids"]) == sorted(
+            r.request_id for r in measured if r.labels["users"] == users
+        )
+    assert all(r.cache is not None and r.cache.reuse == "fresh" for r in records)
+    audit = audit_run(run)
+    assert audit.findings == () and audit.audited_requests == len(records)
+
+
+def test_a_rate_search_reads_back_a_rate_already_offered(tmp_path: Path, tiny: TinyModel) -> None:
+    # The rate search had never run against an engine.
+    _, run = campaign_run(
+        tmp_path,
+        "rate-search",
+        "[checks.throughput]\nlevels = [1]\nrates = [1.0]\nrequests_per_rate = 4\nprompt_tokens = 128\n"
+        'output_tokens = 8\nrequests_per_user = 2\nsearch = "rate"\nsearch_from = 1.0\nsearch_to = 2.0\n'
+        "slo = { ttft_p99_s = 600 }\n",
+        tiny,
+    )
+    data = json.loads((run.path / "throughput.json").read_text())
+    found = data["search"]
+    assert [p["level"] for p in found["probes"]] == [1.0, 2.0] and found["met"] == 2.0
+    assert found["stopped"] == "every level probed met the SLO, up to the highest searched"
+    records = list(run.records())
+    ids = [r.request_id for r in records]
+    assert len(ids) == len(set(ids))
+    by_rate = {rate: [r for r in records if r.labels.get("rate") == rate] for rate in ("1", "2")}
+    assert [len(by_rate["1"]), len(by_rate["2"])] == [4, 4]  # 1/s offered once, then read back by the search
+    assert sorted(data["rates"]) == ["1", "2"]

@@ -106,6 +106,28 @@ def test_the_dry_run_of_a_campaign_a_run_accepts_says_so_and_names_the_results_g
     assert "nothing a run checks before it starts is wrong on this machine" in done.stdout
 
 
+def test_the_dry_run_counts_the_trace_requests_a_slot_cannot_take(tmp_path: Path) -> None:
+    # Issue 51: 19 of 40 lines of a real trace slice were over the slot, and the dry run said nothing.
+    over = '{"timestamp": 1, "input_length": 9000, "output_length": 4, "hash_ids": [1]}\n'
+    path = campaign(tmp_path, LLAMA + "\nctx_size = 8192", trace=GOOD_TRACE + over + over)
+    dry = ctxbench("run", str(path), "--dry-run", cwd=tmp_path)
+    assert dry.returncode == EXIT_OK, dry.stderr
+    assert "2 of 3 trace requests" in dry.stdout and "first at line 2" in dry.stdout
+    assert "8192-token slot" in dry.stdout and "1 warning(s) above" in dry.stdout
+
+
+def test_a_bad_prompt_file_is_refused_before_the_engine_starts(tmp_path: Path) -> None:
+    path = campaign(tmp_path, LLAMA)
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n{"text": "no prompt key"}\n')
+    path.write_text(
+        path.read_text().replace(
+            "[checks.trace]",
+            f'[checks.throughput]\nlevels = [1]\nsource = "{tmp_path / "prompts.jsonl"}"\n\n[checks.trace]',
+        )
+    )
+    refused(path, tmp_path, "prompts.jsonl:2", '"prompt" string')
+
+
 def test_help_texts_keep_their_brackets(tmp_path: Path) -> None:
     assert "'ctxbench[ray]'" in " ".join(ctxbench("run", "--help", cwd=tmp_path).stdout.split())
     assert "`[checks.trace]`" in " ".join(ctxbench("sample-trace", "--help", cwd=tmp_path).stdout.split())

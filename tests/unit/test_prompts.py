@@ -17,9 +17,37 @@ def test_prompts_file_takes_prompt_or_messages_lines(tmp_path: Path) -> None:
     assert read_prompts(path) == [[{"role": "user", "content": "hello"}], [{"role": "user", "content": "hi"}]]
 
 
+SHAREGPT = [
+    {"id": "a", "conversations": [{"from": "human", "value": "hello"}, {"from": "gpt", "value": "hi there"}]},
+    {"conversations": [{"from": "system", "value": "be brief"}, {"from": "human", "value": "why?"}]},
+]
+
+
+def test_sharegpt_files_are_read_as_vllm_and_sglang_read_them(tmp_path: Path) -> None:
+    # Issue 51: the ShareGPT file `vllm bench serve` and SGLang read (a JSON array) was refused.
+    import json
+
+    array, lines = tmp_path / "sharegpt.json", tmp_path / "sharegpt.jsonl"
+    array.write_text(json.dumps(SHAREGPT))
+    lines.write_text("".join(json.dumps(entry) + "\n" for entry in SHAREGPT))
+    expected = [
+        [{"role": "user", "content": "hello"}],
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": "why?"}],
+    ]
+    assert read_prompts(array) == read_prompts(lines) == expected
+
+
 @pytest.mark.parametrize(
     "text, words",
-    [("not json\n", ":1: not JSON"), ('{"text": "x"}\n', ':1: needs a "prompt"'), ("\n", "no prompts")],
+    [
+        ("not json\n", ":1: not JSON"),
+        ('{"text": "x"}\n', ':1: needs a "prompt"'),
+        ("\n", "no prompts"),
+        # the server answers HTTP 400 "All non-assistant messages must contain 'content'": named here first
+        ('{"prompt": "ok"}\n{"messages": [{"role": "user"}]}\n', r':2: messages\[0\] needs a "role" and a'),
+        ('[{"conversations": [{"from": "gpt", "value": "x"}]}]', r"p.jsonl\[0\]: the conversation has no"),
+        ('[{"conversations": [{"from": "bot", "value": "x"}]}]', r'conversations\[0\] needs "from"'),
+    ],
 )
 def test_bad_prompts_files_name_the_file_and_line(tmp_path: Path, text: str, words: str) -> None:
     path = tmp_path / "p.jsonl"

@@ -11,9 +11,9 @@ from ..chat_client import ChatClient
 from ..check_files import CapacityFile
 from ..engines.limits import ContextLimit
 from ..params import CapacityParams
-from ..records import RequestRecord
+from ..records import CacheIntent, RequestRecord
 from ..store import RunDir
-from ..text.haystack import UnitPool, build_haystack, request_seed, template_tokens
+from ..text.haystack import UnitPool, build_haystack, lead_tokens, request_seed, template_tokens
 from .base import Check, RunContext
 
 
@@ -37,6 +37,7 @@ async def run_capacity(
     """Send one fresh prompt just under the limit and one over it; write `capacity.json`."""
     target = limit.tokens - params.output_tokens - params.margin_tokens
     template = str(template_tokens(pool.counter))
+    fresh = CacheIntent.fresh(lead_tokens(pool.counter), "a fresh prompt near the limit")
     near = build_haystack(pool, target, request_seed(*seed_scope, "capacity", 0))
     near_record = await client.chat(
         near.messages,
@@ -49,6 +50,7 @@ async def run_capacity(
             "template_tokens": template,
         },
         extra_body={"temperature": 0.0},
+        cache=fresh,
     )
     run.append(near_record)
     over_tokens = limit.tokens + params.over_by_tokens
@@ -58,6 +60,7 @@ async def run_capacity(
         max_tokens=params.output_tokens,
         request_id=run.request_id("capacity-over"),
         labels={"check": "capacity", "prompt": "over_limit", "planned_tokens": str(over.planned_tokens)},
+        cache=fresh.model_copy(update={"why": "a fresh prompt over the limit"}),
     )
     run.append(over_record)
     served = metrics.prompt_tokens(near_record)

@@ -81,6 +81,7 @@ async def run_user(
             },
             extra_body=extra,
             enqueued_ns=enqueued,
+            cache=prompts.intent,
         )
         run.append(record)
         out.append(record)

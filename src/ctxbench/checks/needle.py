@@ -25,10 +25,10 @@ from .. import metrics
 from ..chat_client import ChatClient
 from ..check_files import Control, NeedleFile, NeedleTrial, Recall, TaskRecall
 from ..params import NeedleParams
-from ..records import RequestRecord
+from ..records import CacheIntent, RequestRecord
 from ..run_files import NIAH_LOG
 from ..store import RunDir
-from ..text.haystack import Haystack, UnitPool, build_planted, request_seed, template_tokens
+from ..text.haystack import Haystack, UnitPool, build_planted, lead_tokens, request_seed, template_tokens
 from ..text.tasks import Planted, TaskName, answer_labels, expected_text, plant
 from .base import Check, RunContext
 
@@ -137,6 +137,7 @@ async def run_needle(
     show what the cache audit catches)."""
     template = template_tokens(pool.counter)
     allowance = template + SHARED_PREFIX_SLACK
+    lead = lead_tokens(pool.counter)
     trials: list[NeedleTrial] = []
     with (run.path / NIAH_LOG).open("a") as log:
         for document in _documents(params, run, seed_scope, reuse_seed):
@@ -149,7 +150,7 @@ async def run_needle(
                     _skipped(document, depth, request_id, reason) for depth, request_id in _pairs(document)
                 ]
             else:
-                asked = await _ask(client, pool, params, run, document, template, allowance)
+                asked = await _ask(client, pool, params, run, document, template, allowance, lead)
             for trial in asked:
                 trials.append(trial)
                 log.write(log_line(trial) + "\n")
@@ -197,6 +198,7 @@ async def _ask(
     document: _Document,
     template: int,
     allowance: int,
+    lead: int,
 ) -> list[NeedleTrial]:
     """Build the document and ask its questions in turn; a trial per question."""
 
@@ -216,6 +218,16 @@ async def _ask(
         question = haystack.question
         assert question is not None  # build_planted gives every prompt its question
         reuse = turn > 0  # a later question over the same document: read back from the cache on purpose
+        intent = (
+            CacheIntent.reusing(
+                "document",
+                lead,
+                max(h.planned_tokens for h in haystacks[:turn]),
+                f"question {turn + 1} over the document the earlier questions sent",
+            )
+            if reuse
+            else CacheIntent.fresh(lead, f"a fresh {document.length}-token document")
+        )
         record = await client.chat(
             haystack.messages,
             max_tokens=params.max_tokens,
@@ -231,6 +243,7 @@ async def _ask(
                 **answer_labels(question),
             },
             extra_body={"temperature": 0.0},
+            cache=intent,
         )
         run.append(record)
         trials.append(_trial(document, depth, haystack, record, allowance, reuse))

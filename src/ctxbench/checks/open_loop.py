@@ -19,9 +19,10 @@ from .. import metrics
 from ..arrivals import behind_threshold_s, due_times, open_loop
 from ..chat_client import ChatClient
 from ..load_params import ThroughputParams
-from ..records import RequestRecord
+from ..records import CacheIntent, RequestRecord
 from ..store import RunDir
 from ..text.haystack import request_seed
+from .prompts import PromptMaker
 
 LEAD_S = 0.2  # between the last prompt built and the first request due: the loop is idle when it starts
 
@@ -39,6 +40,7 @@ class Due:
     max_tokens: int
     request_id: str
     labels: dict[str, str]
+    cache: CacheIntent
 
 
 async def send_when_due(
@@ -60,6 +62,7 @@ async def send_when_due(
             labels=request.labels,
             extra_body=extra_body,
             enqueued_ns=due_ns,
+            cache=request.cache,
         )
         run.append(record)
         records.append(record)
@@ -80,7 +83,7 @@ async def send_when_due(
 
 async def run_rate(
     client: ChatClient,
-    prompts: Callable[[int, int], tuple[list[dict[str, str]], int | None]],
+    prompts: PromptMaker,
     params: ThroughputParams,
     run: RunDir,
     scope: tuple[str, ...],
@@ -113,7 +116,7 @@ async def run_rate(
                 "planned_tokens": "" if planned is None else str(planned),
             }
             request_id = run.request_id(f"tput-r{rate:g}" + (f"-rep{repeat}" if repeat else "") + f"-{k}")
-            requests.append(Due(at_s, messages, params.output_tokens, request_id, labels))
+            requests.append(Due(at_s, messages, params.output_tokens, request_id, labels, prompts.intent))
         return requests
 
     return await send_when_due(client, run, await asyncio.to_thread(build), extra_body, on_request)

@@ -13,7 +13,7 @@ from time import perf_counter_ns
 
 from ..chat_client import ChatClient
 from ..params import ProbeParams
-from ..records import RequestRecord
+from ..records import CacheIntent, RequestRecord
 from ..store import RunDir
 from ..text.corpus import ProseGenerator
 from .base import Check, RunContext
@@ -55,6 +55,9 @@ async def run_probe(
             labels={"check": "probe", "phase": phase, "prompt": label},
             extra_body=SAMPLING,
             enqueued_ns=enqueued_ns,
+            # The probe's texts are fixed (every probe sends them; the concurrent phase repeats the first
+            # question at once), and it counts no tokens: reuse it declares and the audit does not bound.
+            cache=CacheIntent.reusing("same_prompt", 0, None, "the probe's fixed questions, sent again"),
         )
         run.append(record)
         records.append(record)

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from ..errors import PromptSourceError
 from ..load_params import ThroughputParams
+from ..records import CacheIntent
 from ..text.code import CodeGenerator
-from ..text.haystack import SEPARATOR, UnitPool, build_haystack, request_seed
+from ..text.haystack import SEPARATOR, UnitPool, build_haystack, lead_tokens, request_seed
 from ..text.tokens import TokenCounter
 
 QUESTIONS = {
@@ -20,32 +21,76 @@ QUESTIONS = {
 }
 
 
+SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant"} | {
+    "system": "system"
+}
+
+
 def read_prompts(path: Path) -> list[list[dict[str, str]]]:
-    """A JSONL file of `{"prompt": "..."}` or `{"messages": [...]}` lines -> chat messages per line."""
-    prompts = []
+    """The user's prompts -> chat messages per prompt. JSONL of `{"prompt": "..."}`, `{"messages": [...]}`
+    (OpenAI's) or `{"conversations": [{"from": ..., "value": ...}]}` (ShareGPT's) lines, or a JSON array of
+    such objects (the ShareGPT file `vllm bench serve` and SGLang read). A ShareGPT conversation is sent up
+    to its first human turn, as those tools send it. Every entry is checked here, each error naming its
+    file and line (or index in an array)."""
     try:
-        lines = path.read_text().splitlines()
+        text = path.read_text()
     except OSError as exc:
         raise PromptSourceError(f"{path}: cannot read the prompts file ({exc.strerror}).") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    if text.lstrip().startswith("["):
         try:
-            entry = json.loads(line)
-        except ValueError:
-            raise PromptSourceError(
-                f"{path}:{number}: not JSON; write one object a line, "
-                '{"prompt": "..."} or {"messages": [...]}.'
-            ) from None
-        if isinstance(entry, dict) and isinstance(entry.get("prompt"), str):
-            prompts.append([{"role": "user", "content": entry["prompt"]}])
-        elif isinstance(entry, dict) and isinstance(entry.get("messages"), list):
-            prompts.append([dict(m) for m in entry["messages"]])
-        else:
-            raise PromptSourceError(f'{path}:{number}: needs a "prompt" string or a "messages" list.')
+            entries = json.loads(text)
+        except ValueError as exc:
+            raise PromptSourceError(f"{path}: not a JSON array ({exc}).") from None
+        places = [f"{path}[{index}]" for index in range(len(entries))]
+    else:
+        entries, places = [], []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                raise PromptSourceError(
+                    f"{path}:{number}: not JSON; write one object a line, "
+                    '{"prompt": "..."}, {"messages": [...]} or {"conversations": [...]}.'
+                ) from None
+            places.append(f"{path}:{number}")
+    prompts = [_messages(entry, where) for entry, where in zip(entries, places, strict=True)]
     if not prompts:
         raise PromptSourceError(f"{path}: no prompts in the file.")
     return prompts
+
+
+def _messages(entry: object, where: str) -> list[dict[str, str]]:
+    if isinstance(entry, dict) and isinstance(entry.get("prompt"), str):
+        return [{"role": "user", "content": entry["prompt"]}]
+    if isinstance(entry, dict) and isinstance(entry.get("messages"), list):
+        messages = entry["messages"]
+        for index, message in enumerate(messages):
+            if not (
+                isinstance(message, dict)
+                and isinstance(message.get("role"), str)
+                and isinstance(message.get("content"), str)
+            ):
+                raise PromptSourceError(
+                    f'{where}: messages[{index}] needs a "role" and a "content" string (a server refuses it).'
+                )
+        if not messages:
+            raise PromptSourceError(f"{where}: messages is empty.")
+        return [{"role": m["role"], "content": m["content"]} for m in messages]
+    if isinstance(entry, dict) and isinstance(entry.get("conversations"), list):
+        turns = []
+        for index, turn in enumerate(entry["conversations"]):
+            role = SHAREGPT_ROLES.get(turn.get("from")) if isinstance(turn, dict) else None
+            if role is None or not isinstance(turn.get("value"), str):
+                raise PromptSourceError(
+                    f'{where}: conversations[{index}] needs "from" (human, gpt or system) and a "value" text.'
+                )
+            turns.append({"role": role, "content": turn["value"]})
+            if role == "user":
+                return turns
+        raise PromptSourceError(f"{where}: the conversation has no human turn to send.")
+    raise PromptSourceError(f'{where}: needs a "prompt" string, a "messages" list or a "conversations" list.')
 
 
 class PromptMaker:
@@ -74,6 +119,21 @@ class PromptMaker:
             )
             text = "\n\n".join(prose.texts[i] for i in order[: max(1, len(chosen))])
             self.prefix = [{"role": "system", "content": text}]
+        self.intent = self._intent(counter)
+
+    def _intent(self, counter: TokenCounter) -> CacheIntent:
+        """What every prompt of this maker may find in a prefix cache (the same for all of them)."""
+        lead = lead_tokens(counter)
+        if self.file_prompts is not None:
+            return CacheIntent.reusing(
+                "unbounded", lead, None, f"a prompt of {self.params.source} (what they share is unknown)"
+            )
+        if self.prefix:
+            shared = lead_tokens(counter, self.prefix)
+            return CacheIntent.reusing(
+                "shared_prefix", lead, shared, f"the {self.params.shared_prefix_tokens}-token shared prefix"
+            )
+        return CacheIntent.fresh(lead, f"a fresh {self.params.source} prompt")
 
     def __call__(self, seed: int, index: int) -> tuple[list[dict[str, str]], int | None]:
         """(messages, planned prompt tokens or None when unknown)."""

@@ -25,7 +25,7 @@ from .. import stats
 from ..chat_client import ChatClient
 from ..errors import QualityDataError
 from ..params import QualityParams
-from ..records import RequestRecord
+from ..records import CacheIntent, RequestRecord
 from ..store import RunDir
 from .base import Check, RunContext
 
@@ -264,17 +264,34 @@ async def run_quality(
 
     async def one(problem: Problem) -> None:
         prompt = prompt_text(problem, shots)
+        # The problems are the data file's texts, the same every run, after the same few-shot examples; no
+        # tokens are counted here: reuse declared, and not bounded.
+        intent = (
+            CacheIntent.reusing("shared_prefix", 0, None, f"the {params.fewshot} shots before each problem")
+            if params.fewshot
+            else CacheIntent.reusing("same_prompt", 0, None, "a problem of the data file, the same each run")
+        )
+        request_id = run.request_id(f"gsm8k-{problem.id}")
+        labels = {"check": "quality", "problem": problem.id}
         async with gate:
-            common = {
-                "max_tokens": params.max_tokens,
-                "request_id": run.request_id(f"gsm8k-{problem.id}"),
-                "labels": {"check": "quality", "problem": problem.id},
-                "extra_body": {"temperature": 0.0},
-            }
             if params.endpoint == "chat":
-                record = await client.chat([{"role": "user", "content": prompt}], **common)  # type: ignore[arg-type]
+                record = await client.chat(
+                    [{"role": "user", "content": prompt}],
+                    max_tokens=params.max_tokens,
+                    request_id=request_id,
+                    labels=labels,
+                    extra_body={"temperature": 0.0},
+                    cache=intent,
+                )
             else:
-                record = await client.complete(prompt, **common)  # type: ignore[arg-type]
+                record = await client.complete(
+                    prompt,
+                    max_tokens=params.max_tokens,
+                    request_id=request_id,
+                    labels=labels,
+                    extra_body={"temperature": 0.0},
+                    cache=intent,
+                )
         run.append(record)
         result = score(problem, record, prompt, params, deployment, run.run_id)
         _append(out, asdict(result))

@@ -26,9 +26,9 @@ from .. import decode_stall, metrics
 from ..chat_client import ChatClient
 from ..params import RampParams
 from ..ramp_table import RAMP_COLUMNS, RAMP_TABLE, append_rows, record_row
-from ..records import RequestRecord
+from ..records import CacheIntent, RequestRecord
 from ..store import RunDir
-from ..text.haystack import HaystackError, UnitPool, build_planted, request_seed
+from ..text.haystack import HaystackError, UnitPool, build_planted, lead_tokens, request_seed
 from ..text.tasks import Planted, answer_labels, plant
 from .base import Check, RunContext
 
@@ -98,6 +98,7 @@ async def _user(
     (question,) = planted.questions
     history: list[dict[str, str]] = []
     history_tokens = 0
+    lead = lead_tokens(pool.counter)
     turns: list[Turn] = []
     for number, target in enumerate(ramp_schedule(params), start=1):
         seed = request_seed(*scope, "ramp", users, user, number)
@@ -128,6 +129,16 @@ async def _user(
                 },
                 extra_body=sampling(params),
                 conversation=f"ramp-u{users}-user{user}",
+                cache=(
+                    CacheIntent.reusing(
+                        "history",
+                        lead,
+                        max(lead, history_tokens),
+                        f"this user's turns 1-{number - 1} and their replies",
+                    )
+                    if history_tokens
+                    else CacheIntent.fresh(lead, "a conversation's first turn")
+                ),
             )
             run.append(record)
             error = None if record.error is None else f"{record.error.kind}: {record.error.message}"

@@ -20,9 +20,9 @@ from .. import metrics
 from ..chat_client import ChatClient
 from ..check_files import ReturningFile
 from ..params import ReturningParams
-from ..records import RequestRecord
+from ..records import CacheIntent, RequestRecord
 from ..store import RunDir
-from ..text.haystack import UnitPool, build_haystack, request_seed, turn_overhead_tokens
+from ..text.haystack import UnitPool, build_haystack, lead_tokens, request_seed, turn_overhead_tokens
 from .base import Check, RunContext
 
 UNIT = "returning"
@@ -66,6 +66,16 @@ async def run_returning(
 ) -> dict[str, Any]:
     """Build, fill, return, compare; one request at a time. Returns (and writes) `returning.json`."""
     extra = {"temperature": 0.0, "ignore_eos": True}
+    lead = lead_tokens(pool.counter)
+
+    def intent(phase: Phase, intended: int) -> CacheIntent:
+        if not intended:
+            return CacheIntent.fresh(lead, f"a fresh {phase} prompt")
+        # the server may hold the reply too: the history's prompt plus at most `max_tokens` generated
+        allowed = intended + params.max_tokens
+        if phase == "return":
+            return CacheIntent.reusing("returning", lead, allowed, "the conversation's history, returning")
+        return CacheIntent.reusing("history", lead, allowed, "the conversation's history, asked at once")
 
     async def send(
         phase: Phase, number: int, history: list[dict[str, str]], intended: int, target: int | None = None
@@ -94,6 +104,7 @@ async def run_returning(
             },
             extra_body=extra,
             conversation=f"returning-{number}" if phase in ("build", "immediate", "return") else None,
+            cache=intent(phase, intended),
         )
         run.append(record)
         if on_request is not None:

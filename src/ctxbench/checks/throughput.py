@@ -66,6 +66,9 @@ class _Levels:
     def _finish(self, unit: str) -> None:
         self.save()
         self.run.mark_completed(unit)
+        # The search may ask for this level again (it starts at 1 user): it reads these figures back
+        # instead of sending the same request ids and prompts to a cache that now holds them.
+        self.done.add(unit)
 
     async def users(self, users: int, repeat: int = 0) -> Mapping[str, Any]:
         """A closed-loop level (`repeat` > 0: a search's repeat of it, fresh prompts, kept apart)."""

@@ -25,12 +25,13 @@ from ..chat_client import ChatClient
 from ..check_files import TraceFile
 from ..errors import CtxbenchError, UsageError
 from ..params import TraceParams
-from ..records import RequestRecord
+from ..records import CacheIntent, RequestRecord
 from ..store import RunDir
-from ..text.blocks import BlockPrompts
-from ..text.haystack import UnitPool, request_seed
+from ..text.blocks import LEAD, BlockPrompts
+from ..text.haystack import UnitPool, lead_tokens, request_seed
 from .base import Check, RunContext
 from .open_loop import Due, send_when_due
+from .trace_cache import implied_cached
 
 UNIT = "trace"
 
@@ -117,6 +118,7 @@ async def run_trace(
     """Replay the trace; returns (and writes) `trace.json`."""
     requests = read_trace(params.file, params.max_requests)
     blocks = BlockPrompts(pool, params.block_tokens, (*scope, "trace"))
+    lead = lead_tokens(pool.counter, lead=LEAD)
     start_ms = requests[0].timestamp_ms
 
     def build() -> list[Due]:
@@ -136,10 +138,18 @@ async def run_trace(
                 "expected_cached_tokens": str(blocks_shared * params.block_tokens),
                 "block_tokens": str(params.block_tokens),
                 "overhead_tokens": str(blocks.overhead_tokens),
+                "lead_tokens": str(lead),
+                "whole_ids": ",".join(str(i) for i in request.hash_ids[: prompt.full_blocks]),
             }
+            # the trace's order says which blocks an earlier request holds; the audit narrows it to the
+            # order the requests ran in (`trace_cache.reuse_bound`)
+            bound = lead + (blocks_shared + 1) * params.block_tokens
+            intent = CacheIntent.reusing(
+                "trace_blocks", lead, bound, "the blocks the trace shares with requests that ran before it"
+            )
             at_s = (request.timestamp_ms - start_ms) / 1000 * params.time_scale
             request_id = run.request_id(f"trace-{k}")
-            due.append(Due(at_s, list(prompt.messages), request.output_length, request_id, labels))
+            due.append(Due(at_s, list(prompt.messages), request.output_length, request_id, labels, intent))
         return due
 
     extra: dict[str, object] = {"temperature": 0.0, **({"ignore_eos": True} if params.ignore_eos else {})}
@@ -153,15 +163,19 @@ def trace_summary(records: list[RequestRecord], params: TraceParams, attempt: in
     """Load figures over the replay, the client's lateness, and the cached tokens expected and reported."""
     figures = metrics.throughput(records, params.ttft_slo_s, params.tpot_slo_s)
     ok = [r for r in records if r.ok]
-    expected = sum(int(r.labels["expected_cached_tokens"]) for r in ok)
+    implied = implied_cached(records)
+    expected = sum(implied[r.request_id] for r in ok)
     reported = [metrics.cached_tokens(r) for r in ok]
-    sharing = [r for r in ok if int(r.labels["expected_cached_tokens"]) > 0]
+    lead = {r.request_id: int(r.labels.get("lead_tokens", "0")) for r in ok}
+    sharing = [r for r in ok if implied[r.request_id] > lead[r.request_id]]  # a block, not the lead alone
     served = [
         r
         for r in sharing
-        if (cached := metrics.cached_tokens(r)) is not None
-        and cached >= 0.9 * int(r.labels["expected_cached_tokens"])
+        if (cached := metrics.cached_tokens(r)) is not None and cached >= 0.9 * implied[r.request_id]
     ]
+    # a trace line shorter than the shortest prompt ctxbench can build (template, lead and question) is
+    # sent at that length: counted, and each record keeps the trace's length beside the planned one
+    lengthened = [r for r in records if int(r.labels["planned_tokens"]) > int(r.labels["input_length"])]
     unreported = any(metrics.cached_tokens(r) is None for r in sharing)
     late = [lateness_s(r) for r in records]
     return {
@@ -176,6 +190,7 @@ def trace_summary(records: list[RequestRecord], params: TraceParams, attempt: in
         # them the server served at least 90% of those blocks from its cache
         "sharing_requests": len(sharing),
         "sharing_served": None if unreported else len(served),  # None: the server reported no cached tokens
+        "lengthened_requests": len(lengthened),
         "prompt_tokens": sum(metrics.prompt_tokens(r) or 0 for r in ok),
         "attempt": attempt,
         "request_ids": [r.request_id for r in records],

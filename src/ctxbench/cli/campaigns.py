@@ -66,11 +66,17 @@ def run(
 
     campaign = load_campaign(campaign_file, check_paths=not dry_run)
     if dry_run:
-        for line in plan_lines(campaign, deployment or [], results):
+        lines = plan_lines(campaign, deployment or [], results)
+        for line in lines:
             say(line)
         # Then what a run on this machine checks before anything starts: a refusal exits 2 here too.
         preflight(load_campaign(campaign_file), campaign.select(deployment or []))
-        say("\nnothing a run checks before it starts is wrong on this machine")
+        warned = sum(line.lstrip().startswith("warning:") for line in lines)
+        say(
+            f"\n{warned} warning(s) above; nothing a run refuses before it starts"
+            if warned
+            else "\nnothing a run checks before it starts is wrong on this machine"
+        )
         return
     if not ray:
         require_cluster_for_actors(campaign_file, campaign, deployment or [])

@@ -280,6 +280,18 @@ def template_tokens(counter: TokenCounter) -> int:
     return counter.count_chat([{"role": "user", "content": ""}])
 
 
+HEADER_LEAD = "Archive file"  # the first words of every document's header (`_header`)
+
+
+def lead_tokens(
+    counter: TokenCounter, history: Sequence[Mapping[str, str]] = (), lead: str = HEADER_LEAD
+) -> int:
+    """The lead that prompts beginning with `history` and then a user message starting with `lead` all share,
+    so the most of a fresh one that a prefix cache may serve: the template around a message holding only
+    the lead (its closing tokens counted too, so a bound a few tokens over). A request's `CacheIntent`."""
+    return counter.count_chat([*(dict(m) for m in history), {"role": "user", "content": lead}])
+
+
 def turn_overhead_tokens(
     pool: UnitPool, seed: int, question: str, history: Sequence[Mapping[str, str]] = ()
 ) -> int:

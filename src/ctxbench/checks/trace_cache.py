@@ -1,0 +1,99 @@
+"""What a replayed trace's requests could find in a prefix cache, from the order they actually ran in.
+
+A trace names each prompt's blocks (`hash_ids`); two prompts that begin with the same ids share those blocks.
+Which of them a server can have cached depends on when each request ran, not on the trace's order: two
+requests with the same timestamp are sent together and served in whichever order the server takes them.
+From the records (each labelled with its whole blocks' ids, `whole_ids`, and the lead every prompt shares,
+`lead_tokens`), per request:
+
+- **implied**: what an unbounded prefix cache would serve: the lead, once any earlier request has ended, and
+  the leading whole blocks it shares with the requests that *succeeded and ended before it was sent*. A
+  predecessor the server refused was never cached. This is the expectation the summary reports.
+- **bound**: the most any cache could serve: the lead, the leading whole blocks it shares with any request
+  that reached the server while it was in flight or before (sent before it ended, in either order), and the
+  start of the next block (a cut block begins like the whole one of the same id). A hit beyond this is reuse
+  the trace does not explain: the audit's finding.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from ..records import RequestRecord
+
+
+def block_ids(record: RequestRecord) -> tuple[int, ...]:
+    """The record's whole blocks' ids, in order (the `whole_ids` label)."""
+    text = record.labels.get("whole_ids", "")
+    return tuple(int(i) for i in text.split(",") if i)
+
+
+def _prefixes(ids: Sequence[int]) -> Iterable[tuple[int, ...]]:
+    return (tuple(ids[:length]) for length in range(1, len(ids) + 1))
+
+
+def _shared(ids: Sequence[int], held: Counter[tuple[int, ...]], own: bool = False) -> int:
+    """Leading blocks of `ids` that `held` holds (less one count each where `ids` itself was counted)."""
+    shared = 0
+    for prefix in _prefixes(ids):
+        if held[prefix] - (1 if own else 0) <= 0:
+            break
+        shared += 1
+    return shared
+
+
+def _labelled(records: Sequence[RequestRecord]) -> bool:
+    return all("whole_ids" in r.labels and "lead_tokens" in r.labels for r in records)
+
+
+def implied_cached(records: Sequence[RequestRecord]) -> dict[str, int]:
+    """Per request id: the tokens an unbounded cache would serve it, from its predecessors that succeeded and
+    ended before it was sent. Records made before the blocks were labelled keep their hash-order figure
+    (`expected_cached_tokens`)."""
+    if not _labelled(records):
+        return {r.request_id: int(r.labels["expected_cached_tokens"]) for r in records}
+    ended: list[tuple[int, int]] = []  # (end_ns, index) of succeeded requests, a heap
+    held: Counter[tuple[int, ...]] = Counter()
+    implied: dict[str, int] = {}
+    any_ended = False
+    order = sorted(range(len(records)), key=lambda i: records[i].sent_ns)
+    for i, record in enumerate(records):
+        if record.ok:
+            heapq.heappush(ended, (record.end_ns, i))
+    for i in order:
+        record = records[i]
+        while ended and ended[0][0] <= record.sent_ns:
+            _, done = heapq.heappop(ended)
+            held.update(_prefixes(block_ids(records[done])))
+            any_ended = True
+        blocks = _shared(block_ids(record), held) * int(record.labels["block_tokens"])
+        implied[record.request_id] = (int(record.labels["lead_tokens"]) if any_ended else 0) + blocks
+    return implied
+
+
+def reuse_bound(records: Sequence[RequestRecord]) -> dict[str, int]:
+    """Per request id: the most tokens any prefix cache could serve it (the module's docstring). Records made
+    before the blocks were labelled: their hash-order figure plus the overhead and one block, as before."""
+    if not _labelled(records):
+        return {
+            r.request_id: int(r.labels["expected_cached_tokens"])
+            + int(r.labels["overhead_tokens"])
+            + int(r.labels["block_tokens"])
+            for r in records
+        }
+    # a request the server began to answer, or answered: its prompt was computed, so it may be cached
+    reached = sorted((r for r in records if r.ok or r.first_byte_ns is not None), key=lambda r: r.sent_ns)
+    held: Counter[tuple[int, ...]] = Counter()
+    bound: dict[str, int] = {}
+    added = 0
+    for record in sorted(records, key=lambda r: r.end_ns):
+        while added < len(reached) and reached[added].sent_ns < record.end_ns:
+            held.update(_prefixes(block_ids(reached[added])))
+            added += 1
+        blocks = _shared(block_ids(record), held, own=record.ok or record.first_byte_ns is not None)
+        bound[record.request_id] = int(record.labels["lead_tokens"]) + (blocks + 1) * int(
+            record.labels["block_tokens"]
+        )
+    return bound
