@@ -94,6 +94,7 @@ async def test_needle_grid_sends_fresh_prompts_and_logs_each(
     assert sum(n for _, n in recall_by_length(trials).values()) == 6  # random weights: k is noise, n is not
 
 
+@pytest.mark.breaks_run_invariants("the seed's mistake, made on purpose: a fresh prompt sent again")
 async def test_a_reused_seed_is_detected_as_a_cache_hit(
     tiny_server: LlamaServer, pool: UnitPool, tmp_path: Path
 ) -> None:
@@ -130,6 +131,7 @@ async def test_smollm2_gguf_vocabulary_counts_like_the_server(demo_server: Llama
     assert record.usage is not None and record.usage.prompt_tokens == 3000
 
 
+@pytest.mark.breaks_run_invariants("the seed's mistake, made on purpose, and records rewritten")
 async def test_cache_audit_catches_a_reused_seed_reported_or_not(
     tiny_server: LlamaServer, pool: UnitPool, tmp_path: Path
 ) -> None:
@@ -157,10 +159,16 @@ async def test_cache_audit_catches_a_reused_seed_reported_or_not(
         )
     (finding,) = audit_run(run).findings
     assert finding.kind == "fresh_cache_hit"
-    # An engine that does not report cached tokens: the audit still sees a prefill far too fast to be real.
+    assert [r.request_id for r in run.records()][-1] == "needle-reused-seed-1900-0.90"  # its own id
+    # No cached tokens in `usage`: llama.cpp's own timings still say what it computed (cache_n).
     records = [json.loads(line) for line in run.requests_path.read_text().splitlines()]
     for record in records:
         record["usage"]["cached_tokens"] = None
+    run.requests_path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    assert [f.kind for f in audit_run(run).findings] == ["fresh_cache_hit"]
+    # An engine that says nothing of its cache: the audit still sees a prefill far too fast to be real.
+    for record in records:
+        record["server_timings"] = None
     run.requests_path.write_text("".join(json.dumps(record) + "\n" for record in records))
     findings = audit_run(run).findings
     assert [f.kind for f in findings] == ["too_fast"], findings

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -89,6 +90,13 @@ def _documents(
     request ids are those it always had, so an old campaign sends the same prompts."""
     control = params.control_length()
     documents = []
+    made: Counter[str] = Counter()
+
+    def request_id(base: str) -> str:
+        # one request id is one request: a depth given twice (or two that print alike) gets its own
+        made[base] += 1
+        return run.request_id(base if made[base] == 1 else f"{base}-{made[base]}")
+
     for task in params.task:
         grid = [(control, depth, True) for depth in params.depths] if control else []
         grid += [(length, depth, False) for length in params.lengths for depth in params.depths_for(length)]
@@ -102,7 +110,7 @@ def _documents(
         for group in groups:
             length, _, is_control = group[0]
             name = "needle-control" if is_control else "needle"
-            tag = "" if task == "single" else f"-{task}"
+            tag = ("" if task == "single" else f"-{task}") + ("-reused-seed" if reuse_seed else "")
             parts = ("needle",) if task == "single" else ("needle", task)
             documents.append(
                 _Document(
@@ -111,7 +119,7 @@ def _documents(
                     tuple(depth for _, depth, _ in group),
                     is_control,
                     request_seed(*seed_scope, *parts, 0 if reuse_seed else index),
-                    tuple(run.request_id(f"{name}{tag}-{length}-{depth:.2f}") for _, depth, _ in group),
+                    tuple(request_id(f"{name}{tag}-{length}-{depth:.2f}") for _, depth, _ in group),
                 )
             )
             index += len(group)
