@@ -17,14 +17,17 @@ from collections import Counter
 from pathlib import Path
 
 from ctxbench.audits.prefix_cache import audit_run
+from ctxbench.records import RECORD_VERSION
 from ctxbench.report.agreement import engine_agreement
 from ctxbench.report.run_report import run_report
 from ctxbench.store import RunDir
 
 
 def run_dirs(root: Path) -> list[RunDir]:
-    """Every run directory under `root` that holds records."""
-    return [RunDir(path.parent) for path in sorted(root.rglob("requests.jsonl"))]
+    """Every run directory under `root` that this code made: it holds records of the current version (a copy
+    of a recorded run, such as docs/gpu-validation's, is what it was and is judged by its own report)."""
+    runs = [RunDir(path.parent) for path in sorted(root.rglob("requests.jsonl"))]
+    return [run for run in runs if any(r.record_version >= RECORD_VERSION for r in run.records())]
 
 
 def broken_invariants(run: RunDir) -> list[str]:
