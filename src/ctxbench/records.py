@@ -71,6 +71,11 @@ Reuse = Literal[
 ]
 
 
+# Tokens a cache may serve beyond a declared bound without a finding: a tokenizer merges differently at the
+# edge of the lead or of a block, so two prompts' shared prefix can run a few tokens past the counted one.
+CACHE_SLACK_TOKENS = 16
+
+
 class CacheIntent(_Frozen):
     """What a request may take from a prefix cache, declared by the check that built it (docs/metrics.md,
     "Cache intent"; the audit holds every request to it).
@@ -85,6 +90,12 @@ class CacheIntent(_Frozen):
     lead_tokens: int
     allowed_tokens: int | None
     why: str
+
+    def exceeded_by(self, cached: int | None) -> bool:
+        """`cached` tokens are more than this intent allows (beyond `CACHE_SLACK_TOKENS`); never for unbounded
+        reuse or a count the server did not report."""
+        allowed = self.allowed_tokens
+        return allowed is not None and cached is not None and cached > allowed + CACHE_SLACK_TOKENS
 
     @classmethod
     def fresh(cls, lead_tokens: int, why: str = "a fresh prompt") -> CacheIntent:

@@ -35,11 +35,10 @@ from .. import metrics
 from ..checks.trace_cache import implied_cached, reuse_bound
 from ..engines.prom import common_metrics
 from ..ramp_table import attempt_of
-from ..records import RequestRecord
+from ..records import CACHE_SLACK_TOKENS, RequestRecord
 from ..store import RunDir
 
 FRESH_CHECKS = ("capacity", "needle")  # the fresh checks of records made before version 3 (no intent)
-SHARED_PREFIX_SLACK = 16
 TOO_FAST_FACTOR = 3.0
 MIN_AUDITED_PROMPT = 512
 MIN_RATES = 4  # other fresh prompts a rate is judged against
@@ -162,9 +161,7 @@ def _intent_findings(records: list[RequestRecord]) -> list[Finding]:
         intent = record.cache
         assert intent is not None
         cached = engine_cached_tokens(record)
-        if intent.allowed_tokens is None or cached is None:
-            continue
-        if cached > intent.allowed_tokens + SHARED_PREFIX_SLACK:
+        if intent.exceeded_by(cached):
             fresh = intent.reuse == "fresh"
             findings.append(
                 Finding(
@@ -193,7 +190,7 @@ def _fresh_hits(fresh: list[RequestRecord], template: int) -> list[Finding]:
     findings = []
     for record in fresh:
         cached = metrics.cached_tokens(record) or 0
-        if cached > template + SHARED_PREFIX_SLACK:
+        if cached > template + CACHE_SLACK_TOKENS:
             findings.append(
                 Finding(
                     record.request_id,
@@ -253,7 +250,7 @@ def _trace_findings(records: list[RequestRecord]) -> list[Finding]:
     for record in records:
         cached = engine_cached_tokens(record) if record.cache is not None else metrics.cached_tokens(record)
         allowed = bound[record.request_id]
-        if record.ok and (cached or 0) > allowed + SHARED_PREFIX_SLACK:
+        if record.ok and (cached or 0) > allowed + CACHE_SLACK_TOKENS:
             findings.append(
                 Finding(
                     record.request_id,
@@ -290,7 +287,7 @@ def _ramp_findings(records: list[RequestRecord]) -> list[Finding]:
         if earlier is None:
             continue
         out = metrics.output_tokens(earlier)
-        own = (metrics.prompt_tokens(earlier) or 0) + (out.tokens if out else 0) + SHARED_PREFIX_SLACK
+        own = (metrics.prompt_tokens(earlier) or 0) + (out.tokens if out else 0) + CACHE_SLACK_TOKENS
         cached = metrics.cached_tokens(record) or 0
         if cached > own:
             findings.append(

@@ -13,7 +13,7 @@ from ..engines.limits import ContextLimit
 from ..params import CapacityParams
 from ..records import CacheIntent, RequestRecord
 from ..store import RunDir
-from ..text.haystack import UnitPool, build_haystack, lead_tokens, request_seed, template_tokens
+from ..text.haystack import UnitPool, build_haystack, lead_tokens, request_seed
 from .base import Check, RunContext
 
 
@@ -36,7 +36,6 @@ async def run_capacity(
 ) -> CapacityFile:
     """Send one fresh prompt just under the limit and one over it; write `capacity.json`."""
     target = limit.tokens - params.output_tokens - params.margin_tokens
-    template = str(template_tokens(pool.counter))
     fresh = CacheIntent.fresh(lead_tokens(pool.counter), "a fresh prompt near the limit")
     near = build_haystack(pool, target, request_seed(*seed_scope, "capacity", 0))
     near_record = await client.chat(
@@ -47,7 +46,6 @@ async def run_capacity(
             "check": "capacity",
             "prompt": "near_limit",
             "planned_tokens": str(near.planned_tokens),
-            "template_tokens": template,
         },
         extra_body={"temperature": 0.0},
         cache=fresh,

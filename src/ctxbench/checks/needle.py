@@ -1,8 +1,8 @@
 """Claim 2, retrieval in a fresh document: a hidden fact planted at sampled depths, answer checked.
 
 A grid of lengths x depths; every prompt is fresh (its own seed, its own header), so no result can
-come back from a prefix cache, and any cached tokens beyond the chat template are flagged. A
-length over the server's limit is skipped with a recorded reason unless forced.
+come back from a prefix cache, and any cached tokens beyond its cache intent (the lead every prompt shares)
+are flagged. A length over the server's limit is skipped with a recorded reason unless forced.
 
 Before the grid, the short-context control: the same task at `control` tokens (1K by default) at each
 depth. A model that misses there fails the task itself (a base model that does not answer questions, a
@@ -11,7 +11,7 @@ template that garbles the prompt), so the grid's misses say nothing about long c
 Each retrieval task of `task` (text/tasks.py: what is planted, asked and scored) runs its own control and
 grid, in the order listed. `multi_depth` builds one document per length with a fact at every depth and asks
 its questions in turn over it: the first is a fresh prompt, the others read the same document back from the
-prefix cache on purpose (labelled `reuse = document`, left out of the fresh-prompt audit).
+prefix cache on purpose (labelled `reuse = document`; their cache intent allows the document).
 """
 
 from __future__ import annotations
@@ -29,12 +29,10 @@ from ..params import NeedleParams
 from ..records import CacheIntent, RequestRecord
 from ..run_files import NIAH_LOG
 from ..store import RunDir
-from ..text.haystack import Haystack, UnitPool, build_planted, lead_tokens, request_seed, template_tokens
+from ..text.haystack import Haystack, UnitPool, build_planted, lead_tokens, request_seed
 from ..text.tasks import Planted, TaskName, answer_labels, expected_text, plant
 from .base import Check, RunContext
 
-# Tokens two fresh prompts may share: the chat template's opening plus the first bytes of the header.
-SHARED_PREFIX_SLACK = 8
 CONTROL_FAILED = "fails at the {length}-token control too: the model or its template, not the context"
 
 
@@ -143,8 +141,6 @@ async def run_needle(
 
     `force` sends lengths over the server's limit too; `reuse_seed` gives every prompt the same seed (only to
     show what the cache audit catches)."""
-    template = template_tokens(pool.counter)
-    allowance = template + SHARED_PREFIX_SLACK
     lead = lead_tokens(pool.counter)
     trials: list[NeedleTrial] = []
     with (run.path / NIAH_LOG).open("a") as log:
@@ -158,7 +154,7 @@ async def run_needle(
                     _skipped(document, depth, request_id, reason) for depth, request_id in _pairs(document)
                 ]
             else:
-                asked = await _ask(client, pool, params, run, document, template, allowance, lead)
+                asked = await _ask(client, pool, params, run, document, lead)
             for trial in asked:
                 trials.append(trial)
                 log.write(log_line(trial) + "\n")
@@ -204,8 +200,6 @@ async def _ask(
     params: NeedleParams,
     run: RunDir,
     document: _Document,
-    template: int,
-    allowance: int,
     lead: int,
 ) -> list[NeedleTrial]:
     """Build the document and ask its questions in turn; a trial per question."""
@@ -245,7 +239,7 @@ async def _ask(
                 "length": str(document.length),
                 "depth": f"{depth:.2f}",
                 "planned_tokens": str(haystack.planned_tokens),
-                **({"reuse": "document"} if reuse else {"template_tokens": str(template)}),
+                **({"reuse": "document"} if reuse else {}),
                 **({"control": "1"} if document.control else {}),
                 **({} if document.task == "single" else {"task": document.task}),
                 **answer_labels(question),
@@ -254,7 +248,7 @@ async def _ask(
             cache=intent,
         )
         run.append(record)
-        trials.append(_trial(document, depth, haystack, record, allowance, reuse))
+        trials.append(_trial(document, depth, haystack, record, intent))
     return trials
 
 
@@ -280,7 +274,7 @@ def _skipped(document: _Document, depth: float, request_id: str, reason: str) ->
 
 
 def _trial(
-    document: _Document, depth: float, haystack: Haystack, record: RequestRecord, allowance: int, reuse: bool
+    document: _Document, depth: float, haystack: Haystack, record: RequestRecord, intent: CacheIntent
 ) -> NeedleTrial:
     cached = metrics.cached_tokens(record)
     error = None if record.error is None else f"{record.error.kind}: {record.error.message}"
@@ -300,10 +294,10 @@ def _trial(
         answer=record.text.strip(),
         skipped=None,
         error=error,
-        cache_hit_suspected=not reuse and cached is not None and cached > allowance,
+        cache_hit_suspected=intent.exceeded_by(cached),
         control=document.control,
         task=document.task,
-        reuse=reuse,
+        reuse=intent.reuse == "document",
     )
 
 

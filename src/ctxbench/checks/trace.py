@@ -141,11 +141,11 @@ async def run_trace(
                 "lead_tokens": str(lead),
                 "whole_ids": ",".join(str(i) for i in request.hash_ids[: prompt.full_blocks]),
             }
-            # the trace's order says which blocks an earlier request holds; the audit narrows it to the
-            # order the requests ran in (`trace_cache.reuse_bound`)
-            bound = lead + (blocks_shared + 1) * params.block_tokens
+            # at most its whole blocks and the next one's start, had others sent them all; the audit narrows
+            # this to what the requests that ran before it sent (`trace_cache.reuse_bound`)
+            most = lead + (prompt.full_blocks + 1) * params.block_tokens
             intent = CacheIntent.reusing(
-                "trace_blocks", lead, bound, "the blocks the trace shares with requests that ran before it"
+                "trace_blocks", lead, most, "the blocks it shares with requests that ran before it"
             )
             at_s = (request.timestamp_ms - start_ms) / 1000 * params.time_scale
             request_id = run.request_id(f"trace-{k}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from ..records import RequestRecord
 
@@ -30,14 +30,25 @@ def block_ids(record: RequestRecord) -> tuple[int, ...]:
     return tuple(int(i) for i in text.split(",") if i)
 
 
-def _prefixes(ids: Sequence[int]) -> Iterable[tuple[int, ...]]:
-    return (tuple(ids[:length]) for length in range(1, len(ids) + 1))
+class _Prefixes:
+    """Each distinct leading run of block ids as one number (a trie's node): a request's k prefixes are k
+    numbers, not k tuples of up to k ids (a 1M-token prompt has 2,048 blocks of 512)."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[tuple[int, int], int] = {}
+
+    def of(self, ids: Sequence[int]) -> list[int]:
+        node, nodes = -1, []
+        for block in ids:
+            node = self._nodes.setdefault((node, block), len(self._nodes))
+            nodes.append(node)
+        return nodes
 
 
-def _shared(ids: Sequence[int], held: Counter[tuple[int, ...]], own: bool = False) -> int:
-    """Leading blocks of `ids` that `held` holds (less one count each where `ids` itself was counted)."""
+def _shared(prefixes: Sequence[int], held: Counter[int], own: bool = False) -> int:
+    """Leading blocks whose prefix `held` holds (less one count each where the request itself was counted)."""
     shared = 0
-    for prefix in _prefixes(ids):
+    for prefix in prefixes:
         if held[prefix] - (1 if own else 0) <= 0:
             break
         shared += 1
@@ -55,7 +66,9 @@ def implied_cached(records: Sequence[RequestRecord]) -> dict[str, int]:
     if not _labelled(records):
         return {r.request_id: int(r.labels["expected_cached_tokens"]) for r in records}
     ended: list[tuple[int, int]] = []  # (end_ns, index) of succeeded requests, a heap
-    held: Counter[tuple[int, ...]] = Counter()
+    held: Counter[int] = Counter()
+    trie = _Prefixes()
+    prefixes = [trie.of(block_ids(r)) for r in records]
     implied: dict[str, int] = {}
     any_ended = False
     order = sorted(range(len(records)), key=lambda i: records[i].sent_ns)
@@ -66,9 +79,9 @@ def implied_cached(records: Sequence[RequestRecord]) -> dict[str, int]:
         record = records[i]
         while ended and ended[0][0] <= record.sent_ns:
             _, done = heapq.heappop(ended)
-            held.update(_prefixes(block_ids(records[done])))
+            held.update(prefixes[done])
             any_ended = True
-        blocks = _shared(block_ids(record), held) * int(record.labels["block_tokens"])
+        blocks = _shared(prefixes[i], held) * int(record.labels["block_tokens"])
         implied[record.request_id] = (int(record.labels["lead_tokens"]) if any_ended else 0) + blocks
     return implied
 
@@ -84,15 +97,18 @@ def reuse_bound(records: Sequence[RequestRecord]) -> dict[str, int]:
             for r in records
         }
     # a request the server began to answer, or answered: its prompt was computed, so it may be cached
+    trie = _Prefixes()
+    prefixes = {r.request_id: trie.of(block_ids(r)) for r in records}
     reached = sorted((r for r in records if r.ok or r.first_byte_ns is not None), key=lambda r: r.sent_ns)
-    held: Counter[tuple[int, ...]] = Counter()
+    held: Counter[int] = Counter()
     bound: dict[str, int] = {}
     added = 0
     for record in sorted(records, key=lambda r: r.end_ns):
         while added < len(reached) and reached[added].sent_ns < record.end_ns:
-            held.update(_prefixes(block_ids(reached[added])))
+            held.update(prefixes[reached[added].request_id])
             added += 1
-        blocks = _shared(block_ids(record), held, own=record.ok or record.first_byte_ns is not None)
+        own = record.ok or record.first_byte_ns is not None
+        blocks = _shared(prefixes[record.request_id], held, own=own)
         bound[record.request_id] = int(record.labels["lead_tokens"]) + (blocks + 1) * int(
             record.labels["block_tokens"]
         )

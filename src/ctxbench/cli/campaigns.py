@@ -213,8 +213,8 @@ def export(
 def audit_cache(
     results: Annotated[Path, typer.Argument(help="Results directory to audit.")] = Path("results"),
 ) -> None:
-    """Find answers served from a prefix cache: reported hits on fresh prompts, prefills too fast to be real,
-    and conversations reusing more than their own history; reconcile with the engine's /metrics counter."""
+    """Hold every request to the cache intent its check declared: hits beyond it, prefills too fast to be
+    real, undeclared requests, an id twice; reconcile with the engine's /metrics counter."""
     from ..audits.prefix_cache import audit_run
 
     runs = sorted((results / "runs").glob("*/manifest.json"))
@@ -229,7 +229,8 @@ def audit_cache(
         total += len(audit.findings)
         rate = audit.median_prefill_tokens_per_s
         console.print(
-            f"{audit.run_id}: {audit.fresh_requests} fresh prompts, median prefill "
+            f"{audit.run_id}: {audit.audited_requests} requests held to their declared reuse "
+            f"({audit.fresh_requests} fresh), {audit.unbounded_requests} declared unbounded; median prefill "
             f"{'n/a' if rate is None else f'{rate:.0f} tokens/s'}; cached tokens in usage "
             f"{reported_text(audit.records_cached_tokens)}, "
             "engine counter "

@@ -273,13 +273,6 @@ def _header(seed: int) -> str:
     return f"Archive file {letters}. Read it closely; a question follows at the end."
 
 
-def template_tokens(counter: TokenCounter) -> int:
-    """The chat template around an empty message: all two fresh prompts can share, but for the header's first
-    words (`Archive file`), so the most a fresh prompt may find in a prefix cache. Labelled on fresh prompts
-    (`template_tokens`) for the cache audit."""
-    return counter.count_chat([{"role": "user", "content": ""}])
-
-
 HEADER_LEAD = "Archive file"  # the first words of every document's header (`_header`)
 
 
