@@ -47,6 +47,7 @@ def test_sharegpt_files_are_read_as_vllm_and_sglang_read_them(tmp_path: Path) ->
         ('{"prompt": "ok"}\n{"messages": [{"role": "user"}]}\n', r':2: messages\[0\] needs a "role" and a'),
         ('[{"conversations": [{"from": "gpt", "value": "x"}]}]', r"p.jsonl\[0\]: the conversation has no"),
         ('[{"conversations": [{"from": "bot", "value": "x"}]}]', r'conversations\[0\] needs "from"'),
+        ('[{"conversations": [{"from": ["human"], "value": "x"}]}]', r'conversations\[0\] needs "from"'),
     ],
 )
 def test_bad_prompts_files_name_the_file_and_line(tmp_path: Path, text: str, words: str) -> None:

@@ -81,7 +81,8 @@ def _messages(entry: object, where: str) -> list[dict[str, str]]:
     if isinstance(entry, dict) and isinstance(entry.get("conversations"), list):
         turns = []
         for index, turn in enumerate(entry["conversations"]):
-            role = SHAREGPT_ROLES.get(turn.get("from")) if isinstance(turn, dict) else None
+            said = turn.get("from") if isinstance(turn, dict) else None
+            role = SHAREGPT_ROLES.get(said) if isinstance(said, str) else None
             if role is None or not isinstance(turn.get("value"), str):
                 raise PromptSourceError(
                     f'{where}: conversations[{index}] needs "from" (human, gpt or system) and a "value" text.'
