@@ -87,15 +87,16 @@ class ThroughputParams(Strict):
 
     def _search_count(self) -> int:
         """The search's requests when known: users doubling from the first level (what bracketing probes;
-        bisection adds some), or `search_probes` rates of `requests_per_rate`. A guess: the bar's total is
-        set to what ran at the end."""
+        bisection adds some), less the levels `levels` measures already (the search reads them back), or
+        `search_probes` rates of `requests_per_rate`. A guess: the bar's total is set to what ran at the
+        end."""
         if self.search == "rate" and self.requests_per_rate:
             return (self.search_probes + self.search_repeats - 1) * self.requests_per_rate
         if self.search != "users" or self.requests_per_user is None:
             return 0
         low, high = self.search_bounds()
         users = [int(low * 2**k) for k in range(self.search_probes) if low * 2**k <= (high or low)]
-        return sum(users) * (self.requests_per_user + self.warmup_requests)
+        return sum(u for u in users if u not in self.levels) * (self.requests_per_user + self.warmup_requests)
 
     def rates_text(self) -> str:
         """`[0.5, 8] requests/s`, or `[0.25, 4] x the closed loop's capacity`."""

@@ -115,6 +115,10 @@ def test_the_many_users_schema_takes_rates_and_counts_their_requests() -> None:
     assert params.requests_at(2) == 20 and params.requests_at(0.5) == 5
     assert params.request_count() == 25
     assert ThroughputParams(levels=[2], requests_per_user=3, warmup_requests=1).request_count() == 8
+    # a users search reads back the levels measured before it: only 4 users is new (1 and 2 are levels)
+    slo = {"search": "users", "search_to": 4, "slo": {"ttft_p99_s": 1}}
+    counted = ThroughputParams(levels=[1, 2], requests_per_user=2, warmup_requests=0, **slo).request_count()
+    assert counted == (1 + 2 + 4) * 2
     with pytest.raises(ValidationError, match="levels and rates are both empty"):
         ThroughputParams(levels=[], rates=[])
     with pytest.raises(ValidationError, match="greater than 0"):
