@@ -1,5 +1,6 @@
 """The decode stall: a user's decode rate outside and inside the windows where other users' prefills
-ran (docs/metrics.md, "decode under prefill"), per turn, per user and pooled over a ramp."""
+ran (docs/metrics.md, "The decode stall"), per turn, per user and pooled over a ramp. A prefill window is the
+engine's own where the record carries the engine's prompt time, else the client's send -> first token."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Literal
 
-from .metrics import NS, first_token_ns, implausible, output_tokens
+from .metrics import NS, engine_prompt_s, first_token_ns, implausible, output_tokens
 from .records import RequestRecord
+
+# Where the prefill windows came from: the engine's prompt time for every window that overlapped the decode,
+# the client's send -> first token for every one (an upper bound), or some of each.
+WindowSource = Literal["engine", "client", "mixed"]
 
 
 @dataclass(frozen=True)
@@ -17,7 +23,8 @@ class Stall:
     """A decoding request's rate inside other requests' prefill windows against outside them.
 
     `tokens_*` count decoded tokens whose chunk arrived in (or out of) the windows; `time_*_s` is how
-    long the request's decode interval spent in (or out of) them.
+    long the request's decode interval spent in (or out of) them; `window` says whose clock drew the windows
+    that overlapped it (`prefill_window`).
     """
 
     request_id: str
@@ -25,6 +32,7 @@ class Stall:
     time_inside_s: float
     tokens_outside: float
     time_outside_s: float
+    window: WindowSource = "client"
 
     @property
     def rate_inside(self) -> float | None:
@@ -42,11 +50,31 @@ class Stall:
             return None
         return math.inf if inside == 0 else outside / inside
 
+    @property
+    def slowed(self) -> bool:
+        """Decode was slower inside the windows than outside: a factor above 1. A factor at or below 1 is
+        no stall (the windows held no prefill that competed with this decode), never shown as one."""
+        factor = self.factor
+        return factor is not None and factor > 1
 
-def prefill_window(record: RequestRecord) -> tuple[int, int]:
-    """A request's prefill window: send -> first token (-> end of the request if no token came)."""
+
+@dataclass(frozen=True)
+class Window:
+    start_ns: int
+    end_ns: int
+    source: Literal["engine", "client"]
+
+
+def prefill_window(record: RequestRecord) -> Window:
+    """A request's prefill window. Where the record carries the engine's own prompt time (llama.cpp's
+    `timings.prompt_ms`): [first token - that time, first token], the time the engine spent on the prompt.
+    Otherwise send -> first token (-> end of the request if no token came), the client's upper bound: it also
+    holds uploading and tokenizing the body and queueing, when the engine was still serving others alone."""
     first = first_token_ns(record)
-    return record.sent_ns, first if first is not None else record.end_ns
+    prompt_s = engine_prompt_s(record)
+    if first is not None and prompt_s is not None:
+        return Window(max(record.sent_ns, first - round(prompt_s * NS)), first, "engine")
+    return Window(record.sent_ns, first if first is not None else record.end_ns, "client")
 
 
 def _merge(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -70,7 +98,7 @@ def stall(
     record: RequestRecord, others: Sequence[RequestRecord], min_overlap_s: float | None = None
 ) -> Stall | None:
     """Decode rate of `record` inside the prefill windows of `others` (other users' requests) against
-    outside them. Windows are send -> first token of each other request, merged, and clipped to the
+    outside them. Windows are each other request's `prefill_window`, merged, and clipped to the
     decode interval (first -> last token of `record`); a window whose overlap is shorter than
     `min_overlap_s` (default: 5 of the record's median inter-chunk gaps) is too short to say anything
     about a rate and counts as outside. Each decode step is the gap between two consecutive chunks
@@ -86,8 +114,11 @@ def stall(
     shortest_ns = (
         (min_overlap_s * NS) if min_overlap_s is not None else MIN_OVERLAP_STEPS * gaps[len(gaps) // 2]
     )
-    clipped = [(max(a, start), min(b, end)) for a, b in _merge([prefill_window(o) for o in others])]
+    own = [prefill_window(o) for o in others]
+    clipped = [(max(a, start), min(b, end)) for a, b in _merge([(w.start_ns, w.end_ns) for w in own])]
     windows = [(a, b) for a, b in clipped if b - a > 0 and b - a >= shortest_ns]
+    used = {w.source for w in own if any(_overlap_ns(w.start_ns, w.end_ns, [c]) for c in windows)}
+    used = used or {w.source for w in own}
     tokens = output_tokens(record)
     per_chunk = (
         (tokens.tokens - 1) / (len(record.chunks) - 1) if tokens is not None and tokens.tokens > 1 else 1.0
@@ -105,7 +136,14 @@ def stall(
         time_inside_s=inside_ns / NS,
         tokens_outside=total_tokens - tokens_inside,
         time_outside_s=(end - start - inside_ns) / NS,
+        window=_source(used),
     )
+
+
+def _source(sources: set[str]) -> WindowSource:
+    if sources == {"engine"}:
+        return "engine"
+    return "mixed" if "engine" in sources else "client"
 
 
 def pooled_stall(stalls: Iterable[Stall | None]) -> Stall | None:
@@ -119,18 +157,44 @@ def pooled_stall(stalls: Iterable[Stall | None]) -> Stall | None:
         time_inside_s=sum(s.time_inside_s for s in present),
         tokens_outside=sum(s.tokens_outside for s in present),
         time_outside_s=sum(s.time_outside_s for s in present),
+        window=_source(
+            {s.window for s in present if s.rate_inside is not None} or {s.window for s in present}
+        ),
     )
 
 
+WINDOW_WORDS: dict[WindowSource, str] = {
+    "engine": "engine's prefill time",
+    "client": "send -> first token, an upper bound",
+    "mixed": "engine's prefill time where reported, else send -> first token",
+}
+
+
 def format_stall(figure: Stall | None) -> str:
-    """`589 -> 18 tokens/s (32x)`, or why there is no figure."""
+    """`589 -> 18 tokens/s (32x; engine's prefill time)`, or why there is no figure (docs/metrics.md)."""
     if figure is None or figure.rate_outside is None:
         return "no decode to measure"
     if figure.rate_inside is None:
         return f"{figure.rate_outside:.0f} tokens/s, no overlap with another user's prefill"
+    rates = f"{_rate(figure.rate_outside)} -> {_rate(figure.rate_inside)} tokens/s"
+    if not figure.slowed:
+        return f"{rates} (not slower: no prefill competed with the decode)"
     factor = figure.factor
     shown = "stalled" if factor == math.inf else f"{factor:.1f}x"
-    return f"{_rate(figure.rate_outside)} -> {_rate(figure.rate_inside)} tokens/s ({shown})"
+    return f"{rates} ({shown}; {WINDOW_WORDS[figure.window]})"
+
+
+def format_factor(factor: str, window: str) -> str:
+    """A ramp1m.csv row's stall cell for the per-turn table: `32.0x`, `not slower` (a factor at or below 1
+    is no stall) or `-` (no overlap); an engine window is the default, any other is marked: `(client)`,
+    `(mixed)` (a row from before the column, "", was drawn with the client's window)."""
+    if not factor:
+        return "-"
+    value = float(factor)
+    if value <= 1:
+        return "not slower"
+    shown = "stalled" if math.isinf(value) else f"{value:.1f}x"
+    return shown if window == "engine" else f"{shown} ({window or 'client'})"
 
 
 def _rate(value: float) -> str:

@@ -35,6 +35,7 @@ RAMP_COLUMNS = (
     "stall_rate_outside",
     "stall_rate_inside",
     "stall_factor",
+    "stall_window",
     "error",
     "request_id",
     "run_id",
@@ -43,9 +44,19 @@ RAMP_COLUMNS = (
 
 
 def append_rows(table: Path, rows: Sequence[dict[str, str]]) -> None:
-    """Append rows, writing the header when the file is new, and flush."""
+    """Append rows, writing the header when the file is new, and flush. A table written before a column was
+    added is rewritten first with today's header (its rows get "" in the new columns), so a resumed campaign
+    never appends rows under a header they do not match."""
     table.parent.mkdir(parents=True, exist_ok=True)
     new = not table.exists() or table.stat().st_size == 0
+    if not new:
+        with table.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            old = list(reader)
+            header = tuple(reader.fieldnames or ())
+        if header != RAMP_COLUMNS:
+            table.write_text("")
+            append_rows(table, [{column: row.get(column) or "" for column in RAMP_COLUMNS} for row in old])
     with table.open("a", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=RAMP_COLUMNS)
         if new:
@@ -120,9 +131,7 @@ def record_row(
         "decode_tokens_per_s": _s(metrics.decode_rate(record)),
         "output_tokens": _s(None if out is None else out.tokens),
         "recall": "" if recall is None else str(int(recall)),
-        "stall_rate_outside": _s(stall.rate_outside if stall else None),
-        "stall_rate_inside": _s(stall.rate_inside if stall else None),
-        "stall_factor": _s(stall.factor if stall else None),
+        **_stall_cells(stall),
         "error": error or "",
         "request_id": record.request_id,
         "run_id": run_id,
@@ -130,14 +139,29 @@ def record_row(
     }
 
 
+def _stall_cells(stall: decode_stall.Stall | None) -> dict[str, str]:
+    return {
+        "stall_rate_outside": _s(stall.rate_outside if stall else None),
+        "stall_rate_inside": _s(stall.rate_inside if stall else None),
+        "stall_factor": _s(stall.factor if stall else None),
+        "stall_window": stall.window if stall and stall.rate_inside is not None else "",
+    }
+
+
+def _setting_stalls(ramp: Sequence[RequestRecord]) -> dict[str, decode_stall.Stall | None]:
+    """Each ramp record's stall against the other users of its users setting."""
+    stalls: dict[str, decode_stall.Stall | None] = {}
+    for users in {r.labels.get("users") for r in ramp}:
+        stalls.update(decode_stall.user_stalls([r for r in ramp if r.labels.get("users") == users]))
+    return stalls
+
+
 def rows_from_records(
     records: Iterable[RequestRecord], *, deployment: str, run_id: str, source_file: str
 ) -> list[dict[str, str]]:
     """Rows for every ramp record (labels `check = ramp`), stall figures recomputed per users setting."""
     ramp = [r for r in records if r.labels.get("check") == "ramp"]
-    stalls: dict[str, decode_stall.Stall | None] = {}
-    for users in {r.labels.get("users") for r in ramp}:
-        stalls.update(decode_stall.user_stalls([r for r in ramp if r.labels.get("users") == users]))
+    stalls = _setting_stalls(ramp)
     return [
         record_row(
             r, deployment=deployment, run_id=run_id, source_file=source_file, stall=stalls.get(r.request_id)
@@ -151,13 +175,18 @@ def run_rows(
 ) -> list[dict[str, str]]:
     """A run's rows, rebuilt from its records (so a fix in metrics changes every figure of a row alike, and an
     interrupted setting has its measured turns). Runs older than the `needle_value` label cannot rebuild
-    recall: their rows come from the table, plus rebuilt rows for any users setting it lacks."""
+    recall: their rows come from the table, plus rebuilt rows for any users setting it lacks, and their stall
+    cells are recomputed from the records all the same (so the turns and the pooled figure use one window)."""
     ramp = [r for r in records if r.labels.get("check") == "ramp"]
     if ramp and all("needle_value" in r.labels for r in ramp):
         return latest_attempt(
             rows_from_records(ramp, deployment=deployment, run_id=run_id, source_file=source_file)
         )
-    rows = read_rows(table, run_id)
+    stalls = _setting_stalls(ramp)
+    rows = [
+        row | _stall_cells(stalls[row["request_id"]]) if row["request_id"] in stalls else row
+        for row in read_rows(table, run_id)
+    ]
     present = {row["users"] for row in rows}
     missing = [r for r in records if r.labels.get("check") == "ramp" and r.labels.get("users") not in present]
     if not missing:

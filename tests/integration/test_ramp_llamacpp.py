@@ -68,6 +68,15 @@ async def test_second_user_prefill_slows_the_first_users_decode(
     assert figure.rate_inside is not None and figure.rate_outside is not None
     # Measured here (2 cores): about 1100 -> 13 tokens/s (~80x) over ~6 s of prefill; assert a clear slowdown.
     assert figure.factor is not None and figure.factor > 2, decode_stall.format_stall(figure)
+    # llama-server says how long it spent on the prompt: that draws the window, inside send -> first token.
+    engine, client = (
+        decode_stall.prefill_window(arriving),
+        (arriving.sent_ns, metrics.first_token_ns(arriving)),
+    )
+    assert figure.window == "engine" and client[0] <= engine.start_ns < engine.end_ns == client[1]
+    assert (engine.end_ns - engine.start_ns) / 1e9 == pytest.approx(
+        metrics.engine_prompt_s(arriving), abs=1e-6
+    )
     print("stall:", decode_stall.format_stall(figure), f"over {figure.time_inside_s:.2f} s of prefill")
     assert stalls["b"] is not None and stalls["b"].time_inside_s == 0  # the newcomer itself decodes after
 

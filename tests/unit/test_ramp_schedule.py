@@ -71,7 +71,53 @@ def test_second_user_prefill_is_visible_as_decode_stall() -> None:
     assert figure.rate_inside == pytest.approx(10.0)
     assert figure.rate_outside == pytest.approx(100.0)
     assert figure.factor == pytest.approx(10.0)
-    assert decode_stall.format_stall(figure) == "100 -> 10 tokens/s (10.0x)"
+    assert figure.window == "client"
+    assert (
+        decode_stall.format_stall(figure) == "100 -> 10 tokens/s (10.0x; send -> first token, an upper bound)"
+    )
+
+
+def timed(record: RequestRecord, prompt_ms: float) -> RequestRecord:
+    return record.model_copy(update={"server_timings": {"prompt_ms": prompt_ms, "prompt_n": 1000}})
+
+
+def test_the_engines_prompt_time_draws_the_window_the_upload_left_out() -> None:
+    # User 1's 1 s send -> first token (0.5 s -> 1.5 s) held 0.6 s of uploading and tokenizing a long body
+    # while user 0 still decoded alone at 100 tok/s; the engine's prompt_ms says its prefill was the last
+    # 0.4 s, when user 0 got 10 tok/s. The client's window mixes the two (64 tokens in 1 s: 1.6x); the
+    # engine's gives 10x.
+    times = [10.0 * i for i in range(111)]
+    times += [1100 + 100.0 * i for i in range(1, 5)]
+    times += [1500 + 10.0 * i for i in range(1, 51)]
+    decoding = rec("a", "0", -100, times)
+    newcomer = rec("b", "1", 500, [1500, 1510])
+    client = decode_stall.stall(decoding, [newcomer])
+    engine = decode_stall.stall(decoding, [timed(newcomer, 400)])
+    assert client is not None and client.window == "client" and client.factor == pytest.approx(1.5625)
+    assert engine is not None and engine.window == "engine"
+    assert engine.time_inside_s == pytest.approx(0.4) and engine.factor == pytest.approx(10.0)
+    assert decode_stall.format_stall(engine) == "100 -> 10 tokens/s (10.0x; engine's prefill time)"
+    assert (
+        decode_stall.prefill_window(timed(newcomer, 5000)).start_ns == newcomer.sent_ns
+    )  # never before send
+    mixed = decode_stall.stall(decoding, [timed(newcomer, 400), rec("c", "2", 1600, [1700])])
+    assert mixed is not None and mixed.window == "mixed"
+
+
+def test_a_decode_no_slower_inside_is_never_shown_as_a_stall() -> None:
+    # Seen at 1M on an H100: the other user's send -> first token window held a long upload while this decode
+    # ran faster (warm) than before it: 623 tok/s outside, 1,330 inside, "0.47x".
+    times = [10.0 * i for i in range(101)] + [1000 + 5.0 * i for i in range(1, 101)]
+    figure = decode_stall.stall(rec("a", "0", -100, times), [rec("b", "1", 1000, [1500])])
+    assert figure is not None and figure.factor == pytest.approx(0.5) and not figure.slowed
+    assert decode_stall.format_stall(figure) == (
+        "100 -> 200 tokens/s (not slower: no prefill competed with the decode)"
+    )
+    assert decode_stall.format_factor("0.5000", "client") == "not slower"
+    assert decode_stall.format_factor("12.3400", "engine") == "12.3x"
+    assert decode_stall.format_factor("12.3400", "") == "12.3x (client)"
+    assert decode_stall.format_factor("inf", "mixed") == "stalled (mixed)"
+    assert decode_stall.format_factor("", "") == "-"
 
 
 def test_one_user_reports_no_stall() -> None:
@@ -115,6 +161,17 @@ def test_ramp_table_round_trips(tmp_path: Path) -> None:
     rows = read_rows(table)
     assert rows == [row, row | {"turn": "2"}]
     assert table.read_text().count("deployment,users,user,turn") == 1
+
+
+def test_a_table_from_before_a_column_is_rewritten_under_todays_header(tmp_path: Path) -> None:
+    old_columns = [c for c in RAMP_COLUMNS if c != "stall_window"]
+    table = tmp_path / "ramp1m.csv"
+    table.write_text(",".join(old_columns) + "\n" + ",".join(f"o-{c}" for c in old_columns) + "\n")
+    row = {column: f"v-{column}" for column in RAMP_COLUMNS}
+    append_rows(table, [row])
+    rows = read_rows(table)
+    assert rows[0] == {c: f"o-{c}" for c in old_columns} | {"stall_window": ""}
+    assert rows[1] == row
 
 
 def test_an_overlap_of_a_few_milliseconds_says_nothing_about_a_rate() -> None:

@@ -37,6 +37,10 @@ class Engine:
     death_signal: int = signal.SIGTERM
     source: str | None = None  # where ctxbench's own build of it comes from (the manifest's `engine.source`)
     cache_model_known: bool = False  # the planner can forecast its prefix cache (slots, --cache-ram)
+    # The significant digits it prints `/metrics` values with; None: exactly (prometheus-client writes
+    # Python's repr). llama-server writes doubles through a C++ stream at its default precision, 6 digits:
+    # 1,050,496 tokens read `1.0505e+06`.
+    counter_digits: int | None = None
 
 
 LLAMACPP = Engine(
@@ -65,6 +69,7 @@ LLAMACPP = Engine(
     death_signal=signal.SIGKILL,
     source=f"llama-cpp-python=={LLAMACPP_SDIST_VERSION} sdist, vendor/llama.cpp",
     cache_model_known=True,
+    counter_digits=6,
 )
 
 VLLM = Engine(

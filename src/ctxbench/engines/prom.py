@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from .kinds import LLAMACPP, SGLANG, VLLM
@@ -51,6 +53,25 @@ COMMON_METRICS: dict[str, tuple[str, ...]] = {
     name: tuple(source for one in (VLLM, SGLANG, LLAMACPP) for source in one.metric_names.get(name, ()))
     for name in COMMON_NAMES
 }
+
+
+def printed_digits(samples: dict[str, float]) -> int | None:
+    """The significant digits the engine that wrote these samples prints values with
+    (`Engine.counter_digits`), told by its counter names; None: exact, or no engine's names are among them."""
+    names = {key.split("{", 1)[0] for key in samples}
+    for one in (LLAMACPP, VLLM, SGLANG):
+        if any(source in names for sources in one.metric_names.values() for source in sources):
+            return one.counter_digits
+    return None
+
+
+def rounding_error(value: float, digits: int | None) -> float:
+    """How far the true value may lie from `value` as printed with `digits` significant digits: half a unit
+    of the last digit printed; 0 where printing is exact (None) or the value is a whole number of at most
+    `digits` digits (printed in full)."""
+    if digits is None or value == 0 or (value == int(value) and abs(value) < 10**digits):
+        return 0.0
+    return 0.5 * 10 ** (math.floor(math.log10(abs(value))) - digits + 1)
 
 
 def common_metrics(samples: dict[str, float]) -> dict[str, float]:

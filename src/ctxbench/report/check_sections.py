@@ -285,7 +285,7 @@ def ramp_section(read: RunRead) -> list[str]:
                     _number(r["ttft_s"], 2),
                     _number(r["decode_tokens_per_s"], 1),
                     {"1": "yes", "0": "no"}.get(r["recall"], "n/a"),
-                    _number(r["stall_factor"], 1) if r["stall_factor"] else "-",
+                    decode_stall.format_factor(r["stall_factor"], r.get("stall_window", "")),
                     f"{between[r['request_id']]:.3f}" if r["request_id"] in between else "-",
                     r["error"][:40],
                 )

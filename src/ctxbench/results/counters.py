@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
-from ..engines.prom import common_metrics
+from ..engines.prom import common_metrics, printed_digits, rounding_error
 from ..store import RunDir
 
 COUNTER_NAMES = (
@@ -19,30 +20,56 @@ COUNTER_NAMES = (
 )
 
 
-def engine_deltas(run: RunDir) -> dict[str, tuple[int, dict[str, float]]]:
-    """Per check: (attempt, the engine's counters after - before under the common names, summed over
-    replicas), recomputed from the raw samples in `metrics.jsonl` (so a name mapped later reaches older
-    runs); the latest attempt with both snapshots wins."""
+@dataclass(frozen=True)
+class CheckCounters:
+    """The engine's counters over one check: `deltas` (after - before under the common names, summed over
+    replicas) and `uncertainty`, how far each delta may lie from the true count because the engine printed the
+    two snapshots rounded (`Engine.counter_digits`: llama.cpp prints 6 significant digits); 0 where exact."""
+
+    attempt: int
+    deltas: dict[str, float]
+    uncertainty: dict[str, float]
+
+
+def engine_counters(run: RunDir) -> dict[str, CheckCounters]:
+    """Per check, its `CheckCounters`, recomputed from the raw samples in `metrics.jsonl` (so a name mapped
+    later reaches older runs); the latest attempt with both snapshots wins."""
     path = run.path / "metrics.jsonl"
     if not path.exists():
         return {}
-    snapshots: dict[tuple[str, int, str], dict[str, float]] = {}
+    snapshots: dict[tuple[str, int, str], tuple[dict[str, float], dict[str, float]]] = {}
     for line in path.read_text().splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
             continue
         total: dict[str, float] = {}
+        error: dict[str, float] = {}
         for replica in entry.get("replicas", []):
-            for name, value in common_metrics(replica.get("samples", {})).items():
+            samples = replica.get("samples", {})
+            digits = printed_digits(samples)
+            for name, value in common_metrics(samples).items():
                 total[name] = total.get(name, 0.0) + value
-        snapshots[(entry["check"], int(entry.get("attempt", 1)), entry["phase"])] = total
-    deltas: dict[str, tuple[int, dict[str, float]]] = {}
-    for (check, attempt, phase), after in sorted(snapshots.items(), key=lambda item: item[0][1]):
-        before = snapshots.get((check, attempt, "before"))
-        if phase == "after" and before is not None:
-            deltas[check] = (attempt, {n: after[n] - before[n] for n in after if n in before})
-    return deltas
+                error[name] = error.get(name, 0.0) + rounding_error(value, digits)
+        snapshots[(entry["check"], int(entry.get("attempt", 1)), entry["phase"])] = (total, error)
+    counters: dict[str, CheckCounters] = {}
+    for (check, attempt, phase), (after, after_error) in sorted(
+        snapshots.items(), key=lambda item: item[0][1]
+    ):
+        before, before_error = snapshots.get((check, attempt, "before"), ({}, {}))
+        if phase == "after" and before:
+            names = [n for n in after if n in before]
+            counters[check] = CheckCounters(
+                attempt,
+                {n: after[n] - before[n] for n in names},
+                {n: after_error[n] + before_error[n] for n in names},
+            )
+    return counters
+
+
+def engine_deltas(run: RunDir) -> dict[str, tuple[int, dict[str, float]]]:
+    """Per check: (attempt, the engine's counters after - before: `engine_counters`)."""
+    return {check: (c.attempt, c.deltas) for check, c in engine_counters(run).items()}
 
 
 def counter_deltas(run: RunDir) -> dict[str, dict[str, float]]:
