@@ -131,6 +131,13 @@ def engine_prompt_s(record: RequestRecord) -> float | None:
     return prompt_ms / 1000 if isinstance(prompt_ms, (int, float)) and prompt_ms > 0 else None
 
 
+def ttft_outside_prefill_s(record: RequestRecord) -> float | None:
+    """TTFT - the engine's own prompt time: sending and reading the body, tokenizing, queueing, and the first
+    token's way back (and, on llama.cpp, saving an idle slot's prompt to its cache); None where either is."""
+    ttft, prompt = ttft_s(record), engine_prompt_s(record)
+    return None if ttft is None or prompt is None else ttft - prompt
+
+
 def decode_time_s(record: RequestRecord) -> float | None:
     """Decode time = last token event's arrival - first token event's arrival."""
     if len(record.chunks) < 2 or not _timed(record):

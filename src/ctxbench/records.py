@@ -9,6 +9,7 @@ one `perf_counter_ns` reading with wall-clock time so they can be placed on a ca
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -178,3 +179,20 @@ class RequestRecord(_Frozen):
                 error.message, limit=error.context_limit, prompt_tokens=error.server_prompt_tokens
             )
         raise RequestFailed(f"request {self.request_id} to {self.url} failed ({error.kind}): {error.message}")
+
+
+def requests_line(records: Sequence[RequestRecord]) -> str:
+    """The run's request count, said one way on the console, at a glance and in the report's requests section:
+    every request sent, those that failed a check (`failed_a_check`: not the capacity check's over-limit
+    prompt, refused as it should be, named once here; not those cut off by an interrupt, counted apart), and
+    those sent again on a new connection."""
+    refused = sum(1 for r in records if r.rejected_as_over_limit)
+    failed = sum(1 for r in records if r.failed_a_check)
+    line = f"{len(records)} requests, {failed} failed"
+    if refused:
+        line += f" (and {refused} over-limit prompt{'s' if refused > 1 else ''} refused, as it should be)"
+    if cut := sum(1 for r in records if r.error is not None and r.error.kind == "interrupted"):
+        line += f"; {cut} cut off by an interrupt (sent again by the resumed run)"
+    if retried := sum(1 for r in records if r.retried):
+        line += f"; {retried} sent again on a new connection (the server closed a kept-alive one)"
+    return line

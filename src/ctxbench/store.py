@@ -102,11 +102,16 @@ def write_json_atomic(path: Path, data: Any) -> None:
     partial.replace(path)
 
 
-def git_revision(start: Path | None = None) -> str | None:
+def git_revision(package: Path | None = None) -> str | None:
+    """The commit of ctxbench's own repository, or None ("unknown"). Only the repository whose root holds
+    this package (`src/ctxbench`'s grandparent, with its own `.git`) is asked: git run from the package
+    folder would climb to any enclosing repository, and a copy of the source inside another project (or an
+    installed wheel) would record that project's commit."""
+    root = (package or Path(__file__).resolve().parent).parent.parent
+    if not (root / ".git").exists():
+        return None
     try:
-        result = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=start or Path(__file__).parent
-        )
+        result = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
     except OSError:
         return None
     return result.stdout.strip() if result.returncode == 0 else None

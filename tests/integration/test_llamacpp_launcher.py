@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -18,9 +19,13 @@ from ctxbench.text.corpus import ProseGenerator
 from .conftest import TINY_SLOT_CONTEXT
 
 
-def test_server_reports_per_slot_context_version_and_metrics(tiny_server: LlamaServer) -> None:
+def test_server_reports_per_slot_context_version_and_metrics(
+    tiny_server: LlamaServer, llama_build: LlamaCppBuild
+) -> None:
     assert tiny_server.slot_context_limit() == TINY_SLOT_CONTEXT
-    assert tiny_server.version() != "unknown"
+    # the llama.cpp release the sdist vendors, not the b0-unknown a build without git history reports
+    built = json.loads((llama_build.root / "build.json").read_text())
+    assert tiny_server.version() == built["build_info"] == "b11312-0c1e57098"
     assert tiny_server.ready_s is not None and tiny_server.ready_s > 0
     samples = tiny_server.metrics()
     assert "llamacpp:prompt_tokens_total" in samples and "llamacpp:requests_processing" in samples

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.records import RequestError, RequestRecord
+from ctxbench.records import RequestError, RequestRecord, requests_line
 from ctxbench.report.run_report import run_report
 from ctxbench.store import RunDir
 
@@ -49,7 +49,11 @@ def test_the_first_screen_is_the_verdicts_and_the_status_with_its_reasons(run: R
     assert rows["3 recall, 2 users"][3] == "`../../ramp1m.csv`"
     assert rows["3 decode under another user's prefill"][0] == "measured"
     # the capacity check's request over the limit was refused, as it should be: not a failed request
-    assert rows["requests"][0] == "pass" and rows["requests"][1].startswith("36 sent, 0 failed")
+    # and it is counted once, in one place: the glance, the requests section and the console say the same
+    line = "36 requests, 0 failed (and 1 over-limit prompt refused, as it should be)"
+    assert rows["requests"][0] == "pass" and rows["requests"][1] == line
+    assert f"## Requests\n\n{line}. TTFT" in report
+    assert requests_line(list(run.records())) == line
     assert "Provisional because:\n- one-shot retrieval 0/6 is below n/n\n- random weights" in report
 
 

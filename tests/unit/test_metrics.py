@@ -169,3 +169,26 @@ def test_a_first_token_after_the_last_byte_cannot_be_true() -> None:
     assert metrics.implausible(r) == "first token after the stream's last byte"
     assert metrics.ttft_s(r) is None and metrics.decode_rate(r) is None
     assert metrics.summarize([r]).ttft_s.n == 0
+
+
+def test_ttft_splits_into_the_engines_prefill_and_the_rest() -> None:
+    # Seen at 1M on an H100: a question over the cached 1M document, TTFT 1.73 s, the engine's prefill 0.17 s.
+    from ctxbench.report.tables import COLUMNS, request_row, ttft_split_note
+
+    asked = record([1730, 1740, 1750], completion=3).model_copy(
+        update={"server_timings": {"prompt_ms": 170.0}}
+    )
+    assert metrics.engine_prompt_s(asked) == pytest.approx(0.17)
+    assert metrics.ttft_outside_prefill_s(asked) == pytest.approx(1.56)
+    row = dict(zip(COLUMNS, request_row(asked), strict=True))
+    assert (row["TTFT s"], row["engine prefill s"], row["rest of TTFT s"]) == ("1.730", "0.170", "1.560")
+    note = " ".join(ttft_split_note([asked]))
+    assert "1 request(s) spent longer outside the engine's prefill" in note and "TTFT 1.73 s" in note
+    # an engine that does not say: not reported, never 0, and no note
+    plain = record([1730, 1740], completion=2)
+    row = dict(zip(COLUMNS, request_row(plain), strict=True))
+    assert row["engine prefill s"] == row["rest of TTFT s"] == "not reported"
+    assert ttft_split_note([plain]) == []
+    # a rest shorter than the prefill, or than half a second, is no news
+    quick = record([300, 310], completion=2).model_copy(update={"server_timings": {"prompt_ms": 100.0}})
+    assert metrics.ttft_outside_prefill_s(quick) == pytest.approx(0.2) and ttft_split_note([quick]) == []

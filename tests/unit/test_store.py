@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from ctxbench.records import RequestRecord
-from ctxbench.store import RunDir, new_run_id, safe_name
+from ctxbench.store import RunDir, git_revision, new_run_id, safe_name
 
 
 def a_record(request_id: str) -> RequestRecord:
@@ -98,3 +99,29 @@ def test_appends_are_flushed_at_once_and_fsynced_off_the_loop(
     assert seen.stdout.strip() == "2"
     run.sync()
     assert synced and all(name == "ctxbench-fsync" for _, name in synced)
+
+
+def _git(folder: Path, *args: str) -> str:
+    command = ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@t", *args]
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_the_revision_is_ctxbenchs_own_never_an_enclosing_repositorys(tmp_path: Path) -> None:
+    # Seen on a device copy: the source folder had no .git of its own, and `git rev-parse` from the package
+    # climbed to the enclosing repository and recorded its commit.
+    outer = tmp_path / "other-project"
+    package = outer / "vendor" / "ctxbench" / "src" / "ctxbench"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    _git(outer, "init", "-q")
+    _git(outer, "add", ".")
+    _git(outer, "commit", "-qm", "other")
+    assert git_revision(package) is None
+    own = outer / "vendor" / "ctxbench"
+    _git(own, "init", "-q")
+    _git(own, "add", ".")
+    _git(own, "commit", "-qm", "ctxbench")
+    assert git_revision(package) == _git(own, "rev-parse", "HEAD") != _git(outer, "rev-parse", "HEAD")
+    checkout = Path(__file__).parents[2]
+    if (checkout / ".git").exists():
+        assert git_revision() == _git(checkout, "rev-parse", "HEAD")

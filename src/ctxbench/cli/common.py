@@ -26,7 +26,7 @@ from ..errors import (
     UsageError,
     check_url,
 )
-from ..records import RequestRecord
+from ..records import RequestRecord, requests_line
 from ..report.run_report import claims_summary, run_report
 from ..report.tables import COLUMNS, request_row
 from ..store import RunDir, new_run_id, safe_name
@@ -268,18 +268,6 @@ def print_verdict(run: RunDir, results: Path) -> str:
 
 def needed_failures(records: list[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if r.failed_a_check]
-
-
-def requests_line(records: list[RequestRecord]) -> str:
-    """How many requests went and failed; the capacity check's over-limit prompt, rightly rejected, is not a
-    failure, and is said only where there was one."""
-    rejected = sum(1 for r in records if r.rejected_as_over_limit)
-    line = f"{len(records) - rejected} requests, {len(needed_failures(records))} failed"
-    if cut := sum(1 for r in records if r.error is not None and r.error.kind == "interrupted"):
-        line += f", {cut} cut off by an interrupt"
-    return line + (
-        " (and the capacity check's over-limit prompt, rejected as it should be)" if rejected else ""
-    )
 
 
 def _reached(records: list[RequestRecord], run: RunDir) -> None:

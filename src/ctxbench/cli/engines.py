@@ -46,13 +46,18 @@ def engine_build(
     force: Annotated[bool, typer.Option(help="Rebuild even if the cache has this build.")] = False,
 ) -> None:
     """Build llama-server (and llama-quantize) once per machine from the llama-cpp-python sdist."""
-    from ..engines.build import LlamaCppBuild, build_llamacpp
+    from ..engines.build import LlamaCppBuild, build_estimate_s, build_llamacpp, default_jobs
 
     build = LlamaCppBuild(variant=variant.value)
     if build.is_built() and not force:
         console.print(f"llama-server already built: {build.server}")
         return
-    console.print(f"building llama.cpp ({variant.value}) into {build.root}; about 7 minutes on 2 cores")
+    workers = jobs or default_jobs()
+    minutes = build_estimate_s(variant.value, workers) / 60
+    console.print(
+        f"building llama.cpp ({variant.value}) into {build.root}; about {minutes:.0f} minute"
+        f"{'s' if round(minutes) != 1 else ''} with {workers} parallel jobs"
+    )
     with progress(console, "{task.percentage:>3.0f}%") as bar:
         task = bar.add_task("cmake", total=100)
         build_llamacpp(

@@ -22,6 +22,11 @@ from ..errors import EngineBuildError
 from ..machine_cache import cache_root, pip_download
 
 LLAMACPP_SDIST_VERSION = "0.3.36"
+# llama.cpp's release number for a commit an sdist vendors, which the sdist cannot say (its submodule's git
+# history is left out): llama-cpp-python 0.3.36 vendors ggml-org/llama.cpp@0c1e57098 (its CHANGELOG and the
+# submodule's HEAD), llama.cpp's release b11312. A commit not here builds as b0-<commit>, still the real one.
+LLAMACPP_RELEASES = {"0c1e57098bba43ac29e6e3b677cdceebdd22334f": 11312}
+_COMMIT = re.compile(r"llama\.cpp@([0-9a-f]{7,40})")
 TARGETS = ("llama-server", "llama-quantize")
 _SKIPPED_TREES = ("docs", "models", "tests", ".git")
 COMMON_FLAGS = (
@@ -61,7 +66,14 @@ class LlamaCppBuild:
         return self.root / "bin" / "llama-quantize"
 
     def is_built(self) -> bool:
-        return self.server.exists() and self.quantize.exists()
+        """Both binaries are there, built by a ctxbench that recorded the llama.cpp version it built (an older
+        build reported `b0-unknown` and is built again)."""
+        if not (self.server.exists() and self.quantize.exists()):
+            return False
+        try:
+            return "build_info" in json.loads((self.root / "build.json").read_text())
+        except (OSError, ValueError):
+            return False
 
 
 def build_llamacpp(
@@ -89,6 +101,7 @@ def build_llamacpp(
     work = build.root.with_name(build.root.name + ".work")
     shutil.rmtree(work, ignore_errors=True)
     source = extract_llamacpp_source(sdist, work / "src")
+    commit = sdist_llamacpp_commit(sdist)
     log_path = work / "build.log"
     started = time.perf_counter()
     cmake = _cmake()
@@ -100,6 +113,7 @@ def build_llamacpp(
         str(work / "build"),
         *COMMON_FLAGS,
         *VARIANT_FLAGS[build.variant],
+        *version_flags(commit),
     ]
     compile_ = [
         cmake,
@@ -108,7 +122,7 @@ def build_llamacpp(
         "--target",
         *TARGETS,
         "-j",
-        str(jobs or os.cpu_count() or 2),
+        str(jobs or default_jobs()),
     ]
     with log_path.open("wb") as log:
         for command in (configure, compile_):
@@ -121,6 +135,8 @@ def build_llamacpp(
         shutil.copy2(work / "build" / "bin" / target, bin_dir / target)
     info = {
         "sdist": f"llama-cpp-python=={build.version}",
+        "llamacpp_commit": commit,
+        "build_info": build_info(commit),
         "variant": build.variant,
         "configure": configure[5:],
         "targets": list(TARGETS),
@@ -130,6 +146,58 @@ def build_llamacpp(
     shutil.copy2(log_path, build.root / "build.log")
     shutil.rmtree(work, ignore_errors=True)
     return build
+
+
+def sdist_llamacpp_commit(sdist: Path) -> str | None:
+    """The llama.cpp commit an sdist vendors: its submodule's `HEAD` where the sdist keeps it, else the commit
+    its CHANGELOG's newest "update llama.cpp to ggml-org/llama.cpp@<commit>" names; None if neither says."""
+    try:
+        with tarfile.open(sdist) as archive:
+            for member in archive.getmembers():
+                if member.name.endswith(".git/modules/vendor/llama.cpp/HEAD"):
+                    head = _text(archive, member).strip()
+                    if re.fullmatch(r"[0-9a-f]{40}", head):
+                        return head
+            for member in archive.getmembers():
+                if Path(member.name).name == "CHANGELOG.md" and len(Path(member.name).parts) == 2:
+                    found = _COMMIT.search(_text(archive, member))
+                    if found:
+                        return found.group(1)
+    except (tarfile.TarError, OSError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def _text(archive: tarfile.TarFile, member: tarfile.TarInfo) -> str:
+    handle = archive.extractfile(member)
+    return "" if handle is None else handle.read().decode()
+
+
+def build_info(commit: str | None) -> str:
+    """What the built server reports as its version (`/props` `build_info`): b<release>-<commit>."""
+    if commit is None:
+        return "b0-unknown"
+    release = next((n for full, n in LLAMACPP_RELEASES.items() if full.startswith(commit)), 0)
+    return f"b{release}-{commit[:9]}"
+
+
+def version_flags(commit: str | None) -> tuple[str, ...]:
+    """The CMake definitions that make the server report `build_info(commit)` without a git checkout."""
+    if commit is None:
+        return ()
+    release = build_info(commit).split("-", 1)[0][1:]
+    return (f"-DLLAMA_BUILD_COMMIT={commit[:9]}", f"-DLLAMA_BUILD_NUMBER={release}")
+
+
+def default_jobs() -> int:
+    return os.cpu_count() or 2
+
+
+def build_estimate_s(variant: str, jobs: int) -> float:
+    """About how long a build takes with `jobs` parallel jobs, from builds measured: the CPU variant 383 s
+    with 2 jobs (this repository's CI machine), CUDA for one architecture 213-366 s with 16 (H100, H200)."""
+    core_seconds = {"cpu": 700.0, "cuda": 4500.0}.get(variant, 4500.0)
+    return 30.0 + core_seconds / max(1, jobs)
 
 
 def _cmake() -> str:

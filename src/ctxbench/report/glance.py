@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..check_files import CapacityFile, NeedleFile, NeedleTrial
-from ..records import RequestRecord
+from ..records import RequestRecord, requests_line
 from ..results.columns import EVIDENCE_COLUMNS
 from ..results.evidence import Cell, Row, evidence_row
 from ..results.retrieval import task_results
@@ -82,22 +82,10 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
         if column.glance is not None and cell.source:
             why = "the client fell behind its schedule" if cell.client_behind else ""
             out.append((column.glance, MEASURED, cell, why))
-    # the capacity check's request over the limit is meant to be refused: not a failure
-    probes = [r for r in records if r.rejected_as_over_limit]
+    # the capacity check's request over the limit is meant to be refused: not a failure (requests_line)
     failed = [r for r in records if r.failed_a_check]
-    cut = sum(1 for r in records if r.error is not None and r.error.kind == "interrupted")
     kinds = Counter(r.error.kind for r in failed if r.error is not None)
-    retried = sum(1 for r in records if r.retried)
-    text = (
-        f"{len(records)} sent, {len(failed)} failed"
-        + (" (the over-limit probe refused, as it should be, not counted)" if probes else "")
-        + (f"; {cut} cut off by an interrupt (sent again by the resumed run)" if cut else "")
-        + (
-            f"; {retried} sent again on a new connection (the server closed a kept-alive one)"
-            if retried
-            else ""
-        )
-    )
+    text = requests_line(records)
     why = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
     if records:
         out.append(("requests", FAIL if failed else PASS, Cell(text, str(run.requests_path)), why))

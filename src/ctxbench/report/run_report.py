@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from .. import decode_stall, metrics
 from ..check_files import CapacityFile, NeedleFile, ReturningFile, ThroughputFile, TraceFile
 from ..checks.catalog import CHECKS
-from ..records import RequestRecord
+from ..records import RequestRecord, requests_line
 from ..results.counters import reported_text
 from ..slo_search import search_text
 from ..store import RunDir
@@ -18,18 +18,13 @@ from .counters import counters_section
 from .glance import glance_section
 from .run_read import RunRead
 from .sections import CHECK_SECTIONS
-from .tables import fmt, markdown_table, relative, request_row
+from .tables import fmt, markdown_table, relative, request_row, ttft_split_note
 
 
 def _retried(records: Sequence[RequestRecord]) -> str:
-    """How many requests were sent again on a new connection (the server closed a kept-alive one first)."""
+    """Why the first request sent again on a new connection was (`requests_line` counts them), or nothing."""
     retried = [r for r in records if r.retried]
-    if not retried:
-        return "none retried"
-    return (
-        f"{len(retried)} sent again after the server closed a kept-alive connection before answering "
-        f"(first: {retried[0].retry_reason or 'no reason recorded'})"
-    )
+    return f" (first sent again: {retried[0].retry_reason or 'no reason recorded'})" if retried else ""
 
 
 def _template_line(entry: dict[str, object] | None) -> str:
@@ -92,11 +87,12 @@ def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
         "",
         "## Requests",
         "",
-        f"{summary.requests} requests, {summary.failed} failed, {_retried(records)}. "
+        f"{requests_line(records)}{_retried(records)}. "
         f"TTFT p50 {fmt(summary.ttft_s.p50)} s; decode p50 {fmt(summary.decode_rate.p50, 1)} tokens/s "
         f"(output tokens from {', '.join(sorted(summary.output_tokens_source)) or 'n/a'}).",
         "",
         markdown_table([request_row(r) for r in records]),
+        *ttft_split_note(records),
         *_implausible_lines(records),
         "",
         "TTFT: send -> first token event (empty text included). "

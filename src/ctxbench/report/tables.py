@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import metrics
 from ..records import RequestRecord
+from ..results.counters import reported_text
 
 COLUMNS = (
     "request",
@@ -17,6 +18,8 @@ COLUMNS = (
     "cached tok",
     "output tok",
     "TTFT s",
+    "engine prefill s",
+    "rest of TTFT s",
     "decode tok/s",
     "E2E s",
     "answer",
@@ -25,6 +28,35 @@ COLUMNS = (
 
 def fmt(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+# The rest of a TTFT worth a note: under half a second it is a human's blink, whatever the prefill.
+NOTED_REST_S = 0.5
+
+
+def ttft_split_note(records: Sequence[RequestRecord]) -> list[str]:
+    """A note under the requests table where a request's TTFT held more outside the engine's prefill than in
+    it (the engine's prompt time against the rest, at least `NOTED_REST_S`), naming the worst."""
+    split = [
+        (rest, prompt, r)
+        for r in records
+        if (rest := metrics.ttft_outside_prefill_s(r)) is not None
+        and (prompt := metrics.engine_prompt_s(r)) is not None
+        and rest > prompt
+        and rest >= NOTED_REST_S
+    ]
+    if not split:
+        return []
+    rest, prompt, worst = max(split, key=lambda item: item[0])
+    return [
+        "",
+        f"{len(split)} request(s) spent longer outside the engine's prefill than in it, half a second or "
+        "more (the rest of TTFT: "
+        "sending and reading the body, tokenizing, queueing, saving an idle slot's prompt): the most, "
+        f"{worst.request_id}, TTFT {fmt(metrics.ttft_s(worst), 2)} s of which the engine's prefill "
+        f"{fmt(prompt, 2)} s. At long contexts that is the difference between a cache that works and TTFT "
+        'that is still many times the prefill (docs/metrics.md, "TTFT, decomposed").',
+    ]
 
 
 def cell(text: str) -> str:
@@ -47,6 +79,8 @@ def request_row(record: RequestRecord, answer_chars: int = 60) -> tuple[str, ...
         str(metrics.cached_tokens(record) if metrics.cached_tokens(record) is not None else "n/a"),
         out_text,
         fmt(metrics.ttft_s(record)),
+        reported_text(metrics.engine_prompt_s(record), 3),
+        reported_text(metrics.ttft_outside_prefill_s(record), 3),
         fmt(metrics.decode_rate(record), 1),
         fmt(metrics.e2e_s(record)),
         answer,
