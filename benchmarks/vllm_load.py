@@ -109,13 +109,19 @@ def round_of(tool: str, command: list[str], url: str) -> dict[str, float | str]:
         raise SystemExit(f"{tool} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     delta = {k: after[k] - before.get(k, 0.0) for k in after}
     tokens = delta.get("generation_tokens", 0.0)
+    requests = delta.get("requests", 0.0)
     cpu_s = cpu.samples[-1][1] if cpu.samples else float("nan")
     return {
         "tool": tool,
-        "requests": delta.get("requests", 0.0),
+        "requests": requests,
         "output_tokens": tokens,
         "vllm_tpot_ms": 1000 * delta["tpot_sum_s"] / delta["tpot_count"] if delta.get("tpot_count") else None,
         "vllm_ttft_ms": 1000 * delta["ttft_sum_s"] / delta["ttft_count"] if delta.get("ttft_count") else None,
+        # what vLLM itself counted a request's prompt (template included) and served from its prefix cache
+        "vllm_prompt_tokens": delta.get("prompt_tokens_all", 0.0) / requests if requests else None,
+        "vllm_cached_tokens": delta.get("cached_tokens", delta.get("prefix_cache_hits", 0.0)) / requests
+        if requests
+        else None,
         "client_cpu_s": cpu_s,
         "client_cpu_ms_per_token": 1000 * cpu_s / tokens if tokens else None,
         "wall_s": wall,
@@ -199,14 +205,17 @@ def main() -> None:
     print()
     print(f"{args.users} users, {args.prompt} tokens in, {args.output} out, {args.requests} requests a round")
     print(
-        f"{'round':>5} {'tool':<18} {'vLLM TPOT ms':>12} {'vLLM TTFT ms':>12} {'out tok':>8} {'CPU s':>7} "
-        f"{'CPU ms/tok':>10}"
+        f"{'round':>5} {'tool':<18} {'vLLM TPOT ms':>12} {'vLLM TTFT ms':>12} {'prompt tok':>10} "
+        f"{'cached tok':>10} {'out tok':>8} {'CPU s':>7} {'CPU ms/tok':>10}"
     )
+    nan = float("nan")
     for row in rows:
         print(
-            f"{row['round']:>5} {row['tool']:<18} {row['vllm_tpot_ms'] or float('nan'):>12.2f} "
-            f"{row['vllm_ttft_ms'] or float('nan'):>12.1f} {row['output_tokens']:>8.0f} "
-            f"{row['client_cpu_s']:>7.2f} {row['client_cpu_ms_per_token'] or float('nan'):>10.2f}"
+            f"{row['round']:>5} {row['tool']:<18} {row['vllm_tpot_ms'] or nan:>12.2f} "
+            f"{row['vllm_ttft_ms'] or nan:>12.1f} {row['vllm_prompt_tokens'] or nan:>10.1f} "
+            f"{row['vllm_cached_tokens'] if row['vllm_cached_tokens'] is not None else nan:>10.1f} "
+            f"{row['output_tokens']:>8.0f} {row['client_cpu_s']:>7.2f} "
+            f"{row['client_cpu_ms_per_token'] or nan:>10.2f}"
         )
     for tool in ("ctxbench", "vllm bench serve"):
         mine = [r["vllm_tpot_ms"] for r in rows if r["tool"] == tool and r["vllm_tpot_ms"]]
