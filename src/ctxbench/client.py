@@ -260,7 +260,7 @@ class _Outcome:
 
     def fail(self, kind: str, message: str, **extra: Any) -> None:
         if self.error is None:
-            self.error = RequestError(kind=kind, message=message, **extra)  # type: ignore[arg-type]
+            self.error = RequestError(kind=kind, message=message, **extra)
 
     async def stream(self, http: httpx.AsyncClient) -> None:
         request = http.build_request(

@@ -140,7 +140,7 @@ def stall(
     )
 
 
-def _source(sources: set[str]) -> WindowSource:
+def _source(sources: set[WindowSource] | set[Literal["engine", "client"]]) -> WindowSource:
     if sources == {"engine"}:
         return "engine"
     return "mixed" if "engine" in sources else "client"

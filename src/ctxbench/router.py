@@ -78,7 +78,7 @@ class Router:
         self.in_flight[replica] += 1
         try:
             send = getattr(self.clients[replica], method)
-            return await send(content, labels={**(labels or {}), "replica": str(replica)}, **kwargs)  # type: ignore[no-any-return]
+            return await send(content, labels={**(labels or {}), "replica": str(replica)}, **kwargs)
         finally:
             self.in_flight[replica] -= 1
 

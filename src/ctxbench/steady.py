@@ -50,7 +50,8 @@ def in_flight(records: Sequence[RequestRecord]) -> list[tuple[int, int]]:
         [(r.sent_ns, 1) for r in records if r.end_ns >= r.sent_ns]
         + [(r.end_ns, -1) for r in records if r.end_ns >= r.sent_ns]
     )
-    steps, count = [], 0
+    steps: list[tuple[int, int]] = []
+    count = 0
     for instant, change in events:
         count += change
         if steps and steps[-1][0] == instant:
@@ -83,9 +84,9 @@ def steady_state(records: Sequence[RequestRecord], tolerance: float = TOLERANCE)
     ok = [r for r in records if r.ok]
     tokens = 0.0
     for record in ok:
-        count = output_tokens(record)
-        if count is not None and record.chunks:
-            share = count.tokens / len(record.chunks)
+        produced = output_tokens(record)
+        if produced is not None and record.chunks:
+            share = produced.tokens / len(record.chunks)
             tokens += share * sum(1 for c in record.chunks if start <= c.arrived_ns <= end)
     sent = [r for r in ok if start <= r.sent_ns <= end]
     return Steady(

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from . import metrics
 from .errors import TelemetryFormatError
@@ -256,6 +256,15 @@ class CheckTelemetry:
     max_sm_clock_mhz: int | None
 
 
+_V = TypeVar("_V", int, float)
+
+
+def _every(values: list[_V | None]) -> list[_V] | None:
+    """The values when every GPU of an instant reported one, else None (a sum over some GPUs is no total)."""
+    present = [v for v in values if v is not None]
+    return present if len(present) == len(values) else None
+
+
 def by_instant(samples: Iterable[GpuSample]) -> list[list[GpuSample]]:
     """Samples grouped into instants (one sample per GPU, taken in the same pass), in time order."""
     instants: list[list[GpuSample]] = []
@@ -321,13 +330,9 @@ def summarize(samples: Sequence[GpuSample], check: str) -> CheckTelemetry | None
         return None
     gpus = sorted({s.gpu for s in mine})
     instants = by_instant(mine)
-    memory = [
-        sum(s.memory_used_bytes for s in i)
-        for i in instants
-        if all(s.memory_used_bytes is not None for s in i)
-    ]
+    memory = [sum(used) for i in instants if (used := _every([s.memory_used_bytes for s in i])) is not None]
     power = [
-        (i[0].t_ns, sum(s.power_w for s in i)) for i in instants if all(s.power_w is not None for s in i)
+        (i[0].t_ns, sum(watts)) for i in instants if (watts := _every([s.power_w for s in i])) is not None
     ]
     util = [s.sm_util_pct for s in mine if s.sm_util_pct is not None]
     clocks = [s.sm_clock_mhz for s in mine if s.sm_clock_mhz is not None]

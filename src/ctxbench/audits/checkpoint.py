@@ -124,7 +124,7 @@ class Checkpoint:
         return next((label for label in LABELS if label in lowered), None)
 
 
-def load_remote(repo_id: str, fetch_metadata=None) -> Checkpoint:  # type: ignore[no-untyped-def]
+def load_remote(repo_id: str, fetch_metadata=None) -> Checkpoint:
     """A Hub repository's headers through huggingface-hub's safetensors-metadata API (needs network access;
     `fetch_metadata` stands in for `huggingface_hub.get_safetensors_metadata` in tests)."""
     if fetch_metadata is None:

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import TopologyError
 
@@ -82,7 +83,7 @@ def parse_topo_matrix(text: str) -> Topology:
 _NVML_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
-def topology_from_nvml(nvml) -> Topology:  # type: ignore[no-untyped-def]
+def topology_from_nvml(nvml: Any) -> Topology:  # the pynvml module, or a fake of it
     """The link matrix from NVML (nvidia-ml-py): NVLinks counted per peer, else the PCIe common ancestor."""
     nvml.nvmlInit()
     try:

@@ -83,7 +83,7 @@ def run(
     _run_campaign(campaign, results or campaign.campaign.results, deployment or [], force=force, ray=ray)
 
 
-def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray: str | None = None) -> None:  # type: ignore[no-untyped-def]
+def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray: str | None = None) -> None:
     from ..campaign import run_campaign
     from ..checks.catalog import request_count
     from ..distributed import run_campaign_on_ray
@@ -94,7 +94,7 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray
     sent = [0]  # requests since the last deployment ended
 
     def ended(outcome: Outcome) -> None:  # the total becomes what ran: a sweep stopped early, a resume
-        progress.update(task, total=progress.tasks[task].total - planned[outcome.deployment] + sent[0])
+        progress.update(task, total=(progress.tasks[task].total or 0) - planned[outcome.deployment] + sent[0])
         sent[0] = 0
 
     def request_done() -> None:

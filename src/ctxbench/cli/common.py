@@ -69,7 +69,8 @@ _debug = False  # --debug: a failure also prints its traceback
 
 
 # click's base of usage errors (typer vendors click from 0.2x on, so it is found, not imported)
-_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+# typer's own copy of click's exception (not the `click` package's class): found by name, typed Any
+_ClickException: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 def _results_flag(value: Path) -> Path:
@@ -314,7 +315,7 @@ def parse_token_count(text: str, flag: str | None = None) -> int:
         ) from None
 
 
-def _counter_and_limit(url: str, model: str, tokenizer: Path | None, gguf: Path | None, limit: int | None):  # type: ignore[no-untyped-def]
+def _counter_and_limit(url: str, model: str, tokenizer: Path | None, gguf: Path | None, limit: int | None):
     from ..engines.limits import ContextLimit, read_context_limit
     from ..text.tokens import load_token_counter
 

@@ -129,7 +129,7 @@ def needle(
         with _progress() as progress:
             task = progress.add_task("needle prompts", total=spec.trial_count())
 
-            def done(trial) -> None:  # type: ignore[no-untyped-def]
+            def done(trial) -> None:
                 progress.console.print(log_line(trial), highlight=False)
                 progress.advance(task)
 
@@ -195,7 +195,7 @@ def ramp(
         with _progress() as progress:
             task = progress.add_task("turns", total=spec.turns * sum(spec.users))
 
-            def done(turn) -> None:  # type: ignore[no-untyped-def]
+            def done(turn) -> None:
                 progress.console.print(
                     f"users={turn.users} user={turn.user} turn={turn.turn} target={turn.target_tokens} "
                     + (f"FAILED {turn.error}" if turn.error else f"recall={'yes' if turn.recall else 'no'}"),
@@ -250,7 +250,7 @@ def quality(
         check_parameters={"quality": spec.model_dump(mode="json")},
     )
 
-    async def main() -> dict:  # type: ignore[type-arg]
+    async def main() -> dict:
         with _progress() as progress:
             task = progress.add_task("problems", total=spec.samples)
             async with Client(url, model, on_interrupted=run.append) as client:

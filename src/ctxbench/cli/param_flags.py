@@ -60,7 +60,8 @@ def _option(model: type[BaseModel], name: str) -> inspect.Parameter:
     if not field.description:
         raise TypeError(f"{model.__name__}.{name} has no description: it is the flag's help text")
     kind, default = _flag_type_and_default(field)
-    annotation = Annotated[kind, typer.Option(flag_of(name, field), help=field.description)]
+    # the flag's type is the model field's, read at run time: no static type to check
+    annotation = Annotated[kind, typer.Option(flag_of(name, field), help=field.description)]  # type: ignore[valid-type]
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 

@@ -207,7 +207,7 @@ def _calibrate(
     return result.efficiency
 
 
-def _print_ramp_prefills(shape, ramp: str, tflops: float) -> None:  # type: ignore[no-untyped-def]
+def _print_ramp_prefills(shape, ramp: str, tflops: float) -> None:
     from pydantic import ValidationError
 
     from ..checks.ramp import ramp_schedule

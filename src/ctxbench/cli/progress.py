@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 DEFAULT_INTERVAL_S = 10.0
 
@@ -75,18 +75,18 @@ class PlainProgress:
     def tasks(self) -> list[_Task]:
         return list(self._tasks)
 
-    def add_task(self, description: str, total: float | None = None, **_: Any) -> int:
+    def add_task(self, description: str, total: float | None = None, **_: Any) -> TaskID:
         with self._lock:
             self._tasks.append(_Task(description, total))
-            return len(self._tasks) - 1
+            return TaskID(len(self._tasks) - 1)
 
-    def advance(self, task: int, advance: float = 1) -> None:
+    def advance(self, task: TaskID, advance: float = 1) -> None:
         with self._lock:
             self._tasks[task].completed += advance
 
     def update(
         self,
-        task: int,
+        task: TaskID,
         *,
         completed: float | None = None,
         total: float | None = None,

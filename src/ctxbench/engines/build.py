@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import EngineBuildError
 from ..machine_cache import cache_root, pip_download
@@ -233,7 +234,7 @@ def extract_llamacpp_source(sdist: Path, target: Path) -> Path:
     return target
 
 
-def _run_logged(command: list[str], log, progress: Progress | None, log_path: Path) -> None:  # type: ignore[no-untyped-def]
+def _run_logged(command: list[str], log: BinaryIO, progress: Progress | None, log_path: Path) -> None:
     try:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     except FileNotFoundError as exc:

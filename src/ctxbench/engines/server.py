@@ -69,7 +69,9 @@ class LaunchSpec:
         argv = self.argv(0)
         hidden = [a for a, r in zip(argv, redact_command(argv), strict=True) if a != r]
         hidden += [v for k, v in self.env.items() if redact_env({k: v})[k] != v]
-        found = [part.split("=", 1)[-1] for part in hidden] + ([self.api_key] if self.api_key_env else [])
+        found = [part.split("=", 1)[-1] for part in hidden] + (
+            [self.api_key] if self.api_key_env and self.api_key else []
+        )
         return [value for value in found if len(value) >= 4]
 
 

@@ -75,7 +75,8 @@ def train_sentencepiece(vocab_size: int, seed: int, model_file: Path) -> Vocabul
         minloglevel=2,
     )
     model_file.write_bytes(written.getvalue())
-    pieces = model_pb2.ModelProto.FromString(written.getvalue()).pieces
+    # protobuf-generated module: its classes are made at import time, invisible to a type checker
+    pieces = model_pb2.ModelProto.FromString(written.getvalue()).pieces  # type: ignore[attr-defined]
     return Vocabulary(
         model="llama",
         tokens=[p.piece for p in pieces],

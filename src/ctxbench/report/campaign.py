@@ -111,7 +111,7 @@ def repeats_table(rows: Sequence[Row]) -> list[list[str]]:
                 name,
                 str(runs),
                 *(
-                    figures[key].text(digits) if figures[key] else "n/a (fewer than 3 values)"
+                    figure.text(digits) if (figure := figures[key]) else "n/a (fewer than 3 values)"
                     for key, _, digits in REPEATED
                 ),
             ]
@@ -260,7 +260,7 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
-def _png(figure) -> bytes:  # type: ignore[no-untyped-def]
+def _png(figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
     return buffer.getvalue()
@@ -274,7 +274,7 @@ def static_figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str, b
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, str, bytes]] = []
     ramp = [
         r
         for row in rows

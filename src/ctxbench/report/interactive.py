@@ -38,7 +38,10 @@ def plotly_js() -> str:
 
 
 def _ramp_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
-    lines, recall_rows, recall_z, recall_text = [], [], [], []
+    lines: list[dict[str, Any]] = []
+    recall_rows: list[str] = []
+    recall_z: list[list[int | None]] = []
+    recall_text: list[list[str]] = []
     for row in rows:
         run = results / "runs" / row.run_id
         if not (run / MANIFEST_FILE).exists():
@@ -65,7 +68,7 @@ def _ramp_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
                 recall_text.append([f"turn {r['turn']}, {r['context_tokens']} tokens" for r in mine])
     if not lines:
         return []
-    contexts = [x for line in lines for x in line["x"]]
+    contexts: list[float] = [x for line in lines for x in line["x"]]
     width = max(len(z) for z in recall_z)
     heat = {
         "type": "heatmap",
@@ -194,7 +197,9 @@ def _decode_figure(rows: Sequence[Row]) -> list[dict[str, Any]]:
 
 
 def _many_users_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
-    closed, latency, rates = [], [], []
+    closed: list[dict[str, Any]] = []
+    latency: list[dict[str, Any]] = []
+    rates: list[dict[str, Any]] = []
     for row in rows:
         data = ThroughputFile.load(results / "runs" / row.run_id)
         if data is None:
@@ -244,7 +249,7 @@ def _many_users_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, An
             )
     out = []
     if closed:
-        users_seen = [u for line in closed for u in line["x"]]
+        users_seen: list[float] = [u for line in closed for u in line["x"]]
         axis = {"title": {"text": "users (closed loop)"}, **ticks(users_seen)}
         out.append(
             plot_figure(
@@ -253,7 +258,7 @@ def _many_users_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, An
         )
         out.append(plot_figure("Many users: TTFT p50", latency, xaxis=axis, yaxis={"title": {"text": "s"}}))
     if rates:
-        offered_all = [x for line in rates for x in line["x"]]
+        offered_all: list[float] = [x for line in rates for x in line["x"]]
         out.append(
             plot_figure(
                 "Open loop: TTFT p99 against the offered rate (x: saturated)",

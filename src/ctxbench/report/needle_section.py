@@ -199,6 +199,9 @@ def draw_depth_curve(
     fig.tight_layout(rect=(0, 0, 0.86, 1))
     files = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
     for file in files:
-        fig.savefig(file, **({"metadata": {"Date": None}} if file.suffix == ".svg" else {}))
+        if file.suffix == ".svg":
+            fig.savefig(file, metadata={"Date": None})  # no date: a rebuilt report is byte-identical
+        else:
+            fig.savefig(file)
     plt.close(fig)
     return files

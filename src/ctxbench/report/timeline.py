@@ -193,7 +193,7 @@ def timeline_figure(drawn: Timeline, title: str) -> dict[str, Any]:
         "yaxis": {"domain": domains[0], "type": "category", "autorange": "reversed"},
         "yaxis2": {"domain": domains[1], "title": {"text": "decode tok/s"}, "rangemode": "tozero"},
     }
-    if gpu:
+    if gpu and domains[2] is not None:
         layout |= gpu_axes(domains[2])
     return {"data": bars + rates + gpu, "layout": {"title": {"text": title}, **layout}}
 
@@ -244,7 +244,7 @@ def gpu_axes(domain: list[float], memory: str = "yaxis3", power: str = "yaxis4")
     }
 
 
-def _draw_gpu(axis, series: GpuSeries) -> None:  # type: ignore[no-untyped-def]
+def _draw_gpu(axis, series: GpuSeries) -> None:
     """GPU memory (GiB, left axis), power (W) and SM utilisation (%, right axis) over time."""
     memory = [m or 0 for m in series.memory_gib]
     axis.fill_between(series.seconds, memory, color="#7570b3", alpha=0.35, linewidth=0)

@@ -256,10 +256,10 @@ def calibration_table(calibration: Calibration) -> list[str]:
             f"| {p.prefill.ttft_s:.2f} | {p.prefill.measured_s:.2f}{source} | {p.predicted_s:.2f} "
             f"| {p.error:+.1%} |"
         )
-    engine = sum(p.prefill.source == "engine" for p in c.predictions)
+    from_engine = sum(p.prefill.source == "engine" for p in c.predictions)
     lines += [
         "",
-        f"Measured prefill: the engine's own prompt time ({engine} of {len(c.predictions)} prefills), "
+        f"Measured prefill: the engine's own prompt time ({from_engine} of {len(c.predictions)} prefills), "
         "else the TTFT, marked. Worst prediction error (calibration points excluded): "
         f"{c.worst_error:.1%}.",
     ]

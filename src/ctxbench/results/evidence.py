@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from .. import decode_stall, metrics
 from ..check_files import CapacityFile, NeedleFile
@@ -265,9 +265,12 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
         )
     if facts.get("token_fallback"):
         reasons.append("some token counts came from a fallback, not the server's usage")
-    errors = [*(facts.get("needle_count_errors") or []), *[e for e in [facts.get("count_error")] if e]]
+    errors: list[int] = [
+        *cast(list[int], facts.get("needle_count_errors") or []),
+        *[cast(int, e) for e in [facts.get("count_error")] if e],
+    ]
     if errors:
-        worst = max(errors, key=abs)  # type: ignore[arg-type]
+        worst = max(errors, key=abs)
         reasons.append(
             f"{len(errors)} planned prompt length(s) differ from the server's count (by up to {worst:+d} "
             "tokens, within the tolerance; docs/metrics.md)"

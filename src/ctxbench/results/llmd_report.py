@@ -80,11 +80,11 @@ def _stat(units: str, values: Iterable[float | None]) -> Statistics | None:
     assert d.mean is not None
     return Statistics(
         units=units, mean=d.mean, min=present[0], p50=d.p50, p90=d.p90, p99=d.p99, max=present[-1]
-    )  # type: ignore[arg-type]
+    )
 
 
 def _rate(units: str, amount: float, window_s: float) -> Statistics | None:
-    return Statistics(units=units, mean=amount / window_s) if window_s > 0 else None  # type: ignore[arg-type]
+    return Statistics(units=units, mean=amount / window_s) if window_s > 0 else None
 
 
 def _length(values: Sequence[int]) -> SequenceLength | None:

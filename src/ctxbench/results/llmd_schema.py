@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-VERSION = "0.2"
+VERSION: Literal["0.2"] = "0.2"
 
 TIME_UNITS = ("ms", "s")
 GEN_LATENCY_UNITS = ("ms/token", "s/token")

@@ -14,7 +14,7 @@ from .. import __version__
 from .columns import COLUMNS
 from .evidence import Row, collect
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION: Literal[1] = 1
 
 
 class _Frozen(BaseModel):

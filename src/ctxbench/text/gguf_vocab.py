@@ -171,12 +171,13 @@ def _model_proto(vocabulary: GgufVocabulary) -> bytes:
     from sentencepiece import sentencepiece_model_pb2 as model_pb2
 
     scores: list[float] = vocabulary.field("tokenizer.ggml.scores") or [0.0] * len(vocabulary.tokens)
-    model = model_pb2.ModelProto()
+    # protobuf-generated module: its classes are made at import time, invisible to a type checker
+    model = model_pb2.ModelProto()  # type: ignore[attr-defined]
     for text, score, kind in zip(vocabulary.tokens, scores, vocabulary.types, strict=True):
         model.pieces.add(piece=text, score=float(score), type=kind if NORMAL <= kind <= BYTE else NORMAL)
     if UNKNOWN not in vocabulary.types:  # sentencepiece needs one; llama.cpp never emits it for text
         model.pieces.add(piece="<ctxbench-unk>", score=0.0, type=UNKNOWN)
-    model.trainer_spec.model_type = model_pb2.TrainerSpec.BPE
+    model.trainer_spec.model_type = model_pb2.TrainerSpec.BPE  # type: ignore[attr-defined]
     model.trainer_spec.byte_fallback = BYTE in vocabulary.types
     model.normalizer_spec.name = "identity"
     model.normalizer_spec.add_dummy_prefix = False

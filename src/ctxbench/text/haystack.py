@@ -186,8 +186,8 @@ def build_haystack(
             return Planted("single", (), (Question(ask, ()),), (needle.value,) if needle else ())
         fact = needle or Needle.random(rng)  # drawn first from the seed, as it always was
         drawn.append(fact)
-        ask = Question(question or fact.question, (fact.value,))
-        return Planted("single", (Fact(fact.sentence, depth),), (ask,), (fact.value,))
+        asked = Question(question or fact.question, (fact.value,))
+        return Planted("single", (Fact(fact.sentence, depth),), (asked,), (fact.value,))
 
     (haystack,) = build_planted(pool, target_tokens, seed, plan, history=history)
     return dataclasses.replace(haystack, needle=drawn[0] if drawn else None)

@@ -107,7 +107,8 @@ class PromptMemo:
 
 def _last_ends(text: str, special: str, count: int) -> list[int]:
     """The ends of the last `count` occurrences of `special` in `text`."""
-    ends, start = [], len(text)
+    ends: list[int] = []
+    start = len(text)
     while len(ends) < count:
         start = text.rfind(special, 0, start)
         if start < 0:

@@ -176,10 +176,10 @@ def plant(
         return Planted(task, facts, questions, tuple(found))
     if task == "multi_key":
         keys, found = _keys(rng, 1 + distractors), _values(rng, 1 + distractors)
-        facts = [Fact(_code(keys[0], found[0]), depth)]
-        facts += [Fact(_code(k, v), rng.random()) for k, v in zip(keys[1:], found[1:], strict=True)]
+        asked = [Fact(_code(keys[0], found[0]), depth)]
+        asked += [Fact(_code(k, v), rng.random()) for k, v in zip(keys[1:], found[1:], strict=True)]
         question = Question(_ask_code(keys[0]), (found[0],), tuple(found[1:]))
-        return Planted(task, tuple(facts), (question,), tuple(found))
+        return Planted(task, tuple(asked), (question,), tuple(found))
     if task == "multi_value":
         (key,), found = _keys(rng, 1), _values(rng, values)
         where = [depth, *(rng.random() for _ in found[1:])]
@@ -199,7 +199,7 @@ def plant(
         decoy = [_name(rng, taken) for _ in range(hops)]
         # the asked chain in document order from `depth` on; the decoy chain anywhere, also in order
         later = sorted(depth + (1.0 - depth) * rng.random() for _ in chain[1:])
-        facts = _chain(chain, value, [depth, *later]) + _chain(
+        tracked = _chain(chain, value, [depth, *later]) + _chain(
             decoy, other, sorted(rng.random() for _ in decoy)
         )
         text = (
@@ -207,7 +207,7 @@ def plant(
             "with the variable names only, separated by commas."
         )
         question = Question(text, tuple(chain), tuple(decoy), words=True)
-        return Planted(task, tuple(facts), (question,), (value, other, *chain, *decoy))
+        return Planted(task, tuple(tracked), (question,), (value, other, *chain, *decoy))
     if task == "non_literal":
         pair, name = rng.choice(NON_LITERAL), rng.choice(CHARACTERS)
         fact = Fact(f"Actually, {name} lives next to the {pair.landmark}.", depth)
