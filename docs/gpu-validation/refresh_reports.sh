@@ -7,7 +7,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 ctxbench=${CTXBENCH:-$here/../../.venv/bin/ctxbench}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for recorded in "$here"/h200-*/; do
+for recorded in "$here"/h[0-9]*-*/; do
   name=$(basename "$recorded")
   [ -d "$recorded/runs" ] || continue
   cp -r "$recorded" "$work/$name"

@@ -106,15 +106,20 @@ def git_revision(package: Path | None = None) -> str | None:
     """The commit of ctxbench's own repository, or None ("unknown"). Only the repository whose root holds
     this package (`src/ctxbench`'s grandparent, with its own `.git`) is asked: git run from the package
     folder would climb to any enclosing repository, and a copy of the source inside another project (or an
-    installed wheel) would record that project's commit."""
+    installed wheel) would record that project's commit. A tracked file changed since that commit adds
+    `-dirty` (as `git describe --dirty` does): the code that ran was not the commit's."""
     root = (package or Path(__file__).resolve().parent).parent.parent
     if not (root / ".git").exists():
         return None
     try:
-        result = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+        git = ["git", "-C", str(root)]
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
+        changed = subprocess.run([*git, "diff", "--quiet", "HEAD", "--"], capture_output=True)
     except OSError:
         return None
-    return result.stdout.strip() if result.returncode == 0 else None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("-dirty" if changed.returncode == 1 else "")
 
 
 class RunDir:

@@ -14,7 +14,7 @@ from ctxbench.report.run_report import run_report
 from ctxbench.store import RunDir
 
 VALIDATION = Path(__file__).parents[2] / "docs" / "gpu-validation"
-RECORDED = sorted(p for p in VALIDATION.glob("h200-*") if (p / "runs").is_dir())
+RECORDED = sorted(p for p in VALIDATION.glob("h[0-9]*-*") if (p / "runs").is_dir())
 REFRESH = "if the change is meant, run docs/gpu-validation/refresh_reports.sh and commit what it rebuilt"
 
 

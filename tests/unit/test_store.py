@@ -122,6 +122,9 @@ def test_the_revision_is_ctxbenchs_own_never_an_enclosing_repositorys(tmp_path: 
     _git(own, "add", ".")
     _git(own, "commit", "-qm", "ctxbench")
     assert git_revision(package) == _git(own, "rev-parse", "HEAD") != _git(outer, "rev-parse", "HEAD")
+    # a copy whose files differ from its commit (a device copy of a working tree) says so
+    (package / "__init__.py").write_text("changed = True\n")
+    assert git_revision(package) == _git(own, "rev-parse", "HEAD") + "-dirty"
     checkout = Path(__file__).parents[2]
     if (checkout / ".git").exists():
-        assert git_revision() == _git(checkout, "rev-parse", "HEAD")
+        assert (git_revision() or "").removesuffix("-dirty") == _git(checkout, "rev-parse", "HEAD")
