@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import resource
 import subprocess
@@ -41,7 +42,7 @@ def percentile(values: list[float], q: float) -> float:
     )
 
 
-def errors_of(records) -> tuple[list[float], list[float], list[float]]:  # type: ignore[no-untyped-def]
+def errors_of(records) -> tuple[list[float], list[float], list[float]]:
     """(receive - send per event, relative per event: (recv_k - recv_0) - (send_k - send_0), TTFT errors),
     ms."""
     from ctxbench import metrics
@@ -50,7 +51,8 @@ def errors_of(records) -> tuple[list[float], list[float], list[float]]:  # type:
     for record in records:
         if not record.ok or not record.chunks:
             continue
-        sends, arrivals = [], []
+        sends: list[int] = []
+        arrivals: list[int] = []
         for chunk in record.chunks:
             for word in chunk.text.split():
                 arrival_part, _, sent_part = word.rpartition(":")
@@ -124,7 +126,8 @@ async def _floor(url: str, streams: int, tokens: int) -> dict[str, Any]:
     started_ns, cpu = time.perf_counter_ns(), time.process_time()
     done = [loop.create_future() for _ in range(streams)]
     readers = [
-        (await loop.create_connection(lambda f=f: _Floor(request, f), host, int(port)))[1] for f in done
+        (await loop.create_connection(functools.partial(_Floor, request, f), host, int(port)))[1]
+        for f in done
     ]
     await asyncio.gather(*done)
     ended_ns, cpu = time.perf_counter_ns(), time.process_time() - cpu

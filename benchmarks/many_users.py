@@ -29,6 +29,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only, read as Ray is imported
 sys.path.insert(0, str(Path(__file__).parent))
@@ -70,13 +71,13 @@ def parse_way(way: str) -> tuple[int, int]:
     return (count, 0) if found[2] == "processes" else (1, count)
 
 
-def local_cluster() -> tuple[str, object]:
+def local_cluster() -> tuple[str, Any]:
     """A head and a worker node on 127.0.0.1; its address and the object that shuts it down."""
     try:
         from ray.cluster_utils import Cluster
     except ImportError:
         raise SystemExit("error: --ways: a ray-actors way needs Ray: pip install 'ctxbench[ray]'") from None
-    node = {"num_cpus": 2, "object_store_memory": 80 * 2**20, "include_dashboard": False}
+    node: dict[str, Any] = {"num_cpus": 2, "object_store_memory": 80 * 2**20, "include_dashboard": False}
     cluster = Cluster(initialize_head=True, head_node_args={**node, "node_ip_address": "127.0.0.1"})
     cluster.add_node(**node, node_ip_address="127.0.0.1")
     return cluster.address, cluster
@@ -122,7 +123,7 @@ def main() -> None:
                 command = [sys.executable, "-m", "ctxbench", "run", str(campaign)]
                 started = time.perf_counter()
                 subprocess.run(
-                    command + (["--ray", address] if actors else []),
+                    command + (["--ray", address] if actors and address else []),
                     check=True,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,

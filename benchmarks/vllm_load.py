@@ -102,7 +102,7 @@ def start_vllm(python: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     raise SystemExit("vLLM did not become ready in 600 s")
 
 
-def round_of(tool: str, command: list[str], url: str) -> dict[str, float | str]:
+def round_of(tool: str, command: list[str], url: str) -> dict[str, float | str | None]:
     before = counters(url)
     started = time.perf_counter()
     done, cpu = run_measured(command, cwd=ROOT)
@@ -229,11 +229,11 @@ def main() -> None:
             f"{row['client_cpu_ms_per_token'] or nan:>10.2f}"
         )
     for tool in ("ctxbench", "vllm bench serve"):
-        mine = [r["vllm_tpot_ms"] for r in rows if r["tool"] == tool and r["vllm_tpot_ms"]]
+        mine = [v for r in rows if r["tool"] == tool and isinstance(v := r["vllm_tpot_ms"], float)]
         if mine:
             print(f"{tool}: vLLM's own TPOT mean over rounds {sum(mine) / len(mine):.2f} ms")
-    ours = [r["vllm_tpot_ms"] for r in rows if r["tool"] == "ctxbench" and r["vllm_tpot_ms"]]
-    theirs = [r["vllm_tpot_ms"] for r in rows if r["tool"] != "ctxbench" and r["vllm_tpot_ms"]]
+    ours = [v for r in rows if r["tool"] == "ctxbench" and isinstance(v := r["vllm_tpot_ms"], float)]
+    theirs = [v for r in rows if r["tool"] != "ctxbench" and isinstance(v := r["vllm_tpot_ms"], float)]
     if ours and theirs:
         print(f"ratio ctxbench / vllm bench: {(sum(ours) / len(ours)) / (sum(theirs) / len(theirs)):.3f}")
 

@@ -113,7 +113,7 @@ class ScriptedSse(_Loopback):
 
 async def _read_chunked(reader: asyncio.StreamReader) -> list[bytes]:
     """The chunks of a chunked HTTP body, until the terminating zero-size chunk or EOF."""
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         size_line = await reader.readline()
         if not size_line:

@@ -8,6 +8,7 @@ import csv
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 VALIDATION = Path(__file__).parents[1] / "docs" / "gpu-validation"
 
@@ -101,7 +102,7 @@ if __name__ == "__main__":
                 page.evaluate("document.getElementById('controls').style.position = 'static'")
                 top = page.locator("#figures").bounding_box()
                 assert top is not None
-                clip = {"x": 0, "y": top["y"], "width": 1400, "height": 1250}
+                clip: Any = {"x": 0, "y": top["y"], "width": 1400, "height": 1250}  # playwright's FloatRect
                 page.screenshot(path=sys.argv[2], full_page=True, clip=clip)
             if len(sys.argv) > 3:
                 title = "4l1024-1m-rest: two users, prefill and decode"

@@ -6,7 +6,7 @@ A missing engine or model fails the tests (it never skips them): `make test` pre
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -91,7 +91,9 @@ def run_invariants(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[N
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     rep = yield
     if rep.when == "call":
         item.rep_call = rep  # type: ignore[attr-defined]

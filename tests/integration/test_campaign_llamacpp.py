@@ -77,7 +77,7 @@ random_weights = true
     assert engine["version"] != "unknown"
     assert (run.path / "server-0.log").exists() and (run.path / "server-1.log").exists()
     ramp = [r for r in run.records() if r.labels.get("check") == "ramp"]
-    replica_of = {}
+    replica_of: dict[str, set[str]] = {}
     for record in ramp:
         replica_of.setdefault(record.labels["user"], set()).add(record.labels["replica"])
     assert all(len(replicas) == 1 for replicas in replica_of.values()), replica_of  # sticky

@@ -8,7 +8,7 @@ from ctxbench import metrics
 from ctxbench.client import Client, Timeouts
 from ctxbench.records import RequestRecord
 
-EVENTS = [
+EVENTS: list[dict[str, object]] = [
     {"choices": [{"delta": {"content": "late"}, "finish_reason": None}]},
     {"choices": [{"delta": {"content": " answer"}, "finish_reason": "stop"}]},
     {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}},

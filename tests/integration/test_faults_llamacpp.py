@@ -18,7 +18,7 @@ EXACT = {"temperature": 0.0, "ignore_eos": True}
 async def through(
     server: LlamaServer,
     fault: str,
-    timeouts: Timeouts | None = None,  # type: ignore[no-untyped-def]
+    timeouts: Timeouts | None = None,
     delay_s: float = 1.5,
 ):
     proxy = FaultProxy(server.port, fault, delay_s=delay_s)

@@ -132,7 +132,7 @@ async def test_an_event_loop_held_up_mid_stream_still_measures_the_decode_rate(
     original = client_module._Outcome._json_event
     seen = {"text": 0}
 
-    def held_up(self, event, data, arrived_ns):  # type: ignore[no-untyped-def]
+    def held_up(self, event, data, arrived_ns):
         original(self, event, data, arrived_ns)
         if len(self.chunks) == 2 and seen["text"] == 0:
             seen["text"] = 1

@@ -93,12 +93,12 @@ async def test_a_client_whose_loop_stalled_is_reported_behind(
             self.sent += 1
             if self.sent == 6:
                 time.sleep(0.3)
-            return await self.client.chat(*args, **kwargs)  # type: ignore[arg-type]
+            return await self.client.chat(*args, **kwargs)
 
     async with Client(tiny_server.base_url, "tiny") as client:
         stalling = StallingClient(client)
         scope = ("open", "behind")
-        records = await run_rate(stalling, prompts, params, run, scope, 20, {"temperature": 0.0})  # type: ignore[arg-type]
+        records = await run_rate(stalling, prompts, params, run, scope, 20, {"temperature": 0.0})
     late = {int(r.labels["index"]): lateness_s(r) for r in records}
     assert len(records) == 20 and all(r.ok for r in records)
     assert late[5] >= 0.3 and late[6] >= 0.2  # the stalled one, and the next one due during the stall

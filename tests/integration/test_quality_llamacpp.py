@@ -23,7 +23,7 @@ from ctxbench.text.arithmetic import write_problems
 pytestmark = pytest.mark.engine
 
 
-def lines_of(results: Path) -> list[dict]:  # type: ignore[type-arg]
+def lines_of(results: Path) -> list[dict]:
     return [json.loads(line) for line in (results / "quality" / "quality.jsonl").read_text().splitlines()]
 
 

@@ -49,7 +49,7 @@ async def test_second_user_prefill_slows_the_first_users_decode(
     sampling = {"temperature": 0.0, "ignore_eos": True}
     async with Client(wide_server.base_url, "tiny") as client:
 
-        async def newcomer():  # type: ignore[no-untyped-def]
+        async def newcomer():
             await asyncio.sleep(0.3)
             return await client.chat(
                 long.messages, max_tokens=4, extra_body=sampling, labels={"user": "1"}, request_id="b"
@@ -151,7 +151,7 @@ async def test_turn_over_the_limit_is_a_recorded_capacity_failure(
         users=[1],
         on_failure=on_failure,
         ignore_eos=True,
-    )  # type: ignore[arg-type]
+    )
     async with Client(tiny_server.base_url, "tiny") as client:
         turns = await run_ramp(
             client,

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.engine
 
 NODE = {"num_cpus": 2, "object_store_memory": 80 * 2**20, "include_dashboard": False}
 # A worker: its deployment's task holds a CPU, a level's actors one each (Ray's logical CPUs, not cores)
-WORKER = {**NODE, "num_cpus": 3}
+WORKER: dict[str, Any] = {**NODE, "num_cpus": 3}
 
 
 @pytest.fixture(scope="module")

@@ -165,7 +165,7 @@ def test_a_template_that_drops_the_content_fails_the_check_with_the_counts(tmp_p
     run = RunDir(campaign.campaign.results / "runs" / str(outcome.run_id))
     (record,) = list(run.records())
     assert record.error is not None and record.error.kind == "prompt_not_planned"
-    assert record.error.message.startswith(f"server counted {record.usage.prompt_tokens} tokens, planned 384")  # type: ignore[union-attr]
+    assert record.error.message.startswith(f"server counted {record.usage.prompt_tokens} tokens, planned 384")
     row = evidence_row(campaign.campaign.results, run)
     assert row.status == "failed"
     assert row.reasons[0].startswith("1 prompt(s) were not what was planned, first: server counted ")

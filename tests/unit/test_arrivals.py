@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -140,10 +141,11 @@ def test_rates_of_capacity_scale_the_best_closed_loop_level_and_need_what_makes_
         offered_rates(params, nothing) == [] and "no closed-loop level answered" in nothing["rates_skipped"]
     )
     assert offered_rates(ThroughputParams(rates=[8, 0.5]), {"levels": {}}) == [0.5, 8]
-    for bad, words in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"rates": [1], "rates_of_capacity": [1], "requests_per_rate": 3}, "not both"),
         ({"levels": [], "rates_of_capacity": [1], "requests_per_rate": 3}, "needs levels"),
         ({"rates_of_capacity": [1]}, "requests_per_rate"),
-    ]:
+    ]
+    for bad, words in cases:
         with pytest.raises(ValidationError, match=words):
             ThroughputParams(**bad)

@@ -187,11 +187,11 @@ def test_a_refused_predecessor_implies_no_hit_and_the_lead_is_counted(tmp_path: 
 def test_a_legacy_conversation_may_reuse_its_own_history_but_not_more(tmp_path: Path) -> None:
     turn = {"users": "2", "user": "0"}
     own = [
-        legacy(rec("t1", "ramp", 1000, 11, 100, turn="1", **turn)),
-        legacy(rec("t2", "ramp", 2000, 1001, 100, turn="2", **turn)),
+        legacy(rec("t1", "ramp", 1000, 11, 100, FRESH, 0, turn="1", **turn)),
+        legacy(rec("t2", "ramp", 2000, 1001, 100, FRESH, 0, turn="2", **turn)),
     ]
     assert audit_run(run_of(tmp_path / "a", *own)).findings == ()
-    leak = [own[0], legacy(rec("t2", "ramp", 2000, 1900, 100, turn="2", **turn))]
+    leak = [own[0], legacy(rec("t2", "ramp", 2000, 1900, 100, FRESH, 0, turn="2", **turn))]
     (finding,) = audit_run(run_of(tmp_path / "b", *leak)).findings
     assert finding.kind == "reuse_beyond_history" and finding.request_id == "t2"
 

@@ -29,7 +29,7 @@ def write(
     return path
 
 
-def layer(weight_dtype: str, weight_shape: tuple[int, ...], **scales: tuple[str, tuple[int, ...]]):  # type: ignore[no-untyped-def]
+def layer(weight_dtype: str, weight_shape: tuple[int, ...], **scales: tuple[str, tuple[int, ...]]):
     tensors = {
         "model.embed_tokens.weight": ("BF16", (1000, 64)),
         "lm_head.weight": ("BF16", (1000, 64)),
@@ -154,7 +154,7 @@ def test_hub_repositories_go_through_the_safetensors_metadata_api() -> None:
 
     from ctxbench.audits.checkpoint import load_remote
 
-    def fake(repo_id: str):  # type: ignore[no-untyped-def]  # the shape huggingface_hub returns
+    def fake(repo_id: str):  # the shape huggingface_hub returns
         assert repo_id == "org/Model-FP8"
         tensors = {
             "l.weight": SimpleNamespace(dtype="F8_E4M3", shape=[ROWS, COLS]),

@@ -34,7 +34,8 @@ USAGE = {
 
 
 def client_for(handler: Handler) -> Client:
-    return Client("http://fake", "m", transport_factory=lambda: httpx.MockTransport(handler))
+    # an async handler, as httpx's MockTransport accepts for an async client (its stub names a Coroutine)
+    return Client("http://fake", "m", transport_factory=lambda: httpx.MockTransport(handler))  # type: ignore[arg-type]
 
 
 async def chunked(*parts: bytes, then: Exception | None = None) -> AsyncIterator[bytes]:

@@ -50,7 +50,7 @@ gpus = [1]
 """
 
 
-def plans(tmp_path: Path):  # type: ignore[no-untyped-def]
+def plans(tmp_path: Path):
     path = tmp_path / "c.toml"
     path.write_text(CAMPAIGN)
     campaign = load_campaign(path, check_paths=False)

@@ -48,7 +48,7 @@ def test_the_server_reports_the_release_it_was_built_from() -> None:
     assert version_flags(COMMIT) == ("-DLLAMA_BUILD_COMMIT=0c1e57098", "-DLLAMA_BUILD_NUMBER=11312")
 
 
-def test_a_build_that_did_not_record_its_version_is_built_again(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_build_that_did_not_record_its_version_is_built_again(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("CTXBENCH_CACHE", str(tmp_path))
     build = LlamaCppBuild()
     build.server.parent.mkdir(parents=True)

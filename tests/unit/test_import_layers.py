@@ -93,7 +93,7 @@ def imports_of(path: Path, as_module: str | None = None) -> set[str]:
     imports, `from ctxbench import x`, and `importlib.import_module` or `__import__` of a literal name."""
     module = (as_module or module_name(path)).split(".")  # `as_module`: read it as if it were that module
     package = module if path.name == "__init__.py" else module[:-1]
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package[: len(package) - (node.level - 1)]

@@ -124,7 +124,7 @@ def test_tokens_per_chunk_shows_bursts_and_acceptance_comes_from_counters() -> N
 
 def test_chunks_read_together_share_a_stamp_and_only_the_last_of_them_is_its_own() -> None:
     # Ten tokens every 50 ms from 100 ms; the client was held up until 300 ms: tokens 0-4 came in one read.
-    r = record([300] * 5 + [350, 400, 450, 500, 550], completion=10)
+    r = record([300.0] * 5 + [350, 400, 450, 500, 550], completion=10)
     assert metrics.own_stamps(r) == [4, 5, 6, 7, 8, 9]
     assert metrics.shared_stamp_events(r) == 4
     # The window starts at token 4 (300 ms), the first stamp that is its own: 5 tokens in 250 ms.

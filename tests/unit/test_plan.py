@@ -35,7 +35,7 @@ def test_prediction_divides_by_the_rate() -> None:
     assert predicted_prefill_s(shape, 1000, 0, 1.0) == pytest.approx(prefill_flops(shape, 1000) / 1e12)
 
 
-def test_plan_command_prints_kv_and_prefill(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_plan_command_prints_kv_and_prefill(tmp_path) -> None:
     import json
 
     from cli_main import run_main
@@ -133,7 +133,7 @@ def test_users_that_fit_beside_the_weights() -> None:
     assert users_that_fit(1, 141e9, 140e9, 1e9) == 0
 
 
-def test_plan_reads_weight_bytes_from_a_checkpoint(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_plan_reads_weight_bytes_from_a_checkpoint(tmp_path) -> None:
     import json
 
     from cli_main import run_main

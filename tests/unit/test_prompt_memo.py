@@ -17,7 +17,7 @@ from ctxbench.text.tokens import HfTokenCounter
 def counters() -> list[HfTokenCounter]:
     return [
         HfTokenCounter.from_path(tiny_model().tokenizer_dir),
-        gguf_token_counter(tiny_model(spec=TinyModelSpec(vocabulary="sentencepiece")).gguf),  # type: ignore[list-item]
+        gguf_token_counter(tiny_model(spec=TinyModelSpec(vocabulary="sentencepiece")).gguf),
     ]
 
 

@@ -79,7 +79,7 @@ def test_missing_or_malformed_data_says_where_to_get_gsm8k(tmp_path: Path) -> No
         load_problems(bad)
 
 
-def summary(correct: int, n: int, endpoint: str = "chat", fewshot: int = 5) -> dict:  # type: ignore[type-arg]
+def summary(correct: int, n: int, endpoint: str = "chat", fewshot: int = 5) -> dict:
     return {"n": n, "endpoint": endpoint, "fewshot": fewshot, "flexible": {"correct": correct}}
 
 

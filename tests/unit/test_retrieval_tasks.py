@@ -39,7 +39,7 @@ def pool(counter: HfTokenCounter) -> UnitPool:
 
 
 def _plan(task: str, seed: int = 7) -> Planted:
-    return plant(task, random.Random(seed), DEPTHS if task == "multi_depth" else (0.5,))  # type: ignore[arg-type]
+    return plant(task, random.Random(seed), DEPTHS if task == "multi_depth" else (0.5,))
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -47,7 +47,7 @@ def test_every_task_is_token_exact_and_its_facts_sit_at_their_depths(
     task: str, pool: UnitPool, counter: HfTokenCounter
 ) -> None:
     def plan(rng: random.Random) -> Planted:
-        return plant(task, rng, DEPTHS if task == "multi_depth" else (0.5,))  # type: ignore[arg-type]
+        return plant(task, rng, DEPTHS if task == "multi_depth" else (0.5,))
 
     haystacks = build_planted(pool, 6000, 11, plan)
     planted = haystacks[0].planted

@@ -19,7 +19,7 @@ def test_a_return_is_cached_recomputed_or_in_between() -> None:
     assert verdict_of(1000, 1000, ok=False) == "failed"
 
 
-def forecast(**overrides: object):  # type: ignore[no-untyped-def]
+def forecast(**overrides: object):
     given = dict(
         conversations=4,
         conversation_tokens=1000,
@@ -29,7 +29,7 @@ def forecast(**overrides: object):  # type: ignore[no-untyped-def]
         host_cache_bytes=None,
         kv_bytes_per_token=100.0,
     )
-    return returning_forecast(**{**given, **overrides})  # type: ignore[arg-type]
+    return returning_forecast(**{**given, **overrides})
 
 
 def test_fillers_that_take_every_slot_push_every_conversation_to_the_host_cache() -> None:

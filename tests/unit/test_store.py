@@ -83,9 +83,12 @@ def test_appends_are_flushed_at_once_and_fsynced_off_the_loop(
 
     synced: list[tuple[int, str]] = []
     real_fsync = os.fsync
-    monkeypatch.setattr(
-        store.os, "fsync", lambda fd: (synced.append((fd, threading.current_thread().name)), real_fsync(fd))
-    )
+
+    def fsync(fd: int) -> None:
+        synced.append((fd, threading.current_thread().name))
+        real_fsync(fd)
+
+    monkeypatch.setattr(store.os, "fsync", fsync)
     run = RunDir.create(tmp_path, "run-1")
     run.append(a_record("one"))
     run.append(a_record("two"))

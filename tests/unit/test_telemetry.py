@@ -84,7 +84,7 @@ def wait_for_samples(sampler: GpuSampler, count: int) -> None:
 def test_each_sample_names_the_running_check_and_unreported_fields_stay_null(tmp_path: Path) -> None:
     nvml = FakeNvml()
     path = tmp_path / TELEMETRY_FILE
-    with GpuSampler(path, interval_s=0.01, nvml=nvml) as sampler:  # type: ignore[arg-type]
+    with GpuSampler(path, interval_s=0.01, nvml=nvml) as sampler:
         sampler.check = "capacity"
         wait_for_samples(sampler, 3)
         sampler.check = BETWEEN_CHECKS
@@ -105,7 +105,7 @@ def test_each_sample_names_the_running_check_and_unreported_fields_stay_null(tmp
 
 
 def test_a_gpu_list_limits_the_sampled_gpus(tmp_path: Path) -> None:
-    with GpuSampler(tmp_path / TELEMETRY_FILE, interval_s=0.01, gpus=[1, 7], nvml=FakeNvml()) as sampler:  # type: ignore[arg-type]
+    with GpuSampler(tmp_path / TELEMETRY_FILE, interval_s=0.01, gpus=[1, 7], nvml=FakeNvml()) as sampler:
         wait_for_samples(sampler, 1)
     telemetry = read_telemetry(tmp_path / TELEMETRY_FILE)
     assert telemetry is not None

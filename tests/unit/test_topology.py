@@ -12,7 +12,7 @@ from ctxbench.audits.topology import TopologyError, advice, iommu_mode, parse_to
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "topology"
 
 
-def load(name: str):  # type: ignore[no-untyped-def]
+def load(name: str):
     return parse_topo_matrix((FIXTURES / name).read_text())
 
 

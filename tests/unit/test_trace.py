@@ -33,7 +33,7 @@ def blocks(counter: HfTokenCounter) -> BlockPrompts:
 
 def ids_of(counter: HfTokenCounter, messages: tuple[dict[str, str], ...]) -> list[int]:
     """The prompt's token ids, rendered and encoded as `count_chat` counts them."""
-    prompt = render_template(counter.chat_template, messages, counter._special)  # type: ignore[arg-type]
+    prompt = render_template(counter.chat_template, messages, counter._special)
     return counter._tokenizer.encode_batch([prompt], add_special_tokens=False)[0].ids
 
 
