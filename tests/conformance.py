@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctxbench import metrics
+from ctxbench.records import RequestRecord
 from ctxbench.report.agreement import Agreement, engine_agreement
 from ctxbench.store import RunDir
 
@@ -77,6 +78,16 @@ def suite(tmp_path: Path) -> str:
 MAX_TTFT_OFFSET_S = 0.5
 
 
+def held(record: RequestRecord) -> bool:
+    """llama.cpp holds back a token that ends inside a multi-byte character and sends it with the next: a
+    random model over a byte-fallback vocabulary (SentencePiece) can emit tens of byte tokens that make up a
+    few characters, and its stream then has far fewer events than tokens (seen twice in ~50 runs of the
+    SentencePiece suite: 24 tokens in 2 events). Such a record is rightly left out of timing
+    (`metrics.implausible`), and it is the server's doing, not events the client missed: a reply with a non-ASCII
+    character is taken to be that; an all-ASCII reply in few events is still flagged, with its text shown."""
+    return bool(record.text) and not record.text.isascii()
+
+
 def assert_agrees_with_engine(run: RunDir, *, reports_cached: bool, event_per_token: bool) -> list[Agreement]:
     """Every count equals the engine's over each check; TTFT count equals it and its sum is above by at most
     `MAX_TTFT_OFFSET_S` a request; cached tokens are "not reported" exactly where the server sent none; no
@@ -99,8 +110,12 @@ def assert_agrees_with_engine(run: RunDir, *, reports_cached: bool, event_per_to
             offset = (total.ctxbench - total.engine) / count.engine
             assert 0 <= offset <= MAX_TTFT_OFFSET_S, (check, offset)
     records = [r for r in run.records() if r.ok]
-    flagged = [(r.request_id, metrics.implausible(r)) for r in records if metrics.implausible(r)]
-    assert flagged == []
+    flagged = [
+        (r.request_id, metrics.implausible(r), r.text[:60])
+        for r in records
+        if metrics.implausible(r) and not held(r)
+    ]
+    assert flagged == [], flagged
     counted = [(r, r.usage.completion_tokens) for r in records if r.usage and r.usage.completion_tokens]
     more = [(r.request_id, tokens, len(r.chunks)) for r, tokens in counted if len(r.chunks) > tokens]
     assert more == [], "never more token events than tokens"

@@ -46,6 +46,14 @@ def broken_invariants(run: RunDir) -> list[str]:
         if differs:
             broken.append(f"engine counters differ from the records: {differs[:3]}")
     report = run.path / "report.md"
-    if report.exists() and report.read_text() != run_report(run):
-        broken.append(f"{report} does not rebuild byte for byte from the run's files")
+    if report.exists() and (written := report.read_text()) != (rebuilt := run_report(run)):
+        lines = zip(written.splitlines(), rebuilt.splitlines(), strict=False)
+        first = next(
+            (pair for pair in lines if pair[0] != pair[1]),
+            ("(the same lines)", f"{len(written)} against {len(rebuilt)} characters"),
+        )
+        broken.append(
+            f"{report} does not rebuild byte for byte from the run's files: written {first[0]!r}, "
+            f"rebuilt {first[1]!r}"
+        )
     return broken
