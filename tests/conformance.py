@@ -83,8 +83,8 @@ def held(record: RequestRecord) -> bool:
     random model over a byte-fallback vocabulary (SentencePiece) can emit tens of byte tokens that make up a
     few characters, and its stream then has far fewer events than tokens (seen twice in ~50 runs of the
     SentencePiece suite: 24 tokens in 2 events). Such a record is rightly left out of timing
-    (`metrics.implausible`), and it is the server's doing, not events the client missed: a reply with a non-ASCII
-    character is taken to be that; an all-ASCII reply in few events is still flagged, with its text shown."""
+    (`metrics.implausible`), and it is the server's doing, not events the client missed: a reply with a
+    non-ASCII character is taken to be that; an all-ASCII reply in few events is still flagged, text shown."""
     return bool(record.text) and not record.text.isascii()
 
 
