@@ -215,7 +215,11 @@ def test_a_level_over_actors_on_two_hosts_merges_raw_records_into_exact_percenti
     figures = level.levels["4"]
     ttfts = [metrics.ttft_s(r) for r in measured]
     union = np.percentile([t for t in ttfts if t is not None], [50, 99])
-    assert (figures.ttft_s.p50, figures.ttft_s.p99) == (float(union[0]), float(union[1]))
+    # the same samples, the same interpolation; ctxbench's and NumPy's arithmetic may round the last bit apart
+    # (seen under load: 0.09126559449999999 against 0.0912655945)
+    assert (figures.ttft_s.p50, figures.ttft_s.p99) == pytest.approx(
+        (float(union[0]), float(union[1])), rel=1e-12
+    )
     assert sorted(figures.request_ids) == sorted(r.request_id for r in measured)
 
 
