@@ -21,6 +21,7 @@ from .engines.deployment import plan_deployment
 from .engines.kinds import engine
 from .errors import CtxbenchError
 from .params import Checks
+from .text.blocks import shortest_prompt
 from .text.tokens import SERVER, load_token_counter
 
 
@@ -86,6 +87,32 @@ def fit_warnings(deployment: Deployment, checks: Checks) -> list[str]:
                 f"not fit the {slot}-token slot with their output: the server will refuse them"
             )
     return warnings
+
+
+def short_trace_warnings(deployment: Deployment, model: str, checks: Checks) -> list[str]:
+    """Trace lines asking for fewer tokens than the shortest prompt ctxbench builds (the chat template around
+    the lead and the question), where the deployment's counter can be read here: they will be sent longer."""
+    trace = checks.trace
+    tokenizer, gguf = counter_source(deployment, model)
+    if trace is None or (tokenizer is None and gguf is None) or str(tokenizer) == SERVER:
+        return []  # counted by the server once it is up: the run counts them (`lengthened_requests`)
+    try:
+        lines = read_trace(trace.file, trace.max_requests)
+        counter = load_token_counter(tokenizer, gguf, None, deployment.served)
+    except CtxbenchError:
+        return []  # said elsewhere in the dry run: the trace's error, or the counter that cannot be read
+    try:
+        shortest = shortest_prompt(counter)
+    finally:
+        counter.close()
+    short = [r for r in lines if r.input_length < shortest]
+    if not short:
+        return []
+    return [
+        f"{len(short)} of {len(lines)} trace requests ({trace.file}, first at line {short[0].line}) ask for "
+        f"fewer than {shortest} tokens, the shortest prompt ctxbench builds with this template: they will be "
+        "sent at that length (each record keeps the trace's length beside it; trace.json counts them)"
+    ]
 
 
 def describe_counter(deployment: Deployment, model: str) -> str:
@@ -187,7 +214,8 @@ def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -
         parameters = checks.model_dump(mode="json")  # paths as text (the trace's file)
         for name in ran:
             lines.append(f"    {name}: {json.dumps(parameters[name])}")
-        lines += [f"  warning: {warning}" for warning in fit_warnings(deployment, checks)]
+        warnings = fit_warnings(deployment, checks) + short_trace_warnings(deployment, plan.model, checks)
+        lines += [f"  warning: {warning}" for warning in warnings]
         if checks.throughput is not None and checks.throughput.source not in QUESTIONS:
             try:
                 count = len(read_prompts(Path(checks.throughput.source)))

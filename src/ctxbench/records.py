@@ -156,6 +156,20 @@ class RequestRecord(_Frozen):
         return not self.rejected_as_over_limit
 
     @property
+    def refused_by_server(self) -> bool:
+        """Failed a check because the server refused what was sent (HTTP 4xx: a prompt over its slot, a
+        model it does not serve, a body it does not accept), not under load (5xx, a timeout, 408 or 429). A
+        replayed trace's over-long line is the trace's, counted in its summary, not a refusal here."""
+        status = self.http_status
+        return (
+            self.failed_a_check
+            and status is not None
+            and 400 <= status < 500
+            and status not in (408, 429)
+            and self.labels.get("check") != "trace"
+        )
+
+    @property
     def rejected_as_over_limit(self) -> bool:
         """The capacity check's over-limit prompt, refused as over the limit: what it was sent for."""
         return (

@@ -443,3 +443,39 @@ random_weights = true
             "## GPU telemetry" in (run.path / "report.md").read_text()
             and "Not sampled" in (run.path / "report.md").read_text()
         )
+
+
+def test_a_level_the_server_refuses_fails_the_run_and_the_command_exits_1(
+    tmp_path: Path, tiny: TinyModel
+) -> None:
+    # Issue 51: a many-users level whose requests the server answered with HTTP 400 gave exit 0 and a
+    # PROVISIONAL verdict. Here the user's prompt file holds one prompt far over the 1024-token slot.
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"prompt": "word " * 3000}) + "\n")
+    path = campaign_file(
+        tmp_path,
+        f"""
+[checks.throughput]
+levels = [1]
+source = "{prompts}"
+output_tokens = 4
+requests_per_user = 2
+warmup_requests = 0
+
+[[deployments]]
+name = "tiny"
+engine = "llamacpp"
+model = "{tiny.gguf}"
+tokenizer = "{tiny.tokenizer_dir}"
+ctx_size = 1024
+random_weights = true
+""",
+    )
+    ran = subprocess.run(
+        [sys.executable, "-m", "ctxbench", "run", str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    (row,) = collect(tmp_path / "results")
+    assert row.status == "failed", row.reasons
+    assert row.reasons[0].startswith("2 request(s) refused by the server (throughput 2), first "), row.reasons
+    assert "(HTTP 400)" in row.reasons[0] and "refused by the server" in ran.stdout

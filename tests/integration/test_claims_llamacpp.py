@@ -13,6 +13,7 @@ from ctxbench.client import Client
 from ctxbench.engines.limits import read_context_limit
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel, demo_model_path
+from ctxbench.engines.prom import common_metrics
 from ctxbench.params import CapacityParams, NeedleParams
 from ctxbench.store import RunDir
 from ctxbench.text.gguf_vocab import gguf_token_counter
@@ -138,6 +139,8 @@ async def test_cache_audit_catches_a_reused_seed_reported_or_not(
     from ctxbench.audits.prefix_cache import audit_run
 
     run = RunDir.create(tmp_path, "audit")
+    # The engine's own counter around the check, as the suite takes it (metrics.jsonl).
+    run.append_metrics("needle", "before", [tiny_server.metrics()], common_metrics)
     async with Client(tiny_server.base_url, "tiny") as client:
         await run_needle(
             client,
@@ -157,18 +160,21 @@ async def test_cache_audit_catches_a_reused_seed_reported_or_not(
             TINY_SLOT_CONTEXT,
             reuse_seed=True,
         )
-    (finding,) = audit_run(run).findings
-    assert finding.kind == "fresh_cache_hit"
+    run.append_metrics("needle", "after", [tiny_server.metrics()], common_metrics)
+    assert [f.kind for f in audit_run(run).findings] == ["fresh_cache_hit", "counter_beyond_intent"]
     assert [r.request_id for r in run.records()][-1] == "needle-reused-seed-1900-0.90"  # its own id
     # No cached tokens in `usage`: llama.cpp's own timings still say what it computed (cache_n).
     records = [json.loads(line) for line in run.requests_path.read_text().splitlines()]
     for record in records:
         record["usage"]["cached_tokens"] = None
     run.requests_path.write_text("".join(json.dumps(record) + "\n" for record in records))
-    assert [f.kind for f in audit_run(run).findings] == ["fresh_cache_hit"]
+    assert [f.kind for f in audit_run(run).findings] == ["fresh_cache_hit", "counter_beyond_intent"]
     # An engine that says nothing of its cache: the audit still sees a prefill far too fast to be real.
     for record in records:
         record["server_timings"] = None
     run.requests_path.write_text("".join(json.dumps(record) + "\n" for record in records))
-    findings = audit_run(run).findings
-    assert [f.kind for f in findings] == ["too_fast"], findings
+    audit = audit_run(run)
+    assert [f.kind for f in audit.findings] == ["too_fast", "counter_beyond_intent"], audit.findings
+    # The engine's counter rose by the document served again (1,900 tokens), whatever the records say.
+    (bound,) = audit.counter_bounds
+    assert bound.check == "needle" and bound.allowed is not None and bound.engine_hits > bound.allowed + 1500

@@ -12,10 +12,16 @@ import pytest
 from ctxbench import metrics
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
+from ctxbench.engines.build import LlamaCppBuild
+from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
+from ctxbench.load_params import SloParams, ThroughputParams
+from ctxbench.params import Checks
 from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import collect
 from ctxbench.store import RunDir
+from ctxbench.suite import run_suite
+from ctxbench.text.tokens import HfTokenCounter
 
 pytestmark = pytest.mark.engine
 
@@ -132,3 +138,69 @@ def test_a_rate_search_reads_back_a_rate_already_offered(tmp_path: Path, tiny: T
     by_rate = {rate: [r for r in records if r.labels.get("rate") == rate] for rate in ("1", "2")}
     assert [len(by_rate["1"]), len(by_rate["2"])] == [4, 4]  # 1/s offered once, then read back by the search
     assert sorted(data["rates"]) == ["1", "2"]
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_a_search_interrupted_mid_level_resumes_with_each_level_measured_once_and_fresh(
+    llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path: Path
+) -> None:
+    # Issue 51: the search's levels are units a resumed run reads back; the level cut off is sent again by the
+    # new attempt under new ids and new prompts (the interrupted attempt's prompts may sit in a cache).
+    from ctxbench.audits.prefix_cache import audit_run
+
+    config = LlamaServerConfig(
+        binary=llama_build.server, model=tiny.gguf, ctx_size=2 * 2048, parallel=2, alias="tiny"
+    )
+    counter = HfTokenCounter.from_path(tiny.tokenizer_dir)
+    checks = Checks(
+        throughput=ThroughputParams(
+            levels=[1],
+            prompt_tokens=128,
+            output_tokens=8,
+            requests_per_user=2,
+            search="users",
+            search_to=3,
+            slo=SloParams(ttft_p99_s=600),
+        )
+    )
+    results = tmp_path / "results"
+    sent = 0
+
+    def cut_in_the_search() -> None:  # level 1 (3 requests), then 3 of the search's 2-user level's 6
+        nonlocal sent
+        sent += 1
+        if sent == 6:
+            raise Interrupt()
+
+    with pytest.raises(Interrupt):
+        run_suite(
+            config,
+            counter,
+            checks,
+            results,
+            deployment="tiny",
+            campaign="cut",
+            on_request_done=cut_in_the_search,
+        )
+    (path,) = (results / "runs").iterdir()
+    assert RunDir(path).completed_units() == {"throughput-u1"}
+    run = run_suite(config, counter, checks, results, deployment="tiny", campaign="cut", resume=path)
+    assert run.attempt == 2
+    data = json.loads((path / "throughput.json").read_text())
+    assert [p["level"] for p in data["search"]["probes"]] == [1, 2, 3]
+    levels = {users: level["request_ids"] for users, level in data["levels"].items()}
+    assert sorted(levels) == ["1", "2", "3"]
+    assert not [i for i in levels["1"] if i.endswith("-a2")]  # read back, not sent again
+    assert all(
+        i.endswith("-a2") for i in levels["2"] + levels["3"]
+    )  # the cut level, whole, in the new attempt
+    records = list(run.records())
+    ids = [r.request_id for r in records]
+    assert len(ids) == len(set(ids))
+    second = [r for r in records if r.request_id.endswith("-a2")]
+    assert sorted(int(r.labels["users"]) for r in second) == [2] * 6 + [3] * 9
+    audit = audit_run(run)
+    assert audit.findings == () and audit.audited_requests == len([r for r in records if r.ok])

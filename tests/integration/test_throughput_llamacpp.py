@@ -12,10 +12,10 @@ import pytest
 from ctxbench import metrics
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
+from ctxbench.counters import counter_deltas
 from ctxbench.engines.models import TinyModel, TinyModelSpec, tiny_model
 from ctxbench.records import RequestRecord
 from ctxbench.report.run_report import run_report
-from ctxbench.results.counters import counter_deltas
 from ctxbench.results.evidence import collect
 from ctxbench.steady import steady_state
 from ctxbench.store import RunDir

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from conformance import assert_agrees_with_engine, suite
 
+from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
+from ctxbench.counters import counter_deltas, engine_deltas
 from ctxbench.engines.vllm_cpu import VLLM_CPU_VERSION, vllm_cpu_python
 from ctxbench.report.decide import readings
 from ctxbench.report.run_report import run_report
-from ctxbench.results.counters import counter_deltas, engine_deltas
 from ctxbench.results.evidence import collect
 from ctxbench.results.llmd_report import run_reports
 from ctxbench.store import RunDir
@@ -80,6 +81,12 @@ results = "{tmp_path / "results"}"
         agreement = assert_agrees_with_engine(run, reports_cached=reports_cached, event_per_token=True)
         print(outcome.deployment, *(f"{a.check} {a.name} {a.engine:g}/{a.ctxbench}" for a in agreement))
         assert_export_agrees_with_engine(run)
+        # vLLM's own prefix-cache counter holds each check to its requests' declared reuse, where the records
+        # say nothing of the cache (cold: no --enable-prompt-tokens-details) as where they do.
+        bounds = {b.check: b for b in audit_run(run).counter_bounds}
+        judged = {c for c, b in bounds.items() if b.allowed is not None}
+        assert {"capacity", "needle", "ramp", "throughput", "trace", "returning"} <= judged, bounds
+        assert not [b for b in bounds.values() if b.exceeded], bounds
         returning = json.loads((run.path / "returning.json").read_text())
         report = run_report(run)
         if reports_cached:

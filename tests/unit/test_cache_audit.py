@@ -3,6 +3,7 @@ and records made before intents (version 2) held to the rules of their time."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,64 @@ def test_a_resumed_run_whose_first_fresh_prompt_met_a_cold_server_has_no_finding
     ]
     old = audit_run(run_of(tmp_path / "old", *unlabelled)).findings
     assert [f.kind for f in old] == ["fresh_cache_hit"] * 3  # what a run without the label still gets
+
+
+def snapshots(run: RunDir, check: str, hits_before: float, hits_after: float, attempt: int = 1) -> None:
+    """The engine's `/metrics` before and after `check`, as the suite writes them to metrics.jsonl (vLLM's
+    prefix-cache hit counter)."""
+    with (run.path / "metrics.jsonl").open("a") as out:
+        for phase, hits in (("before", hits_before), ("after", hits_after)):
+            samples = {"vllm:prefix_cache_hits_total": hits, "vllm:prefix_cache_queries_total": 10 * hits}
+            out.write(
+                json.dumps(
+                    {"check": check, "phase": phase, "attempt": attempt, "replicas": [{"samples": samples}]}
+                )
+                + "\n"
+            )
+
+
+def test_the_engine_counter_finds_a_hit_the_records_do_not_report(tmp_path: Path) -> None:
+    # vLLM without --enable-prompt-tokens-details: no record says what came from the cache, and the needle
+    # prompts read fast enough to pass the speed test; the engine's own counter says 7,990 tokens were reused.
+    silent = [
+        r.model_copy(update={"usage": Usage(prompt_tokens=8000, completion_tokens=2)}) for r in honest()
+    ]
+    run = run_of(tmp_path, *silent)
+    snapshots(run, "needle", 100, 100 + 7990 + 4 * 11)
+    audit = audit_run(run)
+    assert [(f.request_id, f.kind) for f in audit.findings] == [
+        ("needle (attempt 1)", "counter_beyond_intent")
+    ]
+    assert (
+        "rose by 8034 tokens" in audit.findings[0].detail and "allowed 44 in all" in audit.findings[0].detail
+    )
+    (bound,) = audit.counter_bounds
+    assert (bound.check, bound.engine_hits, bound.allowed, bound.requests) == ("needle", 8034, 44, 4)
+
+
+def test_the_engine_counter_within_the_declared_reuse_is_no_finding(tmp_path: Path) -> None:
+    silent = [
+        r.model_copy(update={"usage": Usage(prompt_tokens=8000, completion_tokens=2)}) for r in honest()
+    ]
+    run = run_of(tmp_path, *silent)
+    snapshots(run, "needle", 0, 4 * 11 + 4 * 16)  # the leads and each request's slack
+    snapshots(run, "throughput-u1", 0, 10**6)  # a unit of a check: its check's window judges it
+    assert audit_run(run).findings == ()
+
+
+def test_a_check_with_unbounded_reuse_is_not_judged_by_the_counter(tmp_path: Path) -> None:
+    probe = CacheIntent.reusing("unbounded", 11, None, "the probe's concurrent requests")
+    run = run_of(tmp_path, rec("p0", "probe", 8000, None, 100, cache=probe))
+    snapshots(run, "probe", 0, 7990)
+    audit = audit_run(run)
+    assert audit.findings == () and [b.allowed for b in audit.counter_bounds] == [None]
+
+
+def test_each_attempt_is_held_to_its_own_requests(tmp_path: Path) -> None:
+    first = [rec(f"n{i}", "needle", 8000, None, 1000) for i in range(2)]
+    second = [rec(f"n{i}-a2", "needle", 8000, None, 1000) for i in range(2)]
+    run = run_of(tmp_path, *first, *second)
+    snapshots(run, "needle", 0, 22)
+    snapshots(run, "needle", 22, 22 + 7990, attempt=2)
+    audit = audit_run(run)
+    assert [f.request_id for f in audit.findings] == ["needle (attempt 2)"]

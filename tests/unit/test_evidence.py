@@ -178,3 +178,39 @@ def test_every_cost_of_a_row_is_at_the_price_its_manifest_recorded_unless_overri
     assert "at $2.00/h" in row.cost.text
     (priced,) = collect(results, 7.00)
     assert "at $7.00/h" in priced.cost.text and priced.cost.value == pytest.approx(row.cost.value * 3.5)
+
+
+def _failed(name: str, status: int, check: str, kind: str = "http_status") -> RequestRecord:
+    from built_records import request
+
+    from ctxbench.records import RequestError
+
+    return request(name, 0, 1, labels={"check": check}).model_copy(
+        update={
+            "http_status": status,
+            "error": RequestError(kind=kind, message=f"HTTP {status}: no"),
+            "usage": None,
+        }
+    )
+
+
+def test_requests_the_server_refused_fail_the_row_and_name_the_first() -> None:
+    # Issue 51: a many-users level whose every request got HTTP 400 read PROVISIONAL; the campaign exited 0.
+    refused = [_failed("tput-u1-user0-0", 400, "throughput"), _failed("tput-u1-user0-1", 400, "throughput")]
+    status, reasons = status_of(
+        {**ALL, "capacity_holds": True, "retrieval": _found(3, 3), "refused": refused}, random_weights=False
+    )
+    assert status == "failed"
+    assert reasons[0].startswith(
+        "2 request(s) refused by the server (throughput 2), first tput-u1-user0-0 (HTTP 400)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "check", "kind"),
+    [(429, "throughput", "http_status"), (503, "throughput", "http_status"), (400, "trace", "context_limit")],
+)
+def test_load_failures_and_a_trace_s_over_long_lines_are_not_refusals(
+    status: int, check: str, kind: str
+) -> None:
+    assert not _failed("r", status, check, kind).refused_by_server

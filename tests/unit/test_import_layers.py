@@ -49,7 +49,7 @@ STAGES: list[tuple[str, ...]] = [
         "chat_client",
         "telemetry",
     ),
-    ("engines", "store", "run_files", "check_files", "ramp_table"),
+    ("engines", "store", "run_files", "check_files", "ramp_table", "counters"),
     ("checks", "audits"),
     ("results",),
     ("report",),

@@ -116,6 +116,28 @@ def test_the_dry_run_counts_the_trace_requests_a_slot_cannot_take(tmp_path: Path
     assert "8192-token slot" in dry.stdout and "1 warning(s) above" in dry.stdout
 
 
+def test_the_dry_run_counts_the_trace_requests_shorter_than_the_shortest_prompt(tmp_path: Path) -> None:
+    # Issue 51: 705 of 3,993 requests of the real synthetic trace were shorter than ctxbench's shortest
+    # prompt and were sent longer, silently.
+    from ctxbench.engines.models import tiny_model
+    from ctxbench.text.blocks import shortest_prompt
+    from ctxbench.text.tokens import HfTokenCounter
+
+    tokenizer = tiny_model().tokenizer_dir
+    shortest = shortest_prompt(HfTokenCounter.from_path(tokenizer))
+    short = '{"timestamp": 1, "input_length": 5, "output_length": 4, "hash_ids": [2]}\n'
+    path = campaign(
+        tmp_path, LLAMA + f'\ntokenizer = "{tokenizer}"', trace=GOOD_TRACE + short + short + short
+    )
+    dry = ctxbench("run", str(path), "--dry-run", cwd=tmp_path)
+    assert dry.returncode == EXIT_OK, dry.stderr
+    assert (
+        f"3 of 4 trace requests ({tmp_path / 'trace.jsonl'}, first at line 2) ask for fewer than {shortest}"
+        in (" ".join(dry.stdout.split()))
+    ), dry.stdout
+    assert "1 warning(s) above" in dry.stdout
+
+
 def test_a_bad_prompt_file_is_refused_before_the_engine_starts(tmp_path: Path) -> None:
     path = campaign(tmp_path, LLAMA)
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "hello"}\n{"text": "no prompt key"}\n')

@@ -16,6 +16,11 @@ to every request of every check:
    no timing is judged: an engine's own prompt time for identical prompts varied 18-683 ms on a busy host.
 3. Undeclared: a request of a check recorded without its intent (a code path that escaped the rule).
 4. One request id, one request: an id recorded twice in an attempt.
+5. The engine's own word, per check: its prefix-cache hit counter over the check (`/metrics` before and
+   after it, `counters.counter_windows`) against the sum of what the check's requests were allowed, where
+   every one of them declared a bound: `counter_beyond_intent`. This is the test that still holds where the
+   records say nothing of the cache (vLLM without `--enable-prompt-tokens-details`), and it sees requests
+   no record names.
 
 Records made before version 3 carry no intent; the rules of their time apply to them unchanged (fresh for
 capacity and needle by their labels, a ramp turn against its user's previous turn, a trace line against its
@@ -33,6 +38,7 @@ from typing import Literal
 
 from .. import metrics
 from ..checks.trace_cache import implied_cached, reuse_bound
+from ..counters import CheckCounters, counter_windows
 from ..engines.prom import common_metrics
 from ..ramp_table import attempt_of
 from ..records import CACHE_SLACK_TOKENS, RequestRecord
@@ -51,6 +57,7 @@ Kind = Literal[
     "reuse_beyond_trace",
     "undeclared",
     "duplicate_request_id",
+    "counter_beyond_intent",
 ]
 
 
@@ -59,6 +66,25 @@ class Finding:
     request_id: str
     kind: Kind
     detail: str
+
+
+@dataclass(frozen=True)
+class CounterBound:
+    """One check of one attempt: the engine's prefix-cache hits over it and what its requests were allowed
+    (`allowed` None: some request's reuse has no bound, or none declared one; not judged)."""
+
+    check: str
+    attempt: int
+    engine_hits: float
+    allowed: int | None
+    requests: int
+    uncertainty: float = 0.0  # how far the engine's printed counter may be from its count
+
+    @property
+    def exceeded(self) -> bool:
+        return self.allowed is not None and (
+            self.engine_hits > self.allowed + CACHE_SLACK_TOKENS * self.requests + self.uncertainty
+        )
 
 
 @dataclass(frozen=True)
@@ -76,6 +102,7 @@ class CacheAudit:
     trace_reported_tokens: int | None = None
     audited_requests: int = 0  # requests held to a declared bound
     unbounded_requests: int = 0  # requests whose declared reuse has no bound (a user's prompts, the probe)
+    counter_bounds: tuple[CounterBound, ...] = ()  # per check and attempt, where the engine has the counter
 
 
 def engine_cached_tokens(record: RequestRecord) -> int | None:
@@ -128,6 +155,18 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
     findings += _ramp_findings([r for r in legacy if r.labels.get("check") == "ramp"])
     trace = [r for r in every if r.labels.get("check") == "trace"]
     findings += _trace_findings(trace)
+    bounds = counter_bounds(counter_windows(run), every)
+    findings += [
+        Finding(
+            f"{bound.check} (attempt {bound.attempt})",
+            "counter_beyond_intent",
+            f"the engine's prefix-cache hit counter rose by {bound.engine_hits:.0f} tokens over the check; "
+            f"its {bound.requests} request(s) were allowed {bound.allowed} in all "
+            f"(and {CACHE_SLACK_TOKENS} each)",
+        )
+        for bound in bounds
+        if bound.exceeded
+    ]
     before, after = _counter(run, "before"), _counter(run, "after")
     trace_ok = [r for r in trace if r.ok]
     return CacheAudit(
@@ -142,7 +181,36 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
         trace_reported_tokens=reported_cached_tokens(trace_ok) if trace_ok else None,
         audited_requests=sum(r.cache is not None and r.cache.allowed_tokens is not None for r in declared),
         unbounded_requests=sum(r.cache is not None and r.cache.allowed_tokens is None for r in declared),
+        counter_bounds=tuple(bounds),
     )
+
+
+def counter_bounds(windows: list[CheckCounters], records: list[RequestRecord]) -> list[CounterBound]:
+    """Per check and attempt with both snapshots and a prefix-cache counter: the counter's rise against the
+    sum of the `allowed_tokens` of every request the check sent in that attempt, failed ones included (an
+    engine counts what it reused for a request that then failed)."""
+    bounds = []
+    for window in windows:
+        hits = window.deltas.get("prefix_cache_hits")
+        mine = [
+            r
+            for r in records
+            if r.labels.get("check") == window.check and attempt_of(r.request_id) == window.attempt
+        ]
+        if hits is None or not mine:
+            continue  # a unit of a check (a level), the run as a whole, or an engine without the counter
+        allowed = [r.cache.allowed_tokens if r.cache is not None else None for r in mine]
+        bounds.append(
+            CounterBound(
+                window.check,
+                window.attempt,
+                hits,
+                None if None in allowed else sum(a or 0 for a in allowed),
+                len(mine),
+                window.uncertainty.get("prefix_cache_hits", 0.0),
+            )
+        )
+    return bounds
 
 
 def _duplicates(records: list[RequestRecord]) -> list[Finding]:

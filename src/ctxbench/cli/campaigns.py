@@ -10,9 +10,9 @@ import typer
 from ..config import (
     DEFAULT_PRICE_PER_GPU_HOUR,
 )
+from ..counters import reported_text
 from ..errors import EXIT_FAILED, EXIT_UNREACHABLE, UsageError
 from ..report.run_report import run_report
-from ..results.counters import reported_text
 from ..store import RunDir
 from .common import ResultsOption, _progress, app, console, print_verdict, say
 
@@ -240,6 +240,13 @@ def audit_cache(
         )
         for finding in audit.findings:
             console.print(f"  {finding.kind} {finding.request_id}: {finding.detail}", highlight=False)
+        for bound in audit.counter_bounds:
+            allowed = "not bounded (a request's reuse has none)" if bound.allowed is None else bound.allowed
+            console.print(
+                f"  {bound.check} (attempt {bound.attempt}): the engine's prefix-cache hits "
+                f"{bound.engine_hits:.0f}, its {bound.requests} request(s) allowed {allowed}",
+                highlight=False,
+            )
         for users, ratio in sorted(audit.ramp_hit_ratio.items()):
             console.print(
                 f"  ramp, {users} user(s): {ratio:.1%} of the intended history came back from the cache "

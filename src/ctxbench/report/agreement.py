@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import metrics
+from ..counters import engine_counters, reported_text
 from ..ramp_table import attempt_of
 from ..records import RequestRecord
-from ..results.counters import engine_counters, reported_text
 from ..store import RunDir
 from .tables import markdown_table
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from .. import decode_stall, metrics
 from ..check_files import CapacityFile, Steady, ThroughputFile, TraceFile
+from ..counters import counter_deltas, reported_text
 from ..plan import cost_per_million
 from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
 from ..results.cost import price_of
-from ..results.counters import counter_deltas, reported_text
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
 from .run_read import RunRead

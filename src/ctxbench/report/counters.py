@@ -1,8 +1,8 @@
-"""The run report's section of the engine's own counters over each check (`results.counters`)."""
+"""The run report's section of the engine's own counters over each check (`counters.py`)."""
 
 from __future__ import annotations
 
-from ..results.counters import COUNTER_NAMES, counter_deltas
+from ..counters import COUNTER_NAMES, counter_deltas
 from ..store import RunDir
 from .tables import markdown_table
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..check_files import NeedleFile, NeedleTrial
 from ..checks.needle import CONTROL_FAILED
-from ..results.counters import reported_text
+from ..counters import reported_text
 from ..run_files import NIAH_LOG
 from ..stats import wilson
 from .run_read import RunRead

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from .. import decode_stall, metrics
 from ..check_files import CapacityFile, NeedleFile, ReturningFile, ThroughputFile, TraceFile
 from ..checks.catalog import CHECKS
+from ..counters import reported_text
 from ..records import RequestRecord, requests_line
-from ..results.counters import reported_text
 from ..slo_search import search_text
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import metrics
+from ..counters import reported_text
 from ..records import RequestRecord
-from ..results.counters import reported_text
 
 COLUMNS = (
     "request",

@@ -8,6 +8,7 @@ file it came from. Evidence, not a ranking: nothing here orders deployments by a
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
@@ -18,6 +19,7 @@ from ..checks.needle import CONTROL_FAILED
 from ..engines.chat_template import template_warnings
 from ..plan import cost_per_million
 from ..ramp_table import RAMP_TABLE, run_rows
+from ..records import RequestRecord
 from ..run_files import MANIFEST_FILE, NIAH_LOG
 from ..store import RunDir
 from .cell import MISSING, Cell
@@ -127,6 +129,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     facts["not_planned"] = [
         r.error.message for r in records if r.error is not None and r.error.kind == "prompt_not_planned"
     ]
+    facts["refused"] = [r for r in records if r.refused_by_server]
     facts["template_warnings"] = template_warnings(manifest.chat_template or {})
     facts["token_fallback"] = any(
         (out := metrics.output_tokens(r)) is not None and out.source != "usage" for r in records if r.ok
@@ -239,6 +242,17 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
             f"{len(not_planned)} prompt(s) were not what was planned, first: {_head(not_planned[0])}; "
             "no figure or recall speaks for the planned lengths",
             *(facts.get("template_warnings") or []),  # type: ignore[misc]
+        )
+    refused = cast(list[RequestRecord], facts.get("refused") or [])
+    if refused:
+        one = refused[0]
+        said = (one.error.message if one.error else "")[:120]
+        by_check = Counter(r.labels.get("check", "?") for r in refused)
+        return "failed", (
+            f"{len(refused)} request(s) refused by the server "
+            f"({', '.join(f'{check} {n}' for check, n in sorted(by_check.items()))}), first "
+            f"{one.request_id} (HTTP {one.http_status}): {said}; "
+            "nothing measured speaks for what the server refused: fix what was sent and run again",
         )
     checks = facts.get("checks") or set()
     for check in ("capacity", "needle", "ramp"):

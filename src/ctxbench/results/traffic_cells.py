@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..check_files import ReturningFile, TraceFile
+from ..counters import counter_deltas
 from ..store import RunDir
 from .cell import Cell
-from .counters import counter_deltas
 
 
 def trace_cell(results: Path, run: RunDir) -> dict[str, Cell]:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .haystack import SEPARATOR, UnitPool, exact_body, request_seed
+from .tokens import TokenCounter
 
 LEAD = "Shared archive. Read it closely; a question follows at the end."
 QUESTION = "In two sentences, what is this archive about?"
@@ -28,6 +29,13 @@ class BlockPrompt:
     full_blocks: int  # the leading blocks used whole (`block_tokens` each): the ones another prompt can share
 
 
+def shortest_prompt(counter: TokenCounter) -> int:
+    """Tokens of the shortest prompt a trace line can be sent as: the chat template around the lead and the
+    question, with no block text. A line asking for fewer is sent at this length (`trace.json` counts them,
+    `lengthened_requests`; the dry run warns)."""
+    return counter.count_chat([{"role": "user", "content": LEAD + SEPARATOR + QUESTION}])
+
+
 class BlockPrompts:
     """Token-exact prompts from hash ids; each whole block's text is made once and reused."""
 
@@ -35,9 +43,7 @@ class BlockPrompts:
         self.pool = pool
         self.block_tokens = block_tokens
         self.scope = tuple(scope)
-        self.overhead_tokens = pool.counter.count_chat(
-            [{"role": "user", "content": LEAD + SEPARATOR + QUESTION}]
-        )
+        self.overhead_tokens = shortest_prompt(pool.counter)
         self._whole: dict[int, tuple[list[str], list[int]]] = {}
 
     def _block(self, hash_id: int, budget: int) -> tuple[list[str], list[int]]:

@@ -1,12 +1,13 @@
-"""The engine's own counters over each check: the `/metrics` snapshots before and after it, as deltas."""
+"""The engine's own counters over each check: the `/metrics` snapshots before and after it, as deltas (read by
+the cache audit, the agreement table and the reports)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 
-from ..engines.prom import common_metrics, printed_digits, rounding_error
-from ..store import RunDir
+from .engines.prom import common_metrics, printed_digits, rounding_error
+from .store import RunDir
 
 COUNTER_NAMES = (
     "prompt_tokens",
@@ -22,21 +23,24 @@ COUNTER_NAMES = (
 
 @dataclass(frozen=True)
 class CheckCounters:
-    """The engine's counters over one check: `deltas` (after - before under the common names, summed over
-    replicas) and `uncertainty`, how far each delta may lie from the true count because the engine printed the
-    two snapshots rounded (`Engine.counter_digits`: llama.cpp prints 6 significant digits); 0 where exact."""
+    """The engine's counters over one check (or one unit of it: a level, a rate) in one attempt: `deltas`
+    (after - before under the common names, summed over replicas) and `uncertainty`, how far each delta may
+    lie from the true count because the engine printed the two snapshots rounded (`Engine.counter_digits`:
+    llama.cpp prints 6 significant digits); 0 where exact."""
 
+    check: str  # the snapshot's tag: a check's name, or a unit of it ("throughput-u2")
     attempt: int
     deltas: dict[str, float]
     uncertainty: dict[str, float]
 
 
-def engine_counters(run: RunDir) -> dict[str, CheckCounters]:
-    """Per check, its `CheckCounters`, recomputed from the raw samples in `metrics.jsonl` (so a name mapped
-    later reaches older runs); the latest attempt with both snapshots wins."""
+def counter_windows(run: RunDir) -> list[CheckCounters]:
+    """Every (check or unit, attempt) with both snapshots in `metrics.jsonl`, recomputed from the raw samples
+    (so a name mapped later reaches older runs), in attempt order; an interrupted attempt's check, with no
+    "after", has none."""
     path = run.path / "metrics.jsonl"
     if not path.exists():
-        return {}
+        return []
     snapshots: dict[tuple[str, int, str], tuple[dict[str, float], dict[str, float]]] = {}
     for line in path.read_text().splitlines():
         try:
@@ -52,19 +56,27 @@ def engine_counters(run: RunDir) -> dict[str, CheckCounters]:
                 total[name] = total.get(name, 0.0) + value
                 error[name] = error.get(name, 0.0) + rounding_error(value, digits)
         snapshots[(entry["check"], int(entry.get("attempt", 1)), entry["phase"])] = (total, error)
-    counters: dict[str, CheckCounters] = {}
+    windows = []
     for (check, attempt, phase), (after, after_error) in sorted(
         snapshots.items(), key=lambda item: item[0][1]
     ):
         before, before_error = snapshots.get((check, attempt, "before"), ({}, {}))
         if phase == "after" and before:
             names = [n for n in after if n in before]
-            counters[check] = CheckCounters(
-                attempt,
-                {n: after[n] - before[n] for n in names},
-                {n: after_error[n] + before_error[n] for n in names},
+            windows.append(
+                CheckCounters(
+                    check,
+                    attempt,
+                    {n: after[n] - before[n] for n in names},
+                    {n: after_error[n] + before_error[n] for n in names},
+                )
             )
-    return counters
+    return windows
+
+
+def engine_counters(run: RunDir) -> dict[str, CheckCounters]:
+    """Per check, its `CheckCounters` (`counter_windows`); the latest attempt with both snapshots wins."""
+    return {window.check: window for window in counter_windows(run)}
 
 
 def engine_deltas(run: RunDir) -> dict[str, tuple[int, dict[str, float]]]:

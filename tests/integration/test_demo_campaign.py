@@ -1,0 +1,73 @@
+"""The demo's own campaign (src/ctxbench/campaigns/demo.toml, every check as `make demo` runs them: many-users
+levels, open-loop rates scaled from them, then the SLO search over levels already measured) on the tiny
+model: one request id is one request, each level is measured once with fresh prompts, and the cache audit
+holds every request, and every check's engine counter, to what it declared (issue 51: the search re-sent
+levels 1 and 2 with the same ids and prompts, and the cached re-runs became the demo's figures)."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from ctxbench.audits.prefix_cache import audit_run
+from ctxbench.campaign import run_campaign
+from ctxbench.campaign_file import load_campaign
+from ctxbench.engines.models import TinyModel
+from ctxbench.store import RunDir
+
+pytestmark = pytest.mark.engine
+
+
+def demo_on_the_tiny_model(tmp_path: Path, tiny: TinyModel) -> Path:
+    """The demo's campaign file with its checks as they are, its results here and the tiny model served in
+    its deployment's place (same slots)."""
+    text = resources.files("ctxbench.campaigns").joinpath("demo.toml").read_text()
+    checks, _, deployment = text.partition("[[deployments]]")
+    assert (
+        'results = "results"' in checks and 'ctx_size = "12K"' in deployment and "parallel = 2" in deployment
+    )
+    path = tmp_path / "demo.toml"
+    path.write_text(
+        checks.replace('results = "results"', f'results = "{tmp_path / "results"}"')
+        + f"""[[deployments]]
+name = "tiny-as-demo"
+engine = "llamacpp"
+model = "{tiny.gguf}"
+tokenizer = "{tiny.tokenizer_dir}"
+ctx_size = "12K"
+parallel = 2
+random_weights = true
+"""
+    )
+    return path
+
+
+def test_the_demo_campaign_sends_each_request_once_and_fresh(tmp_path: Path, tiny: TinyModel) -> None:
+    (outcome,) = run_campaign(load_campaign(demo_on_the_tiny_model(tmp_path, tiny)))
+    assert outcome.status == "done", outcome.error
+    run = RunDir(tmp_path / "results" / "runs" / str(outcome.run_id))
+    records = list(run.records())
+    ids = [r.request_id for r in records]
+    assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]
+    data = json.loads((run.path / "throughput.json").read_text())
+    probes = [p["level"] for p in data["search"]["probes"]]
+    assert probes[:2] == [1, 2], probes  # the search starts at 1 user: levels 1 and 2 read back
+    measured = [r for r in records if r.labels.get("check") == "throughput" and r.labels.get("warmup") == "0"]
+    for users, level in data["levels"].items():  # each level's figures are its one run, 3 requests a user
+        mine = [r.request_id for r in measured if r.labels.get("users") == users and "rate" not in r.labels]
+        assert sorted(level["request_ids"]) == sorted(mine) and len(mine) == 3 * int(users), users
+    throughput = [r for r in records if r.labels.get("check") == "throughput"]
+    assert throughput and all(r.cache is not None and r.cache.reuse == "fresh" for r in throughput)
+    audit = audit_run(run)
+    assert audit.findings == (), audit.findings
+    declared = [r for r in records if r.ok and r.cache is not None]
+    assert (
+        audit.audited_requests + audit.unbounded_requests
+        == len(declared)
+        == len([r for r in records if r.ok])
+    )
+    judged = {b.check for b in audit.counter_bounds if b.allowed is not None}
+    assert judged == {"capacity", "needle", "ramp", "throughput", "returning"}, audit.counter_bounds
