@@ -61,6 +61,11 @@ follow_up_tokens = 32
 filler_requests = 2
 filler_tokens = 300
 max_tokens = 4
+
+[checks.fidelity]
+lengths = [512]
+max_tokens = 8
+load_users = 2
 """
 
 

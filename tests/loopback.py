@@ -186,3 +186,59 @@ class FaultProxy(_Loopback):
             pass
         finally:
             writer.close()
+
+
+class AlteringProxy(_Loopback):
+    """A proxy in front of a real server that changes the answers of requests that may use the prefix cache
+    (any without `"cache_prompt": false`), as a faulty cache would; cold requests pass untouched.
+
+    `token`: from the third generated token on, a token the server never ranked (id 999999, text "⟂");
+    `drift`: every chosen token's log-probability lowered by `drift`. Each SSE event is rewritten whole."""
+
+    def __init__(self, upstream_port: int, alteration: str, drift: float = 0.5) -> None:
+        self.upstream_port = upstream_port
+        self.alteration = alteration
+        self.drift = drift
+        self.altered = 0  # answers changed
+
+    def _alter(self, event: dict[str, object], seen: list[int]) -> dict[str, object]:
+        for choice in event.get("choices") or []:  # type: ignore[attr-defined]
+            for entry in (choice.get("logprobs") or {}).get("content") or []:
+                if self.alteration == "drift":
+                    entry["logprob"] -= self.drift
+                elif seen[0] >= 2:
+                    entry["id"], entry["token"] = 999999, "\u27c2"
+                    choice["delta"]["content"] = "\u27c2"
+                seen[0] += 1
+        return event
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head, body = await _read_request(reader)
+            cached = json.loads(body or b"{}").get("cache_prompt") is not False
+            up_reader, up_writer = await self._upstream(self.upstream_port)
+            up_writer.write(_without_connection_header(head, b"close") + body)
+            response_head = await up_reader.readuntil(b"\r\n\r\n")
+            chunks = await _read_chunked(up_reader)
+            up_writer.close()
+            if cached:
+                self.altered += 1
+                seen = [0]
+                chunks = [
+                    b"\n\n".join(
+                        b"data: " + json.dumps(self._alter(json.loads(part[6:]), seen)).encode()
+                        if part.startswith(b"data: {")
+                        else part
+                        for part in chunk.split(b"\n\n")
+                    )
+                    for chunk in chunks
+                ]
+            writer.write(_without_connection_header(response_head, b"close"))
+            for chunk in chunks:
+                writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()

@@ -12,6 +12,28 @@ from typing import Any
 from .records import RequestError, Usage
 
 
+def logprobs_of(choice: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A streamed choice's `logprobs.content` entries as `TokenLogprob` fields (none where it has none)."""
+    content = (
+        (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
+    )
+    if not isinstance(content, list):
+        return []
+    return [
+        {
+            "token": str(entry.get("token", "")),
+            "id": entry.get("id"),
+            "logprob": entry.get("logprob"),
+            "top": [
+                (str(t.get("token", "")), t.get("id"), t.get("logprob"))
+                for t in entry.get("top_logprobs") or []
+            ],
+        }
+        for entry in content
+        if isinstance(entry, dict)
+    ]
+
+
 def usage_of(usage: Mapping[str, Any]) -> Usage:
     details = usage.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") if isinstance(details, dict) else None

@@ -18,9 +18,10 @@ from typing import Any, Literal, TypedDict, Unpack
 import httpx
 from pydantic import TypeAdapter
 
+from . import answers
 from .answers import closing_event, http_error, not_a_stream, token_of, unplanned_prompt, usage_of
 from .gc_pause import NO_FULL_COLLECTIONS
-from .records import CacheIntent, Chunk, RequestError, RequestRecord, Usage
+from .records import CacheIntent, Chunk, RequestError, RequestRecord, TokenLogprob, Usage
 from .request_json import RequestJson
 from .sse import SseDecoder
 from .transport import HEAD_NS, STAMPED, LeanTransport, StampedBody
@@ -238,6 +239,7 @@ class _Outcome:
         self.timings: dict[str, Any] | None = None
         self.error: RequestError | None = None
         self.malformed: list[str] = []
+        self.logprobs: list[dict[str, Any]] = []
         self.done = False
         self.opened_connection = False
 
@@ -352,6 +354,7 @@ class _Outcome:
         finish = choice.get("finish_reason")
         if finish:
             self.finish_reason = str(finish)
+        self.logprobs += answers.logprobs_of(choice)
         token = token_of(choice)
         if token is not None:
             self.chunks.append((arrived_ns, *token))
@@ -393,4 +396,5 @@ class _Outcome:
             retried=retried,
             retry_reason=retry_reason,
             malformed_lines=tuple(self.malformed),
+            logprobs=tuple(TokenLogprob.model_validate(entry) for entry in self.logprobs) or None,
         )

@@ -215,6 +215,32 @@ class ReturningParams(Strict):
         return self.conversations * 4 + self.filler_requests  # build, immediate, return, fresh; fillers
 
 
+FidelityPath = Literal["warm", "partial", "load"]
+
+
+class FidelityParams(Strict):
+    """Does the cache return the same answer? At each length, one fresh document asked greedily with the
+    engine's log-probabilities: computed cold twice (the engine's own noise), then served warm (the same
+    prompt, its prefix cached), partly cached (a different question over the same document) and cold among
+    `load_users` other requests; each compared token by token with its cold answer (docs/metrics.md, "Cache
+    fidelity")."""
+
+    lengths: list[Tokens] = Field(default=[1024], min_length=1, max_length=16)
+    max_tokens: int = Field(32, ge=1, le=4096, description="Greedy tokens compared per answer.")
+    top_logprobs: int = Field(5, ge=1, le=20)
+    paths: list[FidelityPath] = Field(default=["warm", "partial", "load"], min_length=1)
+    load_users: int = Field(3, ge=1, le=256)  # other requests beside the one compared (the load path)
+    # The largest |difference| of a chosen token's log-probability that still reads as the same answer: the
+    # last prompt token recomputed alone instead of inside a prefill batch moves it (llama.cpp CPU 0.005,
+    # CUDA 0.042 warm and 0.057 partial at 250K); docs/metrics.md says how it was measured.
+    drift_tolerance: float = Field(0.1, gt=0, le=10)
+
+    def request_count(self) -> int:
+        per_length = 2 + ("warm" in self.paths) + 2 * ("partial" in self.paths)
+        per_length += (1 + self.load_users) if "load" in self.paths else 0
+        return per_length * len(self.lengths)
+
+
 class Checks(Strict):
     """Each check runs when its table is present; `check = false` in a deployment's overrides skips it."""
 
@@ -225,6 +251,7 @@ class Checks(Strict):
     throughput: ThroughputParams | None = None
     trace: TraceParams | None = None
     returning: ReturningParams | None = None
+    fidelity: FidelityParams | None = None
     quality: QualityParams | None = None
 
 

@@ -52,6 +52,17 @@ class Chunk(_Frozen):
     tool_call: str = ""  # a tool-call delta's function name and argument text
 
 
+class TokenLogprob(_Frozen):
+    """One generated token's log-probability as the server streamed it (OpenAI `logprobs.content[i]`, asked
+    with `logprobs` and `top_logprobs`): the token, its id where the server gives one (llama.cpp, vLLM), and
+    the `top` alternatives as (token, id, logprob), most likely first."""
+
+    token: str
+    id: int | None = None
+    logprob: float
+    top: tuple[tuple[str, int | None, float], ...] = ()
+
+
 class Usage(_Frozen):
     """Token counts as the server reported them in `usage`."""
 
@@ -142,6 +153,7 @@ class RequestRecord(_Frozen):
     retried: bool = False
     retry_reason: str | None = None
     malformed_lines: tuple[str, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] | None = None  # None: not asked for (or the server sent none)
 
     @property
     def ok(self) -> bool:

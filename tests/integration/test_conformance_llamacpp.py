@@ -11,6 +11,7 @@ from conformance import assert_agrees_with_engine, suite
 
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
+from ctxbench.check_files import FidelityFile
 from ctxbench.engines.models import TinyModel
 from ctxbench.store import RunDir
 
@@ -56,3 +57,6 @@ random_weights = true
         if mine != theirs:
             mismatched.append((record.request_id, mine, theirs))
     assert mismatched == []
+    # Cache fidelity: llama.cpp is deterministic cold, and its cache gives the same answer.
+    fidelity = FidelityFile.load(run.path)
+    assert fidelity is not None and fidelity.failures() == [] and fidelity.cold_noise() == [], fidelity

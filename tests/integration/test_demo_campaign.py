@@ -15,6 +15,7 @@ import pytest
 from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
+from ctxbench.check_files import FidelityFile
 from ctxbench.engines.models import TinyModel
 from ctxbench.store import RunDir
 
@@ -70,4 +71,7 @@ def test_the_demo_campaign_sends_each_request_once_and_fresh(tmp_path: Path, tin
         == len([r for r in records if r.ok])
     )
     judged = {b.check for b in audit.counter_bounds if b.allowed is not None}
-    assert judged == {"capacity", "needle", "ramp", "throughput", "returning"}, audit.counter_bounds
+    bounded = {"capacity", "needle", "ramp", "throughput", "returning", "fidelity"}
+    assert judged == bounded, audit.counter_bounds
+    fidelity = FidelityFile.load(run.path)
+    assert fidelity is not None and fidelity.failures() == [] and fidelity.cold_noise() == [], fidelity

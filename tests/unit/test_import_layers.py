@@ -45,6 +45,7 @@ STAGES: list[tuple[str, ...]] = [
         "slo_search",
         "arrivals",
         "decode_stall",
+        "fidelity",
         "router",
         "chat_client",
         "telemetry",

@@ -7,6 +7,7 @@ from typing import Any
 from ..params import Checks
 from .base import Check
 from .capacity import CAPACITY
+from .fidelity import FIDELITY
 from .needle import NEEDLE
 from .probe import PROBE
 from .quality import QUALITY
@@ -15,7 +16,17 @@ from .returning import RETURNING
 from .throughput import THROUGHPUT
 from .trace import TRACE
 
-CHECKS: tuple[Check[Any], ...] = (PROBE, CAPACITY, NEEDLE, RAMP, QUALITY, THROUGHPUT, TRACE, RETURNING)
+CHECKS: tuple[Check[Any], ...] = (
+    PROBE,
+    CAPACITY,
+    NEEDLE,
+    RAMP,
+    QUALITY,
+    THROUGHPUT,
+    TRACE,
+    RETURNING,
+    FIDELITY,
+)
 
 
 def selected(checks: Checks) -> list[tuple[Check[Any], Any]]:

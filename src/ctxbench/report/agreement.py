@@ -31,7 +31,7 @@ NAMES = (
     "ttft_count",
     "ttft_sum_s",
 )
-CHECKS = ("probe", "capacity", "needle", "ramp", "quality", "throughput", "trace", "returning")
+CHECKS = ("probe", "capacity", "needle", "ramp", "quality", "throughput", "trace", "returning", "fidelity")
 
 
 @dataclass(frozen=True)

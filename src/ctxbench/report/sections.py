@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .check_sections import capacity_section, ramp_section, throughput_section, trace_section
+from .fidelity_section import fidelity_section
 from .needle_section import needle_section
 from .returning import returning_section
 from .run_read import RunRead
@@ -22,4 +23,5 @@ CHECK_SECTIONS: dict[str, Section | None] = {
     "throughput": throughput_section,
     "trace": trace_section,
     "returning": returning_section,
+    "fidelity": fidelity_section,
 }

@@ -47,6 +47,7 @@ class Column:
 
 CLAIMS_1_2 = "Claims 1 and 2: capacity and retrieval in a fresh document"
 CLAIM_3 = "Claim 3: the growing conversation"
+FIDELITY = "The cache is faithful: the same answer warm, partly cached and under load as cold"
 MANY_USERS = "Many users"
 TRAFFIC = "Traffic that comes back: a replayed trace, returning users"
 QUALITY = "Quality"
@@ -200,6 +201,19 @@ EVIDENCE_COLUMNS: tuple[Column, ...] = (
             "at the conversations, context and filler traffic of its `[checks.returning]`; more traffic or "
             "longer contexts push more out",
             lower_is_better=False,
+        ),
+    ),
+    Column(
+        "fidelity",
+        "cache fidelity",
+        FIDELITY,
+        glance="cache fidelity",
+        guide=Guide(
+            "Returns the same answer from its cache as computed cold",
+            "greedy answers at the lengths and paths of its `[checks.fidelity]`, compared token by token "
+            "with their log-probabilities; not ranked: each engine has its own numerics",
+            caveat=False,
+            listed="cells",
         ),
     ),
     Column("quality", "GSM8K (flexible) [95%]", QUALITY, glance="quality"),

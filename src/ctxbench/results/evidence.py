@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from .. import decode_stall, metrics
-from ..check_files import CapacityFile, NeedleFile
+from ..check_files import CapacityFile, FidelityFile, NeedleFile
 from ..checks.needle import CONTROL_FAILED
 from ..engines.chat_template import template_warnings
 from ..plan import cost_per_million
@@ -26,7 +26,7 @@ from .cell import MISSING, Cell
 from .cost import price_of
 from .load_cells import open_loop_cell, slo_cell, throughput_cells
 from .retrieval import task_results
-from .traffic_cells import returning_cell, trace_cell
+from .traffic_cells import fidelity_cell, returning_cell, trace_cell
 
 Status = Literal["validated", "provisional", "failed"]
 
@@ -53,6 +53,7 @@ class Row:
     slo: Cell = MISSING
     trace: Cell = MISSING
     returning: Cell = MISSING
+    fidelity: Cell = MISSING
     quality: Cell = MISSING
     status: Status = "provisional"
     reasons: tuple[str, ...] = field(default_factory=tuple)
@@ -190,6 +191,11 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     cells.update(slo_cell(results, run))
     cells.update(trace_cell(results, run))
     cells.update(returning_cell(results, run))
+    fidelity = FidelityFile.load(run.path)
+    if fidelity is not None:
+        cells.update(fidelity_cell(results, run, fidelity))
+        facts["fidelity_failures"] = fidelity.failures()
+        facts["fidelity_noise"] = fidelity.cold_noise()
     cells.update(_quality_cell(results, run.run_id))
     from ..audits.prefix_cache import audit_run
 
@@ -254,6 +260,12 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
             f"{one.request_id} (HTTP {one.http_status}): {said}; "
             "nothing measured speaks for what the server refused: fix what was sent and run again",
         )
+    changed = cast(list[str], facts.get("fidelity_failures") or [])
+    if changed:
+        return "failed", (
+            f"the cache changed the answer: {'; '.join(changed)} (the engine answers the same prompt "
+            "bit for bit cold; the run report's cache fidelity section has both answers)",
+        )
     checks = facts.get("checks") or set()
     for check in ("capacity", "needle", "ramp"):
         if check not in checks:  # type: ignore[operator]
@@ -277,6 +289,8 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
             f"{facts['implausible']} record(s) have a timing that cannot be true, left out of every figure "
             "(the run report names them)"
         )
+    for noise in cast(list[str], facts.get("fidelity_noise") or []):
+        reasons.append(f"not deterministic cold at {noise}: the cache fidelity comparisons are not a verdict")
     if facts.get("token_fallback"):
         reasons.append("some token counts came from a fallback, not the server's usage")
     errors: list[int] = [

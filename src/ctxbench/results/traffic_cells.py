@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..check_files import ReturningFile, TraceFile
+from ..check_files import FidelityFile, ReturningFile, TraceFile
 from ..counters import counter_deltas
 from ..store import RunDir
 from .cell import Cell
@@ -63,3 +63,21 @@ def returning_cell(results: Path, run: RunDir) -> dict[str, Cell]:
             cached,
         )
     }
+
+
+def fidelity_cell(results: Path, run: RunDir, data: FidelityFile) -> dict[str, Cell]:
+    """Cache fidelity at the longest length: each path's verdict against its cold answer, and whether the
+    engine answers the same prompt identically cold. A value (1: every cached path the same tokens within the
+    tolerance, 0: not) only where cold was deterministic and a cached path was compared."""
+    source = str(FidelityFile.path_in(run.path).relative_to(results))
+    longest = max(data.lengths, key=lambda length: length.length)
+    by_path = {p.path: p for p in longest.paths}
+    parts = [f"{p.path} {p.text}" for p in longest.paths if p.path != "cold"]
+    cold = by_path.get("cold")
+    deterministic = cold is not None and cold.bitwise
+    noise = "cold deterministic" if deterministic else f"cold {cold.text if cold else 'not run'}"
+    cached = [p for p in longest.paths if p.path in ("warm", "partial") and p.verdict is not None]
+    value = float(all(p.holds for p in cached)) if deterministic and cached else None
+    counter = engine_hits(run, "fidelity") if any(p.cached_tokens is None for p in cached) else ""
+    text = f"at {longest.length} tokens: {'; '.join(parts)} ({noise}{counter})"
+    return {"fidelity": Cell(text, source, value)}
