@@ -225,15 +225,26 @@ class FidelityParams(Strict):
     `load_users` other requests; each compared token by token with its cold answer (docs/metrics.md, "Cache
     fidelity")."""
 
-    lengths: list[Tokens] = Field(default=[1024], min_length=1, max_length=16)
+    lengths: list[Tokens] = Field(
+        default=[1024], min_length=1, max_length=16, description="Prompt lengths, one fresh document each."
+    )
     max_tokens: int = Field(32, ge=1, le=4096, description="Greedy tokens compared per answer.")
-    top_logprobs: int = Field(5, ge=1, le=20)
-    paths: list[FidelityPath] = Field(default=["warm", "partial", "load"], min_length=1)
-    load_users: int = Field(3, ge=1, le=256)  # other requests beside the one compared (the load path)
+    top_logprobs: int = Field(5, ge=1, le=20, description="Alternatives recorded per token.")
+    paths: list[FidelityPath] = Field(
+        default=["warm", "partial", "load"],
+        min_length=1,
+        description="Ways of serving the prompt compared with its cold answer: warm, partial, load.",
+    )
+    load_users: int = Field(3, ge=1, le=256, description="Other fresh requests beside the load path's.")
     # The largest |difference| of a chosen token's log-probability that still reads as the same answer: the
     # last prompt token recomputed alone instead of inside a prefill batch moves it (llama.cpp CPU 0.005,
     # CUDA 0.042 warm and 0.057 partial at 250K); docs/metrics.md says how it was measured.
-    drift_tolerance: float = Field(0.1, gt=0, le=10)
+    drift_tolerance: float = Field(
+        0.1,
+        gt=0,
+        le=10,
+        description="Largest change of a chosen token's log-probability that reads as the same.",
+    )
 
     def request_count(self) -> int:
         per_length = 2 + ("warm" in self.paths) + 2 * ("partial" in self.paths)

@@ -40,6 +40,30 @@ def test_capacity_needle_and_ramp_commands_write_runs_and_the_evidence_report(
     assert (tmp_path / "report.html").exists() and "tiny" in (tmp_path / "report.md").read_text()
 
 
+def test_the_fidelity_command_compares_each_path_with_its_cold_answer(
+    tiny_server: LlamaServer, tiny: TinyModel, tmp_path: Path
+) -> None:
+    common = ["--url", tiny_server.base_url, "--model", "tiny", "--results", str(tmp_path)]
+    flags = (
+        "--lengths",
+        "512",
+        "--max-tokens",
+        "8",
+        "--paths",
+        "warm,partial",
+        "--tokenizer",
+        str(tiny.tokenizer_dir),
+    )
+    out = invoke("fidelity", *common, *flags)
+    assert "fidelity 512 tokens, cold: bitwise identical" in out, out
+    assert (
+        "fidelity 512 tokens, warm: " in out
+        and "fidelity 512 tokens, partial: " in out
+        and ", load:" not in out
+    )
+    assert "cache fidelity" in (tmp_path / "report.md").read_text()
+
+
 def test_an_engine_that_cannot_load_its_model_is_named_on_the_console_in_its_own_words(
     llama_build: LlamaCppBuild, tmp_path: Path
 ) -> None:

@@ -10,7 +10,7 @@ import typer
 from .. import event_loop
 from ..checks.probe import probe_request_count, run_probe
 from ..client import Client
-from ..params import CapacityParams, NeedleParams, ProbeParams, QualityParams, RampParams
+from ..params import CapacityParams, FidelityParams, NeedleParams, ProbeParams, QualityParams, RampParams
 from ..records import RequestRecord
 from .common import (
     CampaignOption,
@@ -220,6 +220,57 @@ def ramp(
     finally:
         counter.close()
     console.print(f"table: {results / RAMP_TABLE}")
+    _finish(run, results)
+
+
+@app.command()
+@params_flags(
+    FidelityParams, "lengths", "max_tokens", "top_logprobs", "paths", "load_users", "drift_tolerance"
+)
+def fidelity(
+    url: UrlOption,
+    model: ModelOption,
+    spec: FidelityParams,
+    tokenizer: TokenizerOption = None,
+    gguf: GgufOption = None,
+    corpus: CorpusOption = None,
+    campaign: CampaignOption = "adhoc",
+    results: ResultsOption = Path("results"),
+) -> None:
+    """Cache fidelity: one fresh document a length, cold twice, then warm, partly cached and under load, each
+    answer compared token by token with its cold one (docs/metrics.md, "Cache fidelity")."""
+    from ..checks.fidelity import run_fidelity
+    from ..text.haystack import pool_for
+    from ..text.tokens import load_token_counter
+
+    counter = load_token_counter(tokenizer, gguf, url, model)
+    with console.status("tokenizing the corpus once"):
+        pool = pool_for(counter, max(spec.lengths), corpus)
+    run = _adhoc_run(
+        results,
+        model,
+        "fidelity",
+        model=model,
+        url=url,
+        tokenizer=counter.source,
+        check_parameters={"fidelity": spec.model_dump(mode="json")},
+    )
+
+    async def main() -> None:
+        with _progress() as progress:
+            task = progress.add_task("requests", total=spec.request_count())
+            async with Client(url, model, on_interrupted=run.append) as client:
+                found = await run_fidelity(
+                    client, pool, spec, run, (campaign, model, run.run_id), lambda _: progress.advance(task)
+                )
+        for length in found.lengths:
+            for path in length.paths:
+                say(f"fidelity {length.length} tokens, {path.path}: {path.text}")
+
+    try:
+        event_loop.run(main())
+    finally:
+        counter.close()
     _finish(run, results)
 
 
