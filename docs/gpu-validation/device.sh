@@ -25,7 +25,7 @@ nvidia-smi topo -m > "$RES/topo.txt" 2>&1
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 gpu=$(echo "$card" | grep -oE '\b[A-Z]{1,2}[0-9]{2,4}\b' | head -1 | tr 'A-Z' 'a-z')  # "NVIDIA H100 80GB HBM3": h100
 [ -n "$gpu" ] || gpu=$(echo "$card" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/^-*//; s/-*$//')
-name=${NAME:-${gpu:-gpu}-1m}
+name=${NAME:-${gpu:-gpu}-${SUFFIX:-1m}}
 echo "$name" > "$RES/name"
 [ "${MATMUL:-1}" = 1 ] && python3 - > "$RES/gpu.json" <<'PY'
 import json, torch

@@ -353,7 +353,7 @@ class FidelityFile(CheckFile):
             out += [
                 f"{p.path} at {length.length} tokens: {p.text}"
                 for p in length.paths
-                if p.path in ("warm", "partial") and p.verdict in ("diverged", "drifted")
+                if p.path in ("warm", "partial", "restored") and p.verdict in ("diverged", "drifted")
             ]
         return out
 

@@ -8,7 +8,10 @@ At each length, one fresh document with a question, greedy, a fixed seed, the en
 3. cold again (a new salt): the engine's own noise, compared with 1;
 4. partial: the same document with another question under the first salt (the document reused, the tail
    recomputed), and that prompt cold (a new salt), the answer it is compared with;
-5. load: the first prompt cold, sent with `load_users` fresh prompts at once (batch composition, reported
+5. restored: `evict_requests` fresh prompts of the same length (through the cache, pushing the document out
+   of the slots), then the first prompt under its salt again: restored from a second tier where the engine
+   keeps one (llama.cpp `--cache-ram`), else recomputed, as its cached tokens say;
+6. load: the first prompt cold, sent with `load_users` fresh prompts at once (batch composition, reported
    apart: a difference here is batching, not the cache).
 
 Each path's answer is compared token by token with its cold one (`fidelity.compare`); a cached path must
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from .. import metrics
 from ..chat_client import ChatClient
@@ -114,16 +117,46 @@ async def _one_length(
     results = []
     if "warm" in params.paths:
         warm = await send("warm", 0, "a", False, again)
-        results.append(_result("warm", warm, cold, params, expect_cached=prompt // 2))
+        results.append(_result("warm", warm, cold, params, served="cached"))
     cold_again = await send("cold-2", 0, "b", True, fresh)
-    results.insert(0, _result("cold", cold_again, cold, params, expect_cached=None, lead=lead))
+    results.insert(0, _result("cold", cold_again, cold, params, served="cold", lead=lead))
     if "partial" in params.paths:
         document = CacheIntent.reusing(
             "document", lead, prompt + params.max_tokens, "the document, asked again"
         )
         partial = await send("partial", 1, "a", False, document)
         partial_cold = await send("partial-cold", 1, "c", True, fresh)
-        results.append(_result("partial", partial, partial_cold, params, expect_cached=prompt // 2))
+        results.append(_result("partial", partial, partial_cold, params, served="cached"))
+    if "restored" in params.paths:
+        for k in range(params.evict_requests):
+            filler = await asyncio.to_thread(
+                build_haystack, pool, length, request_seed(*scope, UNIT, "evict", length, k)
+            )
+            record = await client.chat(
+                filler.messages,
+                max_tokens=params.max_tokens,
+                request_id=run.request_id(f"fidelity-{length}-evict-{k}"),
+                labels={"check": UNIT, "length": str(length), "path": "evict"},
+                extra_body={"temperature": 0.0, "ignore_eos": True},
+                cache=fresh,
+            )
+            run.append(record)
+            if on_request is not None:
+                on_request(record)
+        back = CacheIntent.reusing(
+            "returning", lead, prompt + params.max_tokens, "the same prompt, coming back"
+        )
+        restored = await send("restored", 0, "a", False, back)
+        result = _result("restored", restored, cold, params, served="either")
+        reused = metrics.cached_tokens(restored)
+        how = (
+            "cache use not reported"
+            if reused is None
+            else f"{reused} tokens from the cache after {params.evict_requests} other prompts"
+            if reused >= prompt // 2
+            else f"recomputed after {params.evict_requests} other prompts ({reused} tokens reused)"
+        )
+        results.append(result.model_copy(update={"text": f"{result.text} ({how})"}))
     if "load" in params.paths:
         others = [
             client.chat(
@@ -145,7 +178,7 @@ async def _one_length(
             run.append(record)
             if on_request is not None:
                 on_request(record)
-        result = _result("load", loaded, cold, params, expect_cached=None, lead=lead)
+        result = _result("load", loaded, cold, params, served="cold", lead=lead)
         results.append(
             result.model_copy(update={"text": f"{result.text} (among {params.load_users} others)"})
         )
@@ -159,11 +192,11 @@ def _result(
     reference: RequestRecord,
     params: FidelityParams,
     *,
-    expect_cached: int | None,
+    served: Literal["cold", "cached", "either"],
     lead: int = 0,
 ) -> FidelityPathResult:
-    """`record` against `reference`; `expect_cached`: a cached path's least reuse that makes it one (None: a
-    cold path, which must have reused no more than the lead)."""
+    """`record` against `reference`. `served`: how the path must have been served to be compared: cold (no
+    more than the lead reused), cached (at least half its prompt reused, where the engine says), either."""
     cached = metrics.cached_tokens(record)
     base = {
         "path": path,
@@ -179,16 +212,17 @@ def _result(
     if not record.logprobs or not reference.logprobs:
         error = "the server sent no log-probabilities (logprobs, top_logprobs): nothing to compare"
         return FidelityPathResult(**base, error=error, text=f"not compared ({error})")
-    if expect_cached is not None and cached is not None and cached < expect_cached:
-        error = f"not served from the cache ({cached} of {base['prompt_tokens']} tokens reused)"
+    prompt = metrics.prompt_tokens(record) or 0
+    if served == "cached" and cached is not None and cached < prompt // 2:
+        error = f"not served from the cache ({cached} of {prompt} tokens reused)"
         return FidelityPathResult(**base, error=error, text=f"not compared ({error})")
-    if expect_cached is None and cached is not None and cached > lead + CACHE_SLACK_TOKENS:
+    if served == "cold" and cached is not None and cached > lead + CACHE_SLACK_TOKENS:
         error = (
             f"not computed cold: {cached} tokens reused (the engine honours no cache_prompt, no cache_salt)"
         )
         return FidelityPathResult(**base, error=error, text=f"not compared ({error})")
     found = compare(reference.logprobs, record.logprobs, params.drift_tolerance)
-    text = found.text() + ("" if expect_cached is None or cached is not None else " (cache use not reported)")
+    text = found.text() + (" (cache use not reported)" if served == "cached" and cached is None else "")
     return FidelityPathResult(
         **base,
         compared=found.compared,
