@@ -46,7 +46,11 @@ def _context_limit(plan: DeploymentPlan, running: Running, checks: Checks) -> Co
         return ContextLimit(plan.limit_tokens, "limit_tokens in the campaign file")
     try:
         return read_context_limit(
-            running.base_urls[0], api_key=running.api_key, fix="limit_tokens = N in the deployment's table"
+            running.base_urls[0],
+            api_key=running.api_key,
+            fix="limit_tokens = N in the deployment's table",
+            model=plan.served,
+            model_fix="set the deployment's served_name",
         )
     except ContextLimitUnstated:
         if any(check.needs_limit for check, _ in selected(checks)):

@@ -14,6 +14,7 @@ from ctxbench.engines.limits import read_context_limit
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel, demo_model_path
 from ctxbench.engines.prom import common_metrics
+from ctxbench.errors import UsageError
 from ctxbench.params import CapacityParams, NeedleParams
 from ctxbench.store import RunDir
 from ctxbench.text.gguf_vocab import gguf_token_counter
@@ -93,6 +94,15 @@ async def test_needle_grid_sends_fresh_prompts_and_logs_each(
     assert max(t.cached_tokens or 0 for t in trials) < 12
     assert len((run.path / "niah.log").read_text().splitlines()) == 6
     assert sum(n for _, n in recall_by_length(trials).values()) == 6  # random weights: k is noise, n is not
+
+
+def test_the_limit_is_read_for_the_model_requests_name(tiny_server: LlamaServer) -> None:
+    # Issue 57: the limit came from the first model /v1/models lists, and a name it does not list passed.
+    assert read_context_limit(tiny_server.base_url, model="tiny").tokens == TINY_SLOT_CONTEXT
+    with pytest.raises(
+        UsageError, match=r"/v1/models lists 'tiny', not 'm2': set --model to the model to measure"
+    ):
+        read_context_limit(tiny_server.base_url, model="m2")
 
 
 @pytest.mark.breaks_run_invariants("the seed's mistake, made on purpose: a fresh prompt sent again")

@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 import httpx
+import pytest
 
 from ctxbench.campaign_file import load_campaign
 from ctxbench.client import Client
@@ -188,3 +189,18 @@ def test_plans_take_readiness_compile_cache_and_death_signal_from_the_engine(tmp
     assert sglang.specs[0].ready_paths == SGLANG.ready_paths
     assert llama.specs[0].ready_paths == ("/health",) and llama.specs[0].death_signal == signal.SIGKILL
     assert VLLM.compile_cache_env in vllm.specs[0].env
+
+
+def test_the_limit_is_the_served_model_s_where_the_server_lists_several() -> None:
+    # Issue 57: a server listing m1 (8,192) and m2 (2,048), measured as m2, said "limit 8192".
+    from ctxbench.engines.limits import served_entry
+    from ctxbench.errors import UsageError
+
+    models = {"data": [{"id": "m1", "max_model_len": 8192}, {"id": "m2", "max_model_len": 2048}]}
+    assert served_entry(models, "m2", "u", "fix")["max_model_len"] == 2048
+    assert served_entry(models, None, "u", "fix")["id"] == "m1"
+    assert served_entry({"data": []}, "m2", "u", "fix") == {}
+    with pytest.raises(
+        UsageError, match="u lists 'm1', 'm2', not 'm3': set served_name to the model to measure"
+    ):
+        served_entry(models, "m3", "u", "set served_name")

@@ -320,6 +320,6 @@ def _counter_and_limit(url: str, model: str, tokenizer: Path | None, gguf: Path 
     from ..text.tokens import load_token_counter
 
     counter = load_token_counter(tokenizer, gguf, url, model)
-    stated = ContextLimit(limit, "--limit") if limit is not None else read_context_limit(url)
+    stated = ContextLimit(limit, "--limit") if limit is not None else read_context_limit(url, model=model)
     console.print(f"tokenizer: {counter.source}; context limit {stated.tokens} ({stated.source})")
     return counter, stated
