@@ -159,6 +159,21 @@ class NeedleFile(CheckFile):
     def recall_sorted(self) -> list[tuple[int, Recall]]:
         return sorted((int(length), r) for length, r in self.recall_by_length.items())
 
+    def recall_text(self, length: int, recall: Recall, control: bool = False) -> str:
+        """ "k/n" where something was scored (and how many failed beside it); else what happened in words:
+        skipped (why), failed (how many, the first error), never 0/0."""
+        trials = [t for t in self.trials if t.length == length and t.control == control]
+        failed = [t for t in trials if t.error is not None]
+        if recall.scored:
+            return f"{recall.found}/{recall.scored}" + (f" ({len(failed)} failed)" if failed else "")
+        if failed:
+            first = (failed[0].error or "").split(" (", 1)[0][:100]
+            return f"not scored: {len(failed)} of {len(trials)} failed (first: {first})"
+        skipped = [t for t in trials if t.skipped]
+        if skipped:
+            return f"skipped: {(skipped[0].skipped or '').split(';')[0]}"
+        return "not scored"
+
 
 # --- throughput.json ---------------------------------------------------------------------------------
 

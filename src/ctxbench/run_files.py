@@ -65,6 +65,7 @@ class Manifest(_Open):
     ended_at: str | None = None  # None: the run has not ended (or was killed before it could say)
     note: str = ""
     checks: list[str] = []
+    check: str | None = None  # an ad-hoc command's one check (`ctxbench needle`, ...); `checks` is then empty
     check_parameters: dict[str, Any] = {}
     attempts: list[Attempt] = []
     failed: Failure | None = None

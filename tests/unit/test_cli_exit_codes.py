@@ -62,6 +62,10 @@ def test_a_command_whose_requests_failed_exits_1_naming_what_the_server_answered
     assert done.stderr.startswith("error: ") and "request(s) failed" in done.stderr, done.stderr
     assert NAMED.get(mode, "disconnected") in done.stderr, done.stderr
     assert "verdict: " in done.stdout
+    # Issue 57: what failed reads as failed, never as 0/0, and the check that ran never "did not run".
+    assert "0/0" not in done.stdout and "check did not run" not in done.stdout, done.stdout
+    if command == "needle":
+        assert "needle recall: 1024 tokens not scored: 1 of 1 failed (first: " in done.stdout, done.stdout
     if command == "capacity":  # the over-limit prompt was not rejected as over the limit: a failure too
         assert "rejected as it should be" not in done.stdout and "verdict: FAILED" in done.stdout
 

@@ -312,13 +312,10 @@ def quality(
     line = event_loop.run(main())
     for scoring in ("strict", "flexible"):
         figures = line[scoring]
-        accuracy = (
-            "n/a"
-            if figures["accuracy"] is None
-            else (f"{figures['accuracy']:.3f} [{figures['low']:.3f}, {figures['high']:.3f}]")
-        )
-        console.print(
-            f"{scoring}: {figures['correct']}/{line['n']} = {accuracy} (Wilson 95%)", highlight=False
-        )
+        if figures["accuracy"] is None:  # nothing answered: no accuracy, never 0/0
+            say(f"{scoring}: not scored ({line['failed']} request(s) failed, none answered)")
+            continue
+        accuracy = f"{figures['accuracy']:.3f} [{figures['low']:.3f}, {figures['high']:.3f}]"
+        say(f"{scoring}: {figures['correct']}/{line['n']} = {accuracy} (Wilson 95%)")
     console.print(f"{line['failed']} failed request(s); samples: {results / 'quality' / 'quality.jsonl'}")
     _finish(run, results)

@@ -154,8 +154,12 @@ def claims_summary(run: RunDir) -> list[str]:
         control = needle.control
         lines.append(
             "needle recall: "
-            + (f"control {control.length} tokens {control.found}/{control.scored}; " if control else "")
-            + ", ".join(f"{n} tokens {r.found}/{r.scored}" for n, r in needle.recall_sorted())
+            + (
+                f"control {control.length} tokens {needle.recall_text(control.length, control, True)}; "
+                if control
+                else ""
+            )
+            + ", ".join(f"{n} tokens {needle.recall_text(n, r)}" for n, r in needle.recall_sorted())
         )
     records = list(run.records())
     rows = ramp_table_rows(run, records)
@@ -167,8 +171,20 @@ def claims_summary(run: RunDir) -> list[str]:
         pooled = decode_stall.pooled_stall(
             decode_stall.user_stalls([r for r in records if r.request_id in ids]).values()
         )
+        failed = [
+            r.error
+            for r in records
+            if r.error is not None and r.labels.get("check") == "ramp" and r.labels.get("users") == str(users)
+        ]
+        recall = (
+            f"recall {sum(int(r['recall']) for r in scored)}/{len(scored)}"
+            if scored
+            else f"recall not scored: {len(failed)} turn(s) failed (first: {failed[0].message[:80]})"
+            if failed
+            else "recall not scored"
+        )
         lines.append(
-            f"ramp, {users} user(s): recall {sum(int(r['recall']) for r in scored)}/{len(scored)}"
+            f"ramp, {users} user(s): {recall}"
             + (
                 f", decode under another user's prefill {decode_stall.format_stall(pooled)}"
                 if users > 1 and pooled
