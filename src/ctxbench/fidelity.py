@@ -42,6 +42,10 @@ class Comparison:
     # At the first divergence: how far below its choice the reference ranked the token taken instead (None:
     # not in its top-k, or no divergence).
     tie_gap: float | None = None
+    # At the first divergence: how many of the reference's top-k the other answer also ranks, and how far the
+    # log-probabilities of those moved (None: none shared): a distribution reshuffled, or a token replaced.
+    divergence_shared: int | None = None
+    divergence_drift: float | None = None
 
     @property
     def holds(self) -> bool:
@@ -51,7 +55,7 @@ class Comparison:
 
     def text(self) -> str:
         if self.verdict == "diverged":
-            return f"diverged at token {self.first_divergence}"
+            return f"diverged at token {self.first_divergence}{self._at_divergence()}"
         if self.verdict == "diverged at a near tie":
             return (
                 f"diverged at token {self.first_divergence} at a near tie (the cold answer ranked the token "
@@ -66,6 +70,12 @@ class Comparison:
             )
             return f"drifted: {drift} (over the tolerance {self.tolerance:g}){then}"
         return f"same tokens, {drift}"
+
+    def _at_divergence(self) -> str:
+        if self.divergence_shared is None:
+            return ""
+        moved = "" if self.divergence_drift is None else f", moved up to {self.divergence_drift:.2g}"
+        return f" ({self.divergence_shared} of the cold answer's top-k ranked there{moved})"
 
 
 HOLDS: tuple[Verdict, ...] = ("bitwise identical", "same tokens, within tolerance", "diverged at a near tie")
@@ -106,6 +116,12 @@ def compare(reference: Sequence[TokenLogprob], other: Sequence[TokenLogprob], to
         # the log-probability the other answer gives it, within the tolerance
         if ranked is not None and abs(other[first].logprob - ranked) <= tolerance:
             gap = reference[first].logprob - ranked
+    shared_there, moved_there = None, None
+    if first is not None and first < compared:
+        a, b = _top(reference[first]), _top(other[first])
+        if a and b:
+            shared_there = len(set(a) & set(b))
+            moved_there = max((abs(a[k] - b[k]) for k in set(a) & set(b)), default=None)
     if worst is not None and worst > tolerance:
         verdict: Verdict = "drifted"
     elif first is not None:
@@ -125,6 +141,8 @@ def compare(reference: Sequence[TokenLogprob], other: Sequence[TokenLogprob], to
         verdict=verdict,
         tolerance=tolerance,
         tie_gap=gap,
+        divergence_shared=shared_there,
+        divergence_drift=moved_there,
     )
 
 

@@ -98,6 +98,12 @@ def test_a_cached_path_that_diverged_fails_the_deployment_where_cold_is_determin
     assert data.failures() == ["warm at 512 tokens: diverged"]  # the load path is batching, reported apart
     status, reasons = status_of({"fidelity_failures": data.failures()}, random_weights=False)
     assert status == "failed" and reasons[0].startswith("the cache changed the answer: warm at 512 tokens")
+    # Random weights: nearly flat answers, where numerics flip tokens (an H100 at 256K and 1M): reported, no
+    # verdict on the cache.
+    status, reasons = status_of({"fidelity_failures": data.failures()}, random_weights=True)
+    assert status == "provisional" and reasons[0].startswith(
+        "the cache did not give the cold answer: warm at 512"
+    )
 
 
 def test_where_cold_is_not_deterministic_the_comparisons_are_no_verdict() -> None:
