@@ -1,12 +1,15 @@
 """A server on 127.0.0.1 that is not an OpenAI-compatible one: every request gets the same wrong answer (404
 with a JSON error, 500 with a text body, 200 with an HTML page, the connection closed unanswered), or, as
-"endless", a chat stream that never ends (a token every 50 ms); in a thread of the test process.
+"endless", a chat stream that never ends (a token every 50 ms), or, as "no_done", a whole answer (tokens, the
+finish reason, usage) and then nothing, neither [DONE] nor a close, for a minute; in a thread of the test
+process.
 
 `python tests/bad_server.py MODE` serves one until killed, printing its URL first (to try a command by hand).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -36,6 +39,9 @@ def _handler(mode: str) -> type[BaseHTTPRequestHandler]:
             if mode == "endless" and self.command == "POST":
                 self._endless()
                 return
+            if mode == "no_done" and self.command == "POST":
+                self._no_done()
+                return
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
@@ -55,6 +61,21 @@ def _handler(mode: str) -> type[BaseHTTPRequestHandler]:
                     time.sleep(0.05)
             except OSError:  # the client went away
                 self.close_connection = True
+
+        def _no_done(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            events = [
+                *({"choices": [{"index": 0, "delta": {"content": "x"}}]} for _ in range(3)),
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3}},
+            ]
+            for event in events:
+                self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+            self.wfile.flush()
+            time.sleep(60)  # open and silent: no [DONE], no close
+            self.close_connection = True
 
         do_GET = do_POST = _answer
 

@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 from . import answers
 from .answers import closing_event, http_error, not_a_stream, token_of, unplanned_prompt, usage_of
 from .gc_pause import NO_FULL_COLLECTIONS
+from .param_types import DEFAULT_READ_TIMEOUT_S
 from .records import CacheIntent, Chunk, RequestError, RequestRecord, TokenLogprob, Usage
 from .request_json import RequestJson
 from .sse import SseDecoder
@@ -29,9 +30,6 @@ from .transport import HEAD_NS, STAMPED, LeanTransport, StampedBody
 Message = Mapping[str, Any]
 TransportFactory = Callable[[], httpx.AsyncBaseTransport]
 
-# A 1M-token prompt is ~4 MB of JSON and a prefill can be silent for minutes: the read timeout
-# is the longest silence we accept between two bytes, not a limit on the whole request.
-DEFAULT_READ_TIMEOUT_S = 1800.0
 _MALFORMED_KEEP_CHARS = 300
 
 

@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from .errors import CampaignFileError
-from .param_types import Strict, Tokens
+from .param_types import DEFAULT_READ_TIMEOUT_S, Strict, Tokens
 from .params import CHECK_NAMES, Checks  # the campaign file's [checks.*] tables are the check schemas
 
 BUILTIN_MODELS = ("ctxbench:demo", "ctxbench:tiny")
@@ -52,6 +52,9 @@ class _Deployment(Strict):
     # A Hugging Face tokenizer file or directory, or "server": count with the server's own /tokenize.
     tokenizer: Literal["server"] | Path | None = None
     ready_timeout_s: float = Field(900.0, gt=0, le=24 * 3600)
+    # The longest silence accepted between two bytes of an answer before the request is recorded as a
+    # `timeout` (a stream that never sends [DONE] and stays open, a server that stalls).
+    read_timeout_s: float = Field(DEFAULT_READ_TIMEOUT_S, gt=0, le=24 * 3600)
     random_weights: bool = False
     note: str = Field("", max_length=2000)
     # The *name* of the environment variable holding an API key, never the key: requests send it as a

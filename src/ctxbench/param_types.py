@@ -7,6 +7,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+# A 1M-token prompt is ~4 MB of JSON and a prefill can be silent for minutes: the read timeout is the longest
+# silence accepted between two bytes of an answer, not a limit on the whole request (`--read-timeout`,
+# a deployment's `read_timeout_s`).
+DEFAULT_READ_TIMEOUT_S = 1800.0
 MAX_TOKENS_PER_PROMPT = 1 << 24  # 16M: beyond any model's window; a typo like 1000M is caught here
 _SUFFIXES = {"k": 1024, "m": 1024 * 1024}
 

@@ -19,7 +19,7 @@ from typing import Any
 from . import __version__, event_loop
 from .checks.base import RunContext
 from .checks.catalog import longest_prompt, selected
-from .client import Client
+from .client import Client, Timeouts
 from .engines.chat_template import TEMPLATE_FILE, compare_with_counter, template_warnings
 from .engines.deployment import DeploymentPlan, Running, merged_samples
 from .engines.kinds import engine
@@ -245,7 +245,13 @@ def _run_checks(
 
     async def run_all() -> None:
         clients = [
-            Client(url, plan.served, api_key=running.api_key, on_interrupted=run.append)
+            Client(
+                url,
+                plan.served,
+                api_key=running.api_key,
+                on_interrupted=run.append,
+                timeouts=Timeouts(read_s=plan.read_timeout_s),
+            )
             for url in running.base_urls
         ]
         client = clients[0] if len(clients) == 1 else Router(clients)

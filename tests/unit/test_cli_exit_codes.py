@@ -85,7 +85,26 @@ def test_a_server_without_a_tokenizer_or_a_limit_is_named_with_its_answer(tmp_pa
     assert f"{url}/v1/models: HTTP 200 (text/html)" in limited.stderr and "(--limit)" in limited.stderr
 
 
-def test_ctrl_c_exits_130_saying_so_and_records_the_request_in_flight(tmp_path: Path) -> None:
+def test_a_stream_that_never_ends_is_a_recorded_timeout_after_the_read_timeout(tmp_path: Path) -> None:
+    # Issue 57: every token and usage, then no [DONE] and the connection kept open: each request waited the
+    # 1,800 s read timeout, which no flag set.
+    with bad_server("no_done") as url:
+        done = ctxbench(
+            ["probe", "--url", url, "--model", "m", "--results", str(tmp_path / "r"), "--read-timeout", "1"],
+            tmp_path,
+        )
+    assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
+    assert "request(s) failed, first: timeout" in done.stderr, done.stderr
+    (requests,) = (tmp_path / "r" / "runs").glob("*/requests.jsonl")
+    records = [json.loads(line) for line in requests.read_text().splitlines()]
+    assert records and all(r["error"]["kind"] == "timeout" and len(r["chunks"]) == 3 for r in records)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_exits_130_saying_so_and_records_the_request_in_flight(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    # Issue 57: SIGTERM (a scheduler, `kill`) left no record of the request in flight; Ctrl-C did.
     with bad_server("endless") as url:
         # SIGINT as a terminal's Ctrl-C delivers it, to a child that starts with the default handler (a
         # suite started in the background leaves SIGINT ignored, and children inherit that)
@@ -103,7 +122,7 @@ def test_ctrl_c_exits_130_saying_so_and_records_the_request_in_flight(tmp_path: 
         while time.monotonic() < deadline and not list(manifests.glob("*/manifest.json")):
             time.sleep(0.05)
         time.sleep(1.0)  # the first request is streaming: the endless server never ends it
-        child.send_signal(signal.SIGINT)
+        child.send_signal(sig)
         try:
             _, stderr = child.communicate(timeout=60)
         finally:

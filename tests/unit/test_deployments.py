@@ -48,6 +48,7 @@ ctx_size = "64K"
 parallel = 2
 args = ["-ngl", "99"]
 gpus = [1]
+read_timeout_s = 120
 """
 
 
@@ -204,3 +205,9 @@ def test_the_limit_is_the_served_model_s_where_the_server_lists_several() -> Non
         UsageError, match="u lists 'm1', 'm2', not 'm3': set served_name to the model to measure"
     ):
         served_entry(models, "m3", "u", "set served_name")
+
+
+def test_a_deployment_s_read_timeout_reaches_its_plan(tmp_path: Path) -> None:
+    # Issue 57: no campaign key set the 1,800 s read timeout.
+    _, (vllm, _, llama) = plans(tmp_path)
+    assert (vllm.read_timeout_s, llama.read_timeout_s) == (1800.0, 120.0)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -139,7 +141,10 @@ def _report(exc: BaseException) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The one error boundary: every command's failure reaches the user here as `error: ...` on stderr and an
-    exit code (errors.py), never as a traceback unless --debug asks for one."""
+    exit code (errors.py), never as a traceback unless --debug asks for one. SIGTERM (a scheduler, `kill`,
+    a container stopping) is taken as Ctrl-C: requests in flight are recorded as interrupted, engines
+    stopped."""
+    terminated = _sigterm_as_interrupt()
     try:
         code = app(args=argv, prog_name="ctxbench", standalone_mode=False)
     except _ClickException as exc:  # a bad flag or argument: click names it
@@ -168,12 +173,23 @@ def main(argv: list[str] | None = None) -> int:
         )
         _traceback(exc)
         return EXIT_INTERNAL
+    finally:
+        if terminated is not None:
+            signal.signal(signal.SIGTERM, terminated)
     if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C into Exit(130) before any handler here sees it
         _error(
             "interrupted; what was measured is written and requests in flight are recorded as "
             "interrupted (rerun the same command to resume a campaign)"
         )
     return code if isinstance(code, int) else 0
+
+
+def _sigterm_as_interrupt() -> Any:
+    """Raise KeyboardInterrupt on SIGTERM, as on Ctrl-C; returns the handler it replaced (None: not the main
+    thread, where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 def _error(message: str) -> None:
@@ -298,6 +314,17 @@ CorpusOption = Annotated[Path | None, typer.Option(help="Directory of your own .
 
 
 CampaignOption = Annotated[str, typer.Option(help="Campaign name; part of every request's seed.")]
+
+
+ReadTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--read-timeout",
+        min=0.001,
+        help="Seconds of silence between two bytes of an answer before the request is recorded as a timeout "
+        "(a stream that never ends; a prefill of a million tokens can be silent for minutes).",
+    ),
+]
 
 
 LimitOption = Annotated[int | None, typer.Option(help="Context limit, if the server does not state one.")]

@@ -9,7 +9,8 @@ import typer
 
 from .. import event_loop
 from ..checks.probe import probe_request_count, run_probe
-from ..client import Client
+from ..client import Client, Timeouts
+from ..param_types import DEFAULT_READ_TIMEOUT_S
 from ..params import CapacityParams, FidelityParams, NeedleParams, ProbeParams, QualityParams, RampParams
 from ..records import RequestRecord
 from .common import (
@@ -18,6 +19,7 @@ from .common import (
     GgufOption,
     LimitOption,
     ModelOption,
+    ReadTimeoutOption,
     ResultsOption,
     TokenizerOption,
     UrlOption,
@@ -40,6 +42,7 @@ def probe(
     model: ModelOption,
     spec: ProbeParams,
     results: ResultsOption = Path("results"),
+    read_timeout: ReadTimeoutOption = DEFAULT_READ_TIMEOUT_S,
 ) -> None:
     """Send a few streamed chat requests (alone, then concurrently); record TTFT, decode rate, tokens."""
     run = _adhoc_run(results, model, "probe", deployment=url, model=model)
@@ -47,7 +50,9 @@ def probe(
     async def main() -> list[RequestRecord]:
         with _progress() as progress:
             task = progress.add_task("requests", total=probe_request_count(spec))
-            async with Client(url, model, on_interrupted=run.append) as client:
+            async with Client(
+                url, model, on_interrupted=run.append, timeouts=Timeouts(read_s=read_timeout)
+            ) as client:
                 return await run_probe(client, spec, run, lambda _: progress.advance(task))
 
     _print_records(event_loop.run(main()))
@@ -65,6 +70,7 @@ def capacity(
     limit: LimitOption = None,
     campaign: CampaignOption = "adhoc",
     results: ResultsOption = Path("results"),
+    read_timeout: ReadTimeoutOption = DEFAULT_READ_TIMEOUT_S,
 ) -> None:
     """Claim 1: a fresh prompt near the server's limit is accepted, and one over it is cleanly rejected."""
     from ..checks.capacity import run_capacity
@@ -76,7 +82,9 @@ def capacity(
     run = _adhoc_run(results, model, "capacity", deployment=url, model=model, tokenizer=counter.source)
 
     async def main() -> None:
-        async with Client(url, model, on_interrupted=run.append) as client:
+        async with Client(
+            url, model, on_interrupted=run.append, timeouts=Timeouts(read_s=read_timeout)
+        ) as client:
             with console.status("sending a prompt near the limit, then one over it"):
                 await run_capacity(client, pool, stated, CapacityParams(), run, (campaign, url, run.run_id))
 
@@ -104,6 +112,7 @@ def needle(
     limit: LimitOption = None,
     campaign: CampaignOption = "adhoc",
     results: ResultsOption = Path("results"),
+    read_timeout: ReadTimeoutOption = DEFAULT_READ_TIMEOUT_S,
 ) -> None:
     """Claim 2: a fact planted in a fresh document at each depth, asked for at each length, after the same
     task at a short length (the control)."""
@@ -133,7 +142,9 @@ def needle(
                 progress.console.print(log_line(trial), highlight=False)
                 progress.advance(task)
 
-            async with Client(url, model, on_interrupted=run.append) as client:
+            async with Client(
+                url, model, on_interrupted=run.append, timeouts=Timeouts(read_s=read_timeout)
+            ) as client:
                 scope = (campaign, url, run.run_id)
                 await run_needle(client, pool, spec, run, scope, stated.tokens, done, force=force)
 
@@ -169,6 +180,7 @@ def ramp(
     corpus: CorpusOption = None,
     campaign: CampaignOption = "adhoc",
     results: ResultsOption = Path("results"),
+    read_timeout: ReadTimeoutOption = DEFAULT_READ_TIMEOUT_S,
 ) -> None:
     """Claim 3: conversations growing turn by turn, alone and beside other users; recall and decode stall."""
     from ..checks.ramp import run_ramp
@@ -203,7 +215,9 @@ def ramp(
                 )
                 progress.advance(task)
 
-            async with Client(url, model, on_interrupted=run.append) as client:
+            async with Client(
+                url, model, on_interrupted=run.append, timeouts=Timeouts(read_s=read_timeout)
+            ) as client:
                 await run_ramp(
                     client,
                     pool,
@@ -236,6 +250,7 @@ def fidelity(
     corpus: CorpusOption = None,
     campaign: CampaignOption = "adhoc",
     results: ResultsOption = Path("results"),
+    read_timeout: ReadTimeoutOption = DEFAULT_READ_TIMEOUT_S,
 ) -> None:
     """Cache fidelity: one fresh document a length, cold twice, then warm, partly cached and under load, each
     answer compared token by token with its cold one (docs/metrics.md, "Cache fidelity")."""
@@ -259,7 +274,9 @@ def fidelity(
     async def main() -> None:
         with _progress() as progress:
             task = progress.add_task("requests", total=spec.request_count())
-            async with Client(url, model, on_interrupted=run.append) as client:
+            async with Client(
+                url, model, on_interrupted=run.append, timeouts=Timeouts(read_s=read_timeout)
+            ) as client:
                 found = await run_fidelity(
                     client, pool, spec, run, (campaign, model, run.run_id), lambda _: progress.advance(task)
                 )
@@ -284,6 +301,7 @@ def quality(
         str | None, typer.Option(help="Name in quality.jsonl (default: the model).")
     ] = None,
     results: ResultsOption = Path("results"),
+    read_timeout: ReadTimeoutOption = DEFAULT_READ_TIMEOUT_S,
 ) -> None:
     """GSM8K accuracy, scored as lm-evaluation-harness does (strict and flexible), with Wilson 95%
     intervals."""
@@ -304,7 +322,9 @@ def quality(
     async def main() -> dict:
         with _progress() as progress:
             task = progress.add_task("problems", total=spec.samples)
-            async with Client(url, model, on_interrupted=run.append) as client:
+            async with Client(
+                url, model, on_interrupted=run.append, timeouts=Timeouts(read_s=read_timeout)
+            ) as client:
                 return await run_quality(
                     client, spec, run, results, deployment=name, on_sample=lambda _: progress.advance(task)
                 )

@@ -25,6 +25,7 @@ from ..config import (
     VllmDeployment,
 )
 from ..errors import EngineNotReady
+from ..param_types import DEFAULT_READ_TIMEOUT_S
 from ..redaction import redact_command, redact_env
 from .chat_template import served_template
 from .kinds import EXTERNAL, LLAMACPP, engine
@@ -47,6 +48,7 @@ class DeploymentPlan:
     compile_cache: Path | None = None
     replica_gpus: tuple[tuple[int, ...], ...] = ()
     limit_tokens: int | None = None  # an external server's limit from the campaign file (`limit_tokens`)
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S  # the deployment's `read_timeout_s`
 
     @property
     def gpu_count(self) -> int:
@@ -109,6 +111,7 @@ def plan_deployment(deployment: Deployment, *, resolve: bool = True) -> Deployme
             api_key_env=deployment.api_key_env,
             replica_gpus=tuple(tuple(g) for g in deployment.replica_gpus()),
             limit_tokens=deployment.limit_tokens,
+            read_timeout_s=deployment.read_timeout_s,
         )
     model = resolve_model(deployment.model, deployment.engine, write=resolve, tiny=deployment.tiny_model)
     kind = engine(deployment.engine)
@@ -143,6 +146,7 @@ def plan_deployment(deployment: Deployment, *, resolve: bool = True) -> Deployme
         api_key_env=deployment.api_key_env,
         compile_cache=getattr(deployment, "compile_cache", None),
         replica_gpus=tuple(tuple(g) for g in deployment.replica_gpus()),
+        read_timeout_s=deployment.read_timeout_s,
     )
 
 
