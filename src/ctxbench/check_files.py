@@ -77,6 +77,13 @@ class CapacityFile(CheckFile):
     request_ids: tuple[str, str]
     holds: bool  # accepted near the limit and rejected over it as a context-limit error
 
+    @property
+    def miscounted(self) -> str | None:
+        """The near-limit prompt was answered but the server counted it otherwise than planned: a counting
+        mismatch (its chat template or tokenizer is not the counter's), not a capacity verdict; its words."""
+        error = self.near_limit_error or ""
+        return error.removeprefix("prompt_not_planned: ") if error.startswith("prompt_not_planned") else None
+
 
 # --- needle.json -------------------------------------------------------------------------------------
 

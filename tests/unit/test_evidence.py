@@ -214,3 +214,41 @@ def test_load_failures_and_a_trace_s_over_long_lines_are_not_refusals(
     status: int, check: str, kind: str
 ) -> None:
     assert not _failed("r", status, check, kind).refused_by_server
+
+
+def test_a_counting_mismatch_at_the_limit_is_named_as_one_not_as_the_capacity(tmp_path: Path) -> None:
+    # Issue 57: "capacity: does NOT hold ... (prompt_not_planned)" and "the capacity claim does not hold"
+    # for a server that counts the prompt otherwise; the cell cut mid-word.
+    from ctxbench.check_files import CapacityFile
+    from ctxbench.records import RequestError
+
+    run = RunDir.create(tmp_path, "miscounted")
+    run.write_manifest({"deployment": "d", "checks": ["capacity"]})
+    said = (
+        "server counted 9912 tokens, planned 8160 (+1752, beyond the tolerance of 88: its chat template or "
+        "tokenizer is not the counter's)"
+    )
+    error = RequestError(kind="prompt_not_planned", message=said)
+    near = _failed("capacity-near", 200, "capacity").model_copy(update={"error": error, "http_status": 200})
+    run.append(near)
+    CapacityFile(
+        limit_tokens=8192,
+        limit_source="x",
+        target_tokens=8160,
+        accepted=True,
+        prompt_tokens=9912,
+        count_error_tokens=1752,
+        prefill_s=None,
+        prefill_tokens_per_s=None,
+        near_limit_error=f"prompt_not_planned: {said}",
+        over_limit_tokens=8448,
+        over_limit_rejected=True,
+        over_limit_outcome="rejected",
+        request_ids=("capacity-near", "capacity-over"),
+        holds=False,
+    ).save(run.path)
+    (row,) = collect(tmp_path)
+    assert row.capacity.text.startswith("not concluded: a counting mismatch (server counted 9912 tokens")
+    assert row.capacity.text.endswith(" ...)") and "beyo" not in row.capacity.text.split()[-2]
+    assert row.status == "failed" and row.reasons[0].startswith("1 prompt(s) were not what was planned")
+    assert not any("capacity claim" in reason for reason in row.reasons)

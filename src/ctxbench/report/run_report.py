@@ -144,7 +144,9 @@ def claims_summary(run: RunDir) -> list[str]:
     if died:  # the engine's death, not the check's verdict: the check's result file says nothing
         lines.append(f"{died}: not concluded, the engine died during it (the verdict says how)")
     capacity = CapacityFile.load(run.path)
-    if capacity is not None and died != "capacity":
+    if capacity is not None and died != "capacity" and capacity.miscounted:
+        lines.append(f"capacity: not concluded: a counting mismatch ({capacity.miscounted})")
+    elif capacity is not None and died != "capacity":
         lines.append(
             f"capacity: {'holds' if capacity.holds else 'does NOT hold'} at {capacity.target_tokens} of "
             f"{capacity.limit_tokens} tokens; over the limit: {capacity.over_limit_outcome[:80]}"

@@ -64,6 +64,18 @@ def _head(message: str) -> str:
     return message.removeprefix("prompt_not_planned: ").split(" (", 1)[0]
 
 
+def _clause(text: str, most: int = 100) -> str:
+    """`text` whole if short, else cut at the last clause or word boundary within `most` characters, never
+    mid-word (the run report has the whole text)."""
+    if len(text) <= most:
+        return text
+    head = text[:most]
+    for mark in ("; ", ": ", ", ", " ("):
+        if (at := head.rfind(mark)) > most // 2:
+            return head[:at] + " ..."
+    return head.rsplit(" ", 1)[0] + " ..."
+
+
 def _rel(results: Path, path: Path) -> str:
     return str(path.relative_to(results))
 
@@ -81,11 +93,17 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     capacity = CapacityFile.load(run.path)
     if capacity is not None and run.died_during() == "capacity":
         cells["capacity"] = Cell("not concluded: the engine died during it", _rel(results, run.path))
+    elif capacity is not None and capacity.miscounted:
+        # a counting mismatch, named as one: the prompt_not_planned rule fails the row, not the capacity rule
+        cells["capacity"] = Cell(
+            f"not concluded: a counting mismatch ({_clause(capacity.miscounted)})",
+            _rel(results, CapacityFile.path_in(run.path)),
+        )
     elif capacity is not None:
         text = (
             f"holds at {capacity.target_tokens} of {capacity.limit_tokens}"
             if capacity.holds
-            else f"FAILS: {capacity.near_limit_error or capacity.over_limit_outcome}"[:80]
+            else f"FAILS: {_clause(capacity.near_limit_error or capacity.over_limit_outcome)}"
         )
         cells["capacity"] = Cell(text, _rel(results, CapacityFile.path_in(run.path)))
         facts["capacity_holds"] = capacity.holds
@@ -245,7 +263,7 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
     failed = facts.get("failed")
     if isinstance(failed, dict):
         first = (str(failed.get("error", "")).splitlines() or [""])[0].split(" Command: ")[0]
-        return "failed", (f"the deployment failed: {first[:160]}",)
+        return "failed", (f"the deployment failed: {_clause(first, 400)}",)
     if facts.get("capacity_holds") is False:
         return "failed", ("the capacity claim does not hold",)
     not_planned = facts.get("not_planned")
@@ -258,7 +276,7 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
     refused = cast(list[RequestRecord], facts.get("refused") or [])
     if refused:
         one = refused[0]
-        said = (one.error.message if one.error else "")[:120]
+        said = _clause(one.error.message if one.error else "", 160)
         by_check = Counter(r.labels.get("check", "?") for r in refused)
         return "failed", (
             f"{len(refused)} request(s) refused by the server "
