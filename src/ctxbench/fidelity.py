@@ -63,7 +63,7 @@ class Comparison:
             )
         if self.verdict == "bitwise identical":
             return "bitwise identical"
-        drift = f"max |d logprob| {self.max_logprob_diff:.2g}"
+        drift = f"logprob drift up to {self.max_logprob_diff:.2g}"
         if self.verdict == "drifted":
             then = (
                 "" if self.first_divergence is None else f", then diverged at token {self.first_divergence}"

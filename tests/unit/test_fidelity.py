@@ -36,7 +36,7 @@ def test_a_small_drift_is_within_the_tolerance_and_a_large_one_is_not() -> None:
     assert small.max_logprob_diff == pytest.approx(0.001)
     large = compare(COLD, answer((1, -0.9, -2.0), (2, -0.7, -0.75), (3, -0.2, -3.0)), tolerance=0.1)
     assert large.verdict == "drifted" and not large.holds
-    assert large.text() == "drifted: max |d logprob| 0.4 (over the tolerance 0.1)"
+    assert large.text() == "drifted: logprob drift up to 0.4 (over the tolerance 0.1)"
 
 
 def test_a_drift_before_a_divergence_is_the_drift() -> None:

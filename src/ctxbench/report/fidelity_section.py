@@ -27,7 +27,7 @@ def fidelity_section(read: RunRead) -> list[str]:
         lines.append(f"- **The cache changed the answer**: {failure}.")
     for noise in data.cold_noise():
         lines.append(f"- Not deterministic cold at {noise}: the other comparisons are not a verdict.")
-    columns = ["length", "path", "cached tok", "compared", "first divergence", "identical", "max |d logprob|"]
+    columns = ["length", "path", "cached tok", "compared", "first divergence", "identical", "logprob drift"]
     columns += ["max top-k L1", "top-k overlap", "verdict"]
     rows = []
     diverged = []

@@ -20,6 +20,7 @@ from ..results.evidence import Cell, Row, evidence_row
 from ..results.retrieval import task_results
 from ..store import RunDir
 from .check_sections import ramp_table_rows
+from .tables import cell as table_cell
 
 PASS, FAIL, MEASURED = "pass", "**FAIL**", "measured"
 NOISE, UNSCORED = "not judged: random weights", "not scored"
@@ -40,7 +41,7 @@ def glance_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
         "|---|---|---|---|---|",
     ]
     lines += [
-        f"| {check} | {verdict} | {cell.text} | {why} | `{_source(results, run, cell)}` |"
+        f"| {check} | {verdict} | {table_cell(cell.text)} | {why} | `{_source(results, run, cell)}` |"
         for check, verdict, cell, why in _verdicts(run, row, records)
     ]
     if row.reasons:

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .. import decode_stall, metrics
-from ..check_files import CapacityFile, NeedleFile, ReturningFile, ThroughputFile, TraceFile
+from ..check_files import (
+    CapacityFile,
+    FidelityFile,
+    NeedleFile,
+    ReturningFile,
+    ThroughputFile,
+    TraceFile,
+)
 from ..checks.catalog import CHECKS
 from ..counters import reported_text
 from ..records import RequestRecord, requests_line
@@ -234,6 +241,9 @@ def claims_summary(run: RunDir) -> list[str]:
             + (f"not searched: {found['skipped']}" if "skipped" in found else search_text(found))
         )
     lines += _traffic_summary(run)
+    fidelity = FidelityFile.load(run.path)
+    if fidelity is not None:
+        lines.append(f"cache fidelity: {fidelity.summary()}")
     return lines
 
 

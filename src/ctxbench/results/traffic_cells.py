@@ -66,18 +66,15 @@ def returning_cell(results: Path, run: RunDir) -> dict[str, Cell]:
 
 
 def fidelity_cell(results: Path, run: RunDir, data: FidelityFile) -> dict[str, Cell]:
-    """Cache fidelity at the longest length: each path's verdict against its cold answer, and whether the
-    engine answers the same prompt identically cold. A value (1: every cached path the same tokens within the
-    tolerance, 0: not) only where cold was deterministic and a cached path was compared."""
+    """Cache fidelity at the longest length (`FidelityFile.summary`). A value (1: every cached path the same
+    tokens within the tolerance, 0: not) only where cold was deterministic and a cached path was compared."""
     source = str(FidelityFile.path_in(run.path).relative_to(results))
     longest = max(data.lengths, key=lambda length: length.length)
-    by_path = {p.path: p for p in longest.paths}
-    parts = [f"{p.path} {p.text}" for p in longest.paths if p.path != "cold"]
-    cold = by_path.get("cold")
+    cold = next((p for p in longest.paths if p.path == "cold"), None)
+    cached = [p for p in longest.paths if p.path in ("warm", "partial", "restored") and p.verdict is not None]
     deterministic = cold is not None and cold.bitwise
-    noise = "cold deterministic" if deterministic else f"cold {cold.text if cold else 'not run'}"
-    cached = [p for p in longest.paths if p.path in ("warm", "partial") and p.verdict is not None]
     value = float(all(p.holds for p in cached)) if deterministic and cached else None
-    counter = engine_hits(run, "fidelity") if any(p.cached_tokens is None for p in cached) else ""
-    text = f"at {longest.length} tokens: {'; '.join(parts)} ({noise}{counter})"
+    text = data.summary()
+    if any(p.cached_tokens is None for p in cached):  # where the records say nothing, the engine's counter
+        text = f"{text[:-1]}{engine_hits(run, 'fidelity')})"
     return {"fidelity": Cell(text, source, value)}
