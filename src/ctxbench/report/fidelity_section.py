@@ -19,8 +19,9 @@ def fidelity_section(read: RunRead) -> list[str]:
         "",
         f"At each length one fresh document, greedy, {spec['max_tokens']} tokens with their top-"
         f"{spec['top_logprobs']} log-probabilities: computed cold twice (the engine's own noise), then "
-        "served warm, partly cached (another question over the same document) and cold among other "
-        "requests, each compared token by token with its cold answer. Tolerance: "
+        "served warm, partly cached (another question over the same document), restored after other "
+        "prompts took the slots and cold among other requests, each compared token by token with its "
+        "cold answer. Tolerance: "
         f"{spec['drift_tolerance']:g} in a chosen token's log-probability (docs/metrics.md).",
     ]
     for failure in data.failures():
