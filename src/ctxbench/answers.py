@@ -12,25 +12,33 @@ from typing import Any
 from .records import RequestError, Usage
 
 
-def logprobs_of(choice: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A streamed choice's `logprobs.content` entries as `TokenLogprob` fields (none where it has none)."""
-    content = (
-        (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
-    )
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _token_id(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def logprobs_of(logprobs: object) -> list[dict[str, Any]]:
+    """A streamed choice's `logprobs` (its `content` entries) as `TokenLogprob` fields. An entry without a
+    numeric log-probability is left out, never an error: a malformed answer stays a record."""
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not isinstance(content, list):
         return []
     return [
         {
             "token": str(entry.get("token", "")),
-            "id": entry.get("id"),
-            "logprob": entry.get("logprob"),
+            "id": _token_id(entry.get("id")),
+            "logprob": entry["logprob"],
             "top": [
-                (str(t.get("token", "")), t.get("id"), t.get("logprob"))
+                (str(t.get("token", "")), _token_id(t.get("id")), t["logprob"])
                 for t in entry.get("top_logprobs") or []
+                if isinstance(t, dict) and _number(t.get("logprob"))
             ],
         }
         for entry in content
-        if isinstance(entry, dict)
+        if isinstance(entry, dict) and _number(entry.get("logprob"))
     ]
 
 

@@ -379,14 +379,14 @@ class FidelityFile(CheckFile):
             ]
         return out
 
-    def summary(self) -> str:
-        """The longest length's paths against their cold answers, and whether cold was deterministic: the
-        evidence cell's and the console's words."""
+    def summary(self, note: str = "") -> str:
+        """The longest length's paths against their cold answers, and whether cold was deterministic (and
+        `note`): the evidence cell's and the console's words."""
         longest = max(self.lengths, key=lambda length: length.length)
         parts = [f"{p.path} {p.text}" for p in longest.paths if p.path != "cold"]
         cold = next((p.text for p in longest.paths if p.path == "cold"), "not run")
         noise = "deterministic" if cold == "bitwise identical" else cold
-        return f"at {longest.length} tokens: {'; '.join(parts)} (cold {noise})"
+        return f"at {longest.length} tokens: {'; '.join(parts)} (cold {noise}{note})"
 
     def cold_noise(self) -> list[str]:
         """Lengths whose two cold answers were not bit for bit the same."""

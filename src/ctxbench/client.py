@@ -352,7 +352,8 @@ class _Outcome:
         finish = choice.get("finish_reason")
         if finish:
             self.finish_reason = str(finish)
-        self.logprobs += answers.logprobs_of(choice)
+        if "logprobs" in choice:  # asked for (the fidelity check): most streams carry none
+            self.logprobs += answers.logprobs_of(choice["logprobs"])
         token = token_of(choice)
         if token is not None:
             self.chunks.append((arrived_ns, *token))

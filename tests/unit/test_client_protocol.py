@@ -376,3 +376,32 @@ async def test_a_pooled_connection_is_reused_only_while_the_peer_keeps_it_quietl
     wire.close()
     if peer != "closed":
         theirs.close()
+
+
+async def test_log_probabilities_are_recorded_and_a_malformed_entry_is_left_out_not_raised() -> None:
+    # The fidelity check reads `logprobs.content`; a server that sends an entry without a numeric logprob
+    # (or an id that is not one) must still give a record, never an exception from the record's validation.
+    def token(text: str, logprob: object, top: list[dict[str, object]]) -> dict[str, object]:
+        entry = {"token": text, "id": 7, "logprob": logprob, "top_logprobs": top}
+        return {"choices": [{"index": 0, "delta": {"content": text}, "logprobs": {"content": [entry]}}]}
+
+    good = token(
+        "a", -0.5, [{"token": "a", "id": 7, "logprob": -0.5}, {"token": "b", "id": "x", "logprob": -1.0}]
+    )
+    bad = token("b", None, [])
+    odd_top = token("c", -0.25, [{"token": "c", "logprob": "high"}])
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=sse(good, bad, odd_top, delta("", "stop")))
+
+    async with client_for(handler) as client:
+        record = await client.chat([{"role": "user", "content": "x"}])
+    assert record.ok and record.text == "abc" and record.logprobs is not None
+    assert [(t.token, t.id, t.logprob) for t in record.logprobs] == [("a", 7, -0.5), ("c", 7, -0.25)]
+    assert record.logprobs[0].top == (("a", 7, -0.5), ("b", None, -1.0)) and record.logprobs[1].top == ()
+    async with client_for(lambda request: _plain()) as client:
+        assert (await client.chat([{"role": "user", "content": "x"}])).logprobs is None  # not asked: None
+
+
+async def _plain() -> httpx.Response:
+    return httpx.Response(200, content=sse(delta("a", "stop")))

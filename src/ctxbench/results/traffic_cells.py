@@ -74,7 +74,7 @@ def fidelity_cell(results: Path, run: RunDir, data: FidelityFile) -> dict[str, C
     cached = [p for p in longest.paths if p.path in ("warm", "partial", "restored") and p.verdict is not None]
     deterministic = cold is not None and cold.bitwise
     value = float(all(p.holds for p in cached)) if deterministic and cached else None
-    text = data.summary()
-    if any(p.cached_tokens is None for p in cached):  # where the records say nothing, the engine's counter
-        text = f"{text[:-1]}{engine_hits(run, 'fidelity')})"
+    # where the records say nothing of the cache, the engine's counter over the check
+    unreported = any(p.cached_tokens is None for p in cached)
+    text = data.summary(engine_hits(run, "fidelity") if unreported else "")
     return {"fidelity": Cell(text, source, value)}
