@@ -2,12 +2,42 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# The categories `make test` promises (markers): a skipped test of one fails the run, unless the user names
+# the category in CTXBENCH_ALLOW_SKIP (comma-separated), saying they accept the suite without it.
+PROMISED = {
+    "browser": "the report in a real browser (Debian's chromium: make test installs it where apt-get can)",
+    "netns": "Ray across network namespaces (needs root and iproute2's `ip netns`)",
+}
+ALLOW_SKIP = "CTXBENCH_ALLOW_SKIP"
+
+
+def _skipped_promises(reporter: pytest.TerminalReporter) -> dict[str, list[str]]:
+    allowed = {name.strip() for name in os.environ.get(ALLOW_SKIP, "").split(",")}
+    out: dict[str, list[str]] = {}
+    for report in reporter.stats.get("skipped", []):
+        for category in PROMISED.keys() - allowed:
+            if category in getattr(report, "keywords", {}):
+                out.setdefault(category, []).append(report.nodeid)
+    return out
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    # A run that executes no test must fail, also when everything collected was skipped.
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    passed = len(reporter.stats.get("passed", [])) if reporter is not None else 0
-    if exitstatus == 0 and passed == 0:
+    if reporter is None:
+        return
+    # A run that executes no test must fail, also when everything collected was skipped.
+    if exitstatus == 0 and not reporter.stats.get("passed"):
         session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+    skipped = _skipped_promises(reporter)
+    for category, nodes in skipped.items():
+        reporter.write_line(
+            f"error: {len(nodes)} {category} test(s) skipped ({nodes[0]} first): {PROMISED[category]}. "
+            f"Make it available, or run with {ALLOW_SKIP}={category} to accept the suite without them.",
+            red=True,
+        )
+    if skipped and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

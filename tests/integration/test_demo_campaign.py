@@ -17,6 +17,8 @@ from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
 from ctxbench.check_files import FidelityFile
 from ctxbench.engines.models import TinyModel
+from ctxbench.results.llmd_report import run_reports
+from ctxbench.results.llmd_schema import VERSIONS, load_report
 from ctxbench.store import RunDir
 
 pytestmark = pytest.mark.engine
@@ -75,3 +77,32 @@ def test_the_demo_campaign_sends_each_request_once_and_fresh(tmp_path: Path, tin
     assert judged == bounded, audit.counter_bounds
     fidelity = FidelityFile.load(run.path)
     assert fidelity is not None and fidelity.failures() == [] and fidelity.cold_noise() == [], fidelity
+    assert_exports_say_what_ran(run, Path(tiny.gguf).name)
+
+
+def assert_exports_say_what_ran(run: RunDir, model: str) -> None:
+    """The run's llm-d export, in both versions upstream defines, loads back through the version's model and
+    names what ran: llama.cpp, the model file (not its served alias), each stage's load as sent, the ramp's
+    and the returning users' conversations as sessions (v0.2.1)."""
+    for version in VERSIONS:
+        written = run_reports(run, version)
+        reports = {r.run.uid.split("/", 1)[1]: json.loads(json.dumps(r.dump())) for r in written}
+        assert {"probe", "capacity", "returning", "fidelity"} <= set(reports), sorted(reports)
+        for stage, data in reports.items():
+            assert load_report(data).dump() == data and data["version"] == version, stage
+            engine = data["scenario"]["stack"][0]["standardized"]
+            assert (engine["kind"], engine["tool"], engine["model"]) == ("generic", "llama.cpp", model), stage
+            load = data["scenario"]["load"]["standardized"]
+            if stage.startswith("throughput-u"):
+                assert load["concurrency"] == int(stage.removeprefix("throughput-u")), stage
+            sessions = data["results"].get("session_performance")
+            if version == "0.2.1" and stage.startswith(("ramp-u", "returning")):
+                total = data["results"]["request_performance"]["aggregate"]["requests"]["total"]
+                assert sessions["sessions"]["total_events"] <= total, stage
+                if stage.startswith("ramp-u"):
+                    assert sessions["sessions"]["total"] == int(stage.removeprefix("ramp-u")), stage
+                    assert sessions["sessions"]["total_events"] == total, stage
+            else:
+                assert sessions is None, stage
+        probe = reports["probe"]["scenario"]["load"]
+        assert probe["standardized"]["concurrency"] == probe["native"]["config"]["peak_in_flight"] >= 1

@@ -33,7 +33,7 @@ from ctxbench.store import RunDir
 from .test_campaign_llamacpp import campaign_file
 from .test_ray_cluster import DEPLOYMENT, TWO, evidence
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.netns]
 
 RAY = str(Path(sys.executable).parent / "ray")
 PORT = 6379

@@ -23,9 +23,12 @@ FLAGS = [
     "--disable-sync",
 ]
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it where apt-get can)"
-)
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="Debian's chromium is missing (make test installs it where apt-get can)"
+    ),
+]
 
 
 def test_html_report_shows_table_and_figures_in_a_real_browser(tmp_path: Path) -> None:

@@ -17,9 +17,12 @@ from ctxbench.results.evidence import collect
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it where apt-get can)"
-)
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="Debian's chromium is missing (make test installs it where apt-get can)"
+    ),
+]
 
 
 def column(page: Page, table: int, index: int) -> list[str]:

@@ -23,6 +23,7 @@ from ctxbench.report.decide import readings
 from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import collect
 from ctxbench.results.llmd_report import run_reports
+from ctxbench.results.llmd_schema import VERSIONS, load_report
 from ctxbench.store import RunDir
 
 pytestmark = pytest.mark.vllm
@@ -122,7 +123,13 @@ results = "{tmp_path / "results"}"
 
 def assert_export_agrees_with_engine(run: RunDir) -> None:
     """The llm-d export's many-users stages hold every request and prompt token vLLM counted over the check,
-    less the warm-up requests the export leaves out (a stage reports measured requests only)."""
+    less the warm-up requests the export leaves out (a stage reports measured requests only); in both report
+    versions, each stage loads back through upstream's definition as ctxbench writes it and names vLLM."""
+    for version in VERSIONS:
+        for report in run_reports(run, version):
+            data = json.loads(json.dumps(report.dump()))
+            assert load_report(data).dump() == data and data["version"] == version
+            assert data["scenario"]["stack"][0]["standardized"]["tool"] == "vllm"
     stages = [r.dump() for r in run_reports(run)]
     levels = [
         s["results"]["request_performance"]["aggregate"] for s in stages if "/throughput-" in s["run"]["uid"]

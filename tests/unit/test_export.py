@@ -16,7 +16,8 @@ from pydantic import ValidationError
 
 from ctxbench.results.columns import COLUMNS
 from ctxbench.results.evidence import collect
-from ctxbench.results.llmd_report import aggregate, export_llmd
+from ctxbench.results.llmd_figures import aggregate
+from ctxbench.results.llmd_report import export_llmd
 from ctxbench.results.llmd_schema import BenchmarkReportV02, Run, Statistics
 from ctxbench.results.summary import Summary, summarize
 
@@ -31,7 +32,8 @@ EXAMPLE_SHAPE: dict[str, type | tuple[type, ...]] = {
     "run.uid": str,
     "run.eid": str,
     "run.time.duration": str,
-    "scenario.stack.0.metadata.kind": str,
+    "scenario.stack.0.standardized.kind": str,
+    "scenario.stack.0.standardized.replicas": int,
     "scenario.stack.0.metadata.schema_version": str,
     "scenario.stack.0.metadata.label": str,
     "scenario.stack.0.metadata.cfg_id": str,
@@ -60,8 +62,9 @@ EXAMPLE_SHAPE: dict[str, type | tuple[type, ...]] = {
     AGGREGATE + "latency.request_latency.units": str,
     AGGREGATE + "throughput.output_token_rate.units": str,
     AGGREGATE + "throughput.output_token_rate.mean": float,
-    AGGREGATE + "throughput.requests_rate.units": str,
-    AGGREGATE + "throughput.requests_rate.mean": float,
+    AGGREGATE + "throughput.request_rate.units": str,
+    AGGREGATE + "throughput.request_rate.mean": float,
+    AGGREGATE + "latency.inter_token_latency.p90": float,
 }
 
 
@@ -91,7 +94,7 @@ def test_every_stage_of_every_recorded_run_is_a_report_that_validates(
             assert data["scenario"]["load"]["standardized"]["tool"] == "ctxbench"
             kinds.add(
                 (
-                    at(data, "scenario.stack.0.metadata.kind"),
+                    at(data, "scenario.stack.0.standardized.kind"),
                     str(data["scenario"]["stack"][0]["standardized"].get("accelerator")),
                 )
             )
@@ -116,7 +119,7 @@ def test_the_reports_figures_are_the_runs_own(exported: dict[str, list[Path]]) -
         assert figures["throughput"]["output_token_rate"]["mean"] == pytest.approx(
             level["output_tokens_per_s"]
         )
-        assert figures["throughput"]["requests_rate"]["mean"] == pytest.approx(level["requests_per_s"])
+        assert figures["throughput"]["request_rate"]["mean"] == pytest.approx(level["requests_per_s"])
         assert data["scenario"]["load"]["standardized"]["concurrency"] == int(users)
 
 
@@ -126,11 +129,11 @@ def test_a_count_the_server_did_not_report_is_left_out_never_zero() -> None:
         request("b", 0.5, 1.5, tokens=2, usage=False),
     ]
     figures = BenchmarkReportV02.model_validate(
-        {"run": {}, "results": {"request_performance": {"aggregate": aggregate(unreported)}}}
+        {"run": {"uid": "u"}, "results": {"request_performance": {"aggregate": aggregate(unreported)}}}
     ).dump()["results"]["request_performance"]["aggregate"]
     assert "input_length" not in figures["requests"]  # no usage: the prompt's count was not reported
     assert "input_token_rate" not in figures["throughput"] and "total_token_rate" not in figures["throughput"]
-    assert figures["throughput"]["requests_rate"]["mean"] == pytest.approx(2 / 1.5)
+    assert figures["throughput"]["request_rate"]["mean"] == pytest.approx(2 / 1.5)
 
 
 def test_the_schema_refuses_what_llmds_refuses() -> None:
@@ -139,7 +142,7 @@ def test_the_schema_refuses_what_llmds_refuses() -> None:
     with pytest.raises(ValidationError, match="time_to_first_token"):
         BenchmarkReportV02.model_validate(
             {
-                "run": {},
+                "run": {"uid": "u"},
                 "results": {
                     "request_performance": {
                         "aggregate": {"latency": {"time_to_first_token": {"units": "tokens/s", "mean": 1.0}}}
@@ -148,9 +151,11 @@ def test_the_schema_refuses_what_llmds_refuses() -> None:
             }
         )
     with pytest.raises(ValidationError):
-        Run.model_validate({"pid": "x"})  # in the example, not in the schema
+        Run.model_validate({"pid": "x"})  # the uid is required
     with pytest.raises(ValidationError):
-        BenchmarkReportV02.model_validate({"version": "0.1", "run": {}, "results": {}})
+        Run.model_validate({"uid": "u", "stage": 1})  # a key upstream's Run has not
+    with pytest.raises(ValidationError):
+        BenchmarkReportV02.model_validate({"version": "0.1", "run": {"uid": "u"}, "results": {}})
 
 
 def test_the_summary_loads_back_equal_and_says_what_the_table_says(tmp_path: Path) -> None:
@@ -176,7 +181,13 @@ def test_the_export_command_writes_both_formats_and_names_a_bad_one(tmp_path: Pa
     done = run_main(
         ["export", "--results", results, "--format", "llm-d-report", "--out", str(tmp_path / "br")]
     )
-    assert done.exit_code == 0 and "5 file(s)" in done.output, done.output
+    assert done.exit_code == 0 and "v0.2: 5 file(s)" in done.output, done.output
+    args = ["export", "--results", results, "--format", "llm-d-report", "--out", str(tmp_path / "b21")]
+    done = run_main([*args, "--llmd-version", "0.2.1"])
+    assert done.exit_code == 0 and "v0.2.1: 5 file(s)" in done.output, done.output
+    assert all(json.loads(f.read_text())["version"] == "0.2.1" for f in (tmp_path / "b21").rglob("*.json"))
+    bad = run_main([*args, "--llmd-version", "0.3"])
+    assert bad.exit_code == 2 and "--llmd-version '0.3'" in bad.output
     bad = run_main(["export", "--results", results, "--format", "csv", "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "--format 'csv'" in bad.output
     schema = run_main(["export", "--schema"])

@@ -178,10 +178,18 @@ def export(
         str,
         typer.Option(
             "--format",
-            help="summary (ctxbench's own run summary, versioned) or llm-d-report (llm-d-benchmark's report "
-            "v0.2, a file per stage of every run).",
+            help="summary (ctxbench's own run summary, versioned) or llm-d-report (llm-d-benchmark's report, "
+            "a file per stage of every run).",
         ),
     ] = "summary",
+    llmd_version: Annotated[
+        str,
+        typer.Option(
+            "--llmd-version",
+            help="llm-d-report: the report version to write, 0.2 or 0.2.1 (adds the sessions of multi-turn "
+            "stages).",
+        ),
+    ] = "0.2",
     schema: Annotated[bool, typer.Option(help="Print the summary's JSON schema and stop.")] = False,
 ) -> None:
     """Write the runs under --results in a format other tools read (docs/results-format.md, "Exports")."""
@@ -194,6 +202,8 @@ def export(
         return
     if kind not in ("summary", "llm-d-report"):
         raise UsageError(f"--format {kind!r}: give summary or llm-d-report")
+    if llmd_version not in ("0.2", "0.2.1"):
+        raise UsageError(f"--llmd-version {llmd_version!r}: give 0.2 or 0.2.1")
     if out is None:
         raise UsageError("--out: give the file (summary) or the directory (llm-d-report) to write")
     if not list((results / "runs").glob("*/manifest.json")):
@@ -204,9 +214,11 @@ def export(
         console.print(f"summary: {out}")
         return
     from ..results.llmd_report import export_llmd
+    from ..results.llmd_schema import Version
 
-    written = export_llmd(results, out)
-    console.print(f"llm-d report v0.2: {len(written)} file(s) under {out}")
+    version: Version = "0.2.1" if llmd_version == "0.2.1" else "0.2"
+    written = export_llmd(results, out, version)
+    console.print(f"llm-d report v{version}: {len(written)} file(s) under {out}")
 
 
 @app.command("audit-cache")

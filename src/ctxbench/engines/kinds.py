@@ -147,10 +147,12 @@ EXTERNAL = Engine(
 ENGINES: tuple[Engine, ...] = (LLAMACPP, VLLM, SGLANG, EXTERNAL)
 
 
-def find_engine(name: str | None) -> Engine | None:
-    """The engine a manifest's `engine.kind` names; None for a name no engine has (an older or hand-made
-    manifest)."""
-    return next((one for one in ENGINES if one.name == name), None)
+def find_engine(name: str | None, title: str | None = None) -> Engine | None:
+    """The engine a manifest's `engine.kind` names, else the one whose title is `title` (manifests written
+    before `kind` was recorded kept only the title); None where neither matches (a hand-made manifest)."""
+    return next((one for one in ENGINES if one.name == name), None) or next(
+        (one for one in ENGINES if title is not None and one.title == title), None
+    )
 
 
 def engine(name: str) -> Engine:

@@ -1,14 +1,19 @@
-"""`ctxbench export --format llm-d-report`: every stage of a run as an llm-d benchmark report v0.2
-(`llmd_schema.py`), so ctxbench's runs sit beside vLLM bench, GuideLLM, inference-perf and AIPerf results in
+"""`ctxbench export --format llm-d-report`: every stage of a run as an llm-d benchmark report, v0.2 or v0.2.1
+(`llmd_schema.py`, written from upstream's definition at the commits it names), so ctxbench's runs sit
+beside vLLM bench, GuideLLM, inference-perf and AIPerf results in
 llm-d-benchmark's comparisons.
 
 A stage is a set of requests one load produced: a closed-loop level (its measured requests, warm-up left
 out), an open-loop rate, a search's repeat of either, a needle length, a ramp's users setting, the capacity
 check's near-limit prompt, a trace replay, the returning users, the probe. Its figures are computed from its
 records with ctxbench's own definitions (docs/metrics.md): TTFT, TPOT and end-to-end latency percentiles over
-successful requests, token rates over the stage's window (first send to last end). What the v0.2 schema has
-no field for (recall, the check's verdict) stays in ctxbench's own summary; `results.profiling.ctxbench`
-names the run, check and stage so a reader can find it.
+successful requests (every percentile upstream names, NumPy's linear interpolation as `metrics.percentile`),
+ITL over single-event gaps as the run report's, token rates over the stage's window (first send to last end).
+A closed-loop level's concurrency is its users, an open-loop level's and a trace's load is their rate; any
+other stage states the most requests it had in flight, measured from its records. v0.2.1 adds the sessions of
+a multi-turn stage (the ramp's conversations, the returning users'). What the schema has no field for
+(recall, the check's verdict) stays in ctxbench's own summary; `results.profiling.ctxbench` names the run,
+check and stage so a reader can find it.
 """
 
 from __future__ import annotations
@@ -27,15 +32,16 @@ from ..records import RequestRecord
 from ..run_files import MANIFEST_FILE, Manifest
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
+from .llmd_figures import aggregate, peak_in_flight, sessions
 from .llmd_schema import (
+    REPORTS,
     BenchmarkReportV02,
     Component,
     Load,
-    Results,
     Run,
     Scenario,
     SequenceLength,
-    Statistics,
+    Version,
 )
 
 _ATTEMPT = re.compile(r"-a(\d+)$")
@@ -72,21 +78,6 @@ def stages(records: Iterable[RequestRecord]) -> dict[str, list[RequestRecord]]:
     return out
 
 
-def _stat(units: str, values: Iterable[float | None]) -> Statistics | None:
-    present = sorted(v for v in values if v is not None)
-    if not present:
-        return None
-    d = metrics.Distribution.of(present)
-    assert d.mean is not None
-    return Statistics(
-        units=units, mean=d.mean, min=present[0], p50=d.p50, p90=d.p90, p99=d.p99, max=present[-1]
-    )
-
-
-def _rate(units: str, amount: float, window_s: float) -> Statistics | None:
-    return Statistics(units=units, mean=amount / window_s) if window_s > 0 else None
-
-
 def _length(values: Sequence[int]) -> SequenceLength | None:
     values = [v for v in values if v and v > 0]
     if not values:
@@ -96,43 +87,6 @@ def _length(values: Sequence[int]) -> SequenceLength | None:
     return SequenceLength(
         distribution="other", value=sum(values) / len(values), min=min(values), max=max(values)
     )
-
-
-def _total(values: Sequence[int | None]) -> int | None:
-    """The sum, or None where any count was not reported (a rate from part of them would be too low)."""
-    return None if not values or any(v is None for v in values) else sum(v for v in values if v is not None)
-
-
-def aggregate(records: Sequence[RequestRecord]) -> dict[str, Any]:
-    """The schema's `request_performance.aggregate` over one stage's records. A count the server did not
-    report is left out (the field absent), never 0."""
-    ok = [r for r in records if r.ok]
-    window = (max(r.end_ns for r in records) - min(r.sent_ns for r in records)) / metrics.NS
-    prompt = [metrics.prompt_tokens(r) for r in ok]
-    output = [None if (n := metrics.output_tokens(r)) is None else n.tokens for r in ok]
-    prompt_total, output_total = _total(prompt), _total(output)
-    both = None if prompt_total is None or output_total is None else prompt_total + output_total
-    rate = lambda units, amount: None if amount is None else _rate(units, amount, window)  # noqa: E731
-    return {
-        "requests": {
-            "total": len(records),
-            "failures": sum(1 for r in records if r.error is not None and r.error.kind != "interrupted"),
-            "incomplete": sum(1 for r in records if r.error is not None and r.error.kind == "interrupted"),
-            "input_length": _stat("count", prompt),
-            "output_length": _stat("count", output),
-        },
-        "latency": {
-            "time_to_first_token": _stat("s", (metrics.ttft_s(r) for r in ok)),
-            "time_per_output_token": _stat("s/token", (metrics.tpot_s(r) for r in ok)),
-            "request_latency": _stat("s", (metrics.e2e_s(r) for r in ok)),
-        },
-        "throughput": {
-            "input_token_rate": rate("tokens/s", prompt_total),
-            "output_token_rate": rate("tokens/s", output_total),
-            "total_token_rate": rate("tokens/s", both),
-            "requests_rate": _rate("queries/s", len(ok), window),
-        },
-    }
 
 
 def _wall_clock(manifest: Manifest) -> Callable[[RequestRecord, int], dt.datetime | None]:
@@ -164,39 +118,47 @@ def _flags(command: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def model_name(manifest: Manifest) -> str:
+    """The model, not the name it was served under: a Hugging Face id as given, a local file or folder by
+    its own name (an absolute path names this machine, not the model); the served name only where the
+    manifest recorded no model."""
+    model = manifest.model or ""
+    if model.startswith(("/", "./", "../", "~")):
+        return Path(model).name
+    return model or str(manifest.engine.served_name or "not recorded")
+
+
 def _component(run: RunDir, manifest: Manifest) -> Component:
     engine = manifest.engine
     deployment = manifest.campaign_file_deployment or {}
     gpus = manifest.gpus
     telemetry = read_telemetry(run.path / TELEMETRY_FILE)
     names = telemetry.gpu_names() if telemetry else []
-    known = find_engine(engine.kind or deployment.get("engine"))
-    tool = known.tool if known else str(engine.kind)
-    model = str(engine.served_name or manifest.model or "")
+    known = find_engine(engine.kind or deployment.get("engine"), engine.name)
+    tool = known.tool if known else str(engine.kind or engine.name or "not recorded")
+    model = model_name(manifest)
     common = {"tool": tool, "tool_version": str(engine.version or "not reported")}
     if gpus and names:
-        kind = "inference_engine"
         standardized: dict[str, Any] = {
+            "kind": "inference_engine",
             **common,
             "role": "replica",
+            "replicas": max(1, engine.replicas),
             "model": {"name": model},
-            "accelerator": {
-                "model": names[0],
-                "count": gpus,
-                "parallelism": {"dp": max(1, len(engine.replica_gpus or [1]))},
-            },
+            "accelerator": {"model": names[0], "count": gpus, "parallelism": {}},
         }
-    else:  # no accelerator to name (a CPU run, or none recorded): the schema's generic component
-        kind = "generic"
+    else:  # no accelerator to name (a CPU run, or none recorded): upstream's generic component
         standardized = {
+            "kind": "generic",
             **common,
             "model": model,
+            "replicas": max(1, engine.replicas),
             "accelerator": "not recorded" if gpus else "none listed in the deployment (gpus = [])",
         }
     cfg = hashlib.sha256(json.dumps(deployment, sort_keys=True).encode()).hexdigest()[:32]
     return Component.model_validate(
         {
-            "metadata": {"kind": kind, "label": str(manifest.deployment), "cfg_id": cfg},
+            "metadata": {"label": str(manifest.deployment), "cfg_id": cfg},
             "standardized": standardized,
             "native": {
                 "args": _flags(engine.command or []) or None,
@@ -229,10 +191,14 @@ def _load(stage: str, number: int, records: Sequence[RequestRecord], params: dic
         standardized["output_seq_len"] = {"distribution": "fixed", "value": records[0].max_tokens}
     if check == "throughput" and first.get("mode") == "open":
         standardized["rate_qps"] = float(first["rate"])
-    elif "users" in first:
+    elif check == "trace":  # the trace's own arrivals set its load: their mean rate over the replay
+        span_s = (max(r.sent_ns for r in records) - min(r.sent_ns for r in records)) / metrics.NS
+        if len(records) > 1 and span_s > 0:
+            standardized["rate_qps"] = (len(records) - 1) / span_s
+    elif check == "throughput" or check == "ramp":
         standardized["concurrency"] = int(first["users"])
     else:
-        standardized["concurrency"] = 1
+        standardized["concurrency"] = max(1, peak_in_flight(records))
     if check == "throughput" and int(params.get("shared_prefix_tokens") or 0):
         users = int(first.get("users", "1"))
         standardized["prefix"] = {
@@ -250,53 +216,65 @@ def _load(stage: str, number: int, records: Sequence[RequestRecord], params: dic
         {
             "metadata": {"description": f"ctxbench {check} check, stage {stage}"},
             "standardized": standardized,
-            "native": {"config": {"check": check, "stage": stage, "parameters": params}},
+            "native": {
+                "config": {
+                    "check": check,
+                    "stage": stage,
+                    "parameters": params,
+                    "peak_in_flight": peak_in_flight(records),
+                }
+            },
         }
     )
 
 
-def run_reports(run: RunDir) -> list[BenchmarkReportV02]:
-    """One v0.2 report per stage of the run, in the order the stages ran."""
+def run_reports(run: RunDir, version: Version = "0.2") -> list[BenchmarkReportV02]:
+    """One report per stage of the run, in the order the stages ran, in llm-d's report `version`."""
     manifest = run.manifest()
     wall = _wall_clock(manifest)
     component = _component(run, manifest)
     parameters = manifest.check_parameters
+    model = REPORTS[version]
     reports = []
     for number, (stage, records) in enumerate(stages(run.records()).items()):
         check = records[0].labels.get("check", "")
         start = wall(records[0], min(r.sent_ns for r in records))
         end = wall(records[-1], max(r.end_ns for r in records))
         seconds = (max(r.end_ns for r in records) - min(r.sent_ns for r in records)) / metrics.NS
+        results: dict[str, Any] = {
+            "request_performance": {"aggregate": aggregate(records)},
+            "profiling": {"ctxbench": {"run_id": run.run_id, "check": check, "stage": stage}},
+        }
+        if version != "0.2":
+            results["session_performance"] = sessions(records)
         reports.append(
-            BenchmarkReportV02(
-                run=Run.model_validate(
-                    {
-                        "uid": f"{run.run_id}/{stage}",
-                        "eid": manifest.campaign or None,
-                        "time": {"start": start, "end": end, "duration": f"PT{seconds:.6f}S"},
-                    }
-                ),
-                scenario=Scenario(
-                    stack=[component], load=_load(stage, number, records, parameters.get(check) or {})
-                ),
-                results=Results.model_validate(
-                    {
-                        "request_performance": {"aggregate": aggregate(records)},
-                        "profiling": {"ctxbench": {"run_id": run.run_id, "check": check, "stage": stage}},
-                    }
-                ),
+            model.model_validate(
+                {
+                    "version": version,
+                    "run": Run.model_validate(
+                        {
+                            "uid": f"{run.run_id}/{stage}",
+                            "eid": manifest.campaign or None,
+                            "time": {"start": start, "end": end, "duration": f"PT{seconds:.6f}S"},
+                        }
+                    ),
+                    "scenario": Scenario(
+                        stack=[component], load=_load(stage, number, records, parameters.get(check) or {})
+                    ),
+                    "results": results,
+                }
             )
         )
     return reports
 
 
-def export_llmd(results: Path, out: Path) -> list[Path]:
+def export_llmd(results: Path, out: Path, version: Version = "0.2") -> list[Path]:
     """Every run's stages under `results/runs` as `out/<run_id>/<stage>.json`; the files written."""
     written = []
     for manifest in sorted((results / "runs").glob(f"*/{MANIFEST_FILE}")):
         run = RunDir(manifest.parent)
-        for report in run_reports(run):
-            stage = report.run.uid.split("/", 1)[1]  # type: ignore[union-attr]
+        for report in run_reports(run, version):
+            stage = report.run.uid.split("/", 1)[1]
             path = out / run.run_id / f"{stage}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(report.dump(), indent=2) + "\n")
