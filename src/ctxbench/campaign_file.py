@@ -4,6 +4,7 @@ exists, llama.cpp's is a GGUF file, the binary, the quality data and the trace f
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from pathlib import Path
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from .config import BUILTIN_MODELS, ENGINE_TAGS, Campaign, ExternalDeployment, LlamaCppDeployment, _Deployment
-from .errors import CampaignFileError
+from .errors import CampaignFileError, validation_message
 
 
 def load_campaign(path: Path, *, check_paths: bool = True) -> Campaign:
@@ -26,18 +27,20 @@ def load_campaign(path: Path, *, check_paths: bool = True) -> Campaign:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise CampaignFileError(f"{path}: not valid TOML: {exc}. Fix the syntax at that line.") from None
+    _names_unique(path, text, data)
     try:
         campaign = Campaign.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise CampaignFileError(_describe(path, text, first, len(exc.errors()))) from None
+        raise CampaignFileError(_describe(path, text, *_first(exc.errors()), len(exc.errors()))) from None
     for index, deployment in enumerate(campaign.deployments):
         try:
             campaign.checks_for(deployment)
         except ValidationError as exc:
-            first = exc.errors()[0]
+            first, hint = _first(exc.errors())
             loc = ("deployments", index, "checks", *first["loc"])
-            raise CampaignFileError(_describe(path, text, {**first, "loc": loc}, len(exc.errors()))) from None
+            raise CampaignFileError(
+                _describe(path, text, {**first, "loc": loc}, hint, len(exc.errors()))
+            ) from None
         if check_paths:
             _check_local_paths(path, text, index, deployment)
     quality = campaign.checks.quality
@@ -114,11 +117,44 @@ def not_gguf(model: Path) -> str | None:
     return None
 
 
-def _describe(path: Path, text: str, error: ErrorDetails, count: int) -> str:
+def _names_unique(path: Path, text: str, data: dict[str, Any]) -> None:
+    """A deployment name used twice, named at the line of its second use with the line of its first."""
+    seen: dict[str, int] = {}
+    deployments = data.get("deployments")
+    for index, entry in enumerate(deployments if isinstance(deployments, list) else []):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            first = _line_of(text, ("deployments", seen[name], "name"))
+            raise CampaignFileError(
+                f"{_where(path, text, ('deployments', index, 'name'))}: {name!r} is already the name of "
+                f"deployments[{seen[name]}]"
+                + (f" (line {first})" if first else "")
+                + "; each deployment needs its own name (results and reports are filed under it)."
+            )
+        seen[name] = index
+
+
+def _first(errors: list[ErrorDetails]) -> tuple[ErrorDetails, str]:
+    """The error to show first, and a hint. An unknown key comes first: a misspelt key is both unknown and a
+    required one missing (`[campaing]`), and the missing one alone would not name the typo. The hint names
+    the missing key at the same place that the unknown one is closest to."""
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    if not unknown:
+        return errors[0], ""
+    first = unknown[0]
+    parent, name = tuple(first["loc"][:-1]), str(first["loc"][-1])
+    missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and tuple(e["loc"][:-1]) == parent]
+    close = difflib.get_close_matches(name, missing, n=1)
+    return first, f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _describe(path: Path, text: str, error: ErrorDetails, hint: str, count: int) -> str:
     loc = tuple(error["loc"])
     # A discriminated union puts the tag in the location (`deployments.0.vllm.args`): drop it.
     loc = tuple(part for part in loc if part not in ENGINE_TAGS)
-    message = error["msg"].removeprefix("Value error, ")
+    message = validation_message(error["msg"])
     if error["type"] == "union_tag_invalid":
         message = (
             f"unknown engine {error['input'].get('engine')!r}; use one of llamacpp, vllm, sglang, external"
@@ -127,7 +163,8 @@ def _describe(path: Path, text: str, error: ErrorDetails, count: int) -> str:
     elif error["type"] == "union_tag_not_found":
         message = "every deployment needs `engine = ...` (llamacpp, vllm, sglang or external)"
     elif error["type"] == "extra_forbidden":
-        message = f"unknown key {loc[-1]!r}; check its spelling against docs/campaigns.md"
+        message = hint.removeprefix("; ") if hint else "check its spelling against docs/campaigns.md"
+        message = f"unknown key {loc[-1]!r}; {message}"
     elif error["type"] == "missing":
         message = f"required key {loc[-1]!r} is missing"
     more = f" ({count - 1} more problem(s) after this one)" if count > 1 else ""

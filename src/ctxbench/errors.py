@@ -120,3 +120,9 @@ def check_url(url: str, where: str) -> str:
     if parts.query or parts.fragment:
         raise UsageError(f"{url!r} has a query or fragment ({where}): give the server's base URL only")
     return url.strip().rstrip("/")
+
+
+def validation_message(message: str) -> str:
+    """A pydantic error's text as a user reads it: without the "Value error, " pydantic puts before the text a
+    validator raised."""
+    return message.removeprefix("Value error, ")

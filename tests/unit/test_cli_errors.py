@@ -110,8 +110,10 @@ def test_a_results_directory_without_runs_is_a_usage_error(
         ("--weights-gb", "-1"),
         ("--context", "0x"),
         ("--gpu-memory", "lots"),
+        ("--gpu-memory", "80"),  # 80 what: read as bytes, it planned 0 users, silently
         ("--kv-dtype", "fp3"),
         ("--ramp", "32K:1M"),
+        ("--ramp", "1M:32K:3"),  # the ramp model's own message, without pydantic's "Value error, "
         ("--price", "-1"),
     ],
 )
@@ -124,6 +126,15 @@ def test_plan_refuses_a_bad_value_naming_its_flag(flag: str, value: str, tmp_pat
     done = ctxbench("plan", "--config", str(config), flag, value, cwd=tmp_path)
     assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
     assert flag in done.stderr and "Traceback" not in done.stdout + done.stderr
+    assert "Value error" not in done.stderr, done.stderr
+
+
+def test_plan_names_the_key_a_config_lacks_in_words(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text('{"hidden_size": 1024}')
+    done = ctxbench("plan", "--config", str(config), "--gpu-memory", "80GB", cwd=tmp_path)
+    assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+    assert "no 'num_hidden_layers' key" in done.stderr and "KeyError" not in done.stderr, done.stderr
 
 
 def test_check_url_keeps_a_good_url_and_names_where_a_bad_one_came_from() -> None:
@@ -343,3 +354,24 @@ def test_a_ray_address_that_accepts_but_is_no_ray_head_errors_within_30_s(tmp_pa
     assert done.returncode == EXIT_UNREACHABLE, done.stdout + done.stderr
     assert f"--ray {address}: no Ray cluster answered there within 15 s" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and took < 30, (took, done.stderr)
+
+
+def test_results_that_are_a_file_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    campaign = tmp_path / "c.toml"
+    campaign.write_text(
+        '[campaign]\nname = "x"\nresults = "afile"\n[checks.probe]\n[[deployments]]\nname = "a"\n'
+        f'engine = "external"\nurls = ["http://127.0.0.1:{closed_port()}"]\n'
+    )
+    flag = ctxbench("run", str(campaign), "--results", "afile", cwd=tmp_path)
+    assert flag.returncode == EXIT_USAGE and "afile is a file, not a directory" in flag.stderr, flag.stderr
+    key = ctxbench("run", str(campaign), cwd=tmp_path)
+    assert key.returncode == EXIT_USAGE, key.stdout + key.stderr
+    assert "c.toml: campaign.results: afile is a file" in key.stderr and "requests:" not in key.stdout
+
+
+def test_sample_trace_refuses_a_directory_or_a_missing_one_naming_its_argument(tmp_path: Path) -> None:
+    for out in (str(tmp_path), str(tmp_path / "absent" / "t.jsonl")):
+        done = ctxbench("sample-trace", out, cwd=tmp_path)
+        assert done.returncode == EXIT_USAGE and "(the trace to write)" in done.stderr, done.stderr
+        assert "--results" not in done.stderr

@@ -159,7 +159,17 @@ def test_unknown_keys_and_checks_are_named(tmp_path: Path) -> None:
 def test_gpus_that_do_not_split_into_replicas_and_unknown_comparisons(tmp_path: Path) -> None:
     assert "split evenly" in error_of(tmp_path, GOOD.replace("replicas = 4", "replicas = 3"))
     assert "not a deployment" in error_of(tmp_path, GOOD.replace('b = "qwen-replicas"', 'b = "nope"'))
-    assert "used twice" in error_of(tmp_path, GOOD.replace('name = "qwen-replicas"', 'name = "qwen-tp4"'))
+    twice = error_of(tmp_path, GOOD.replace('name = "qwen-replicas"', 'name = "qwen-tp4"'))
+    first = GOOD.splitlines().index('name = "qwen-tp4"') + 1  # (GOOD starts with a newline: lines as written)
+    second = GOOD.splitlines().index('name = "qwen-replicas"') + 1
+    where = f"campaign.toml:{second}: deployments[1].name:"
+    assert f"{where} 'qwen-tp4' is already the name of deployments[0] (line {first})" in twice, twice
+
+
+def test_a_misspelt_table_is_named_with_the_key_it_meant(tmp_path: Path) -> None:
+    message = error_of(tmp_path, GOOD.replace("[campaign]", "[campaing]"))
+    assert "unknown key 'campaing'; did you mean 'campaign'?" in message, message
+    assert ":2: campaing:" in message  # its line
 
 
 def test_unreadable_file_and_unknown_deployment_flag(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from ctxbench.plan import cost_per_million
 from ctxbench.records import Chunk, RequestRecord, Usage
-from ctxbench.report.campaign import write_campaign_report
+from ctxbench.report.campaign import inline_code, write_campaign_report
 from ctxbench.results.evidence import collect, status_of
 from ctxbench.results.retrieval import TaskResult
 from ctxbench.store import RunDir
@@ -116,6 +116,11 @@ def test_report_is_rebuilt_from_files_and_escapes_model_output(results: Path) ->
     markdown_path, html_path = write_campaign_report(results)
     html = html_path.read_text()
     assert "<script>alert" not in html and "&lt;script&gt;alert" in html
+    # the needle answers say each outcome in a word, as the Markdown does; the guide's `names` are code
+    answers = html.split("<h2>Needle answers</h2>")[1].split("</table>")[0]
+    assert "<td>no</td>" in answers and "True" not in answers and "False" not in answers
+    guide = html.split('<ul id="guide">')[1].split("</ul>")[0]
+    assert "`" not in guide and "<code>" in guide, guide
     # plotly.js inlined once, the figures' data, their drawing, sorting and filtering: all inline
     assert html.count("<script") == 4 and "Plotly.newPlot" in html
     figures = json.loads(html.split('id="figure-data">')[1].split("</script>")[0])
@@ -252,3 +257,8 @@ def test_a_counting_mismatch_at_the_limit_is_named_as_one_not_as_the_capacity(tm
     assert row.capacity.text.endswith(" ...)") and "beyo" not in row.capacity.text.split()[-2]
     assert row.status == "failed" and row.reasons[0].startswith("1 prompt(s) were not what was planned")
     assert not any("capacity claim" in reason for reason in row.reasons)
+
+
+def test_inline_code_escapes_and_marks_backticked_spans() -> None:
+    assert str(inline_code("a `<b>` c")) == "a <code>&lt;b&gt;</code> c"
+    assert str(inline_code("`x` and `y")) == "<code>x</code> and `y"  # an unmatched backtick stays one

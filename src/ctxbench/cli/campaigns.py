@@ -14,7 +14,16 @@ from ..counters import reported_text
 from ..errors import EXIT_FAILED, EXIT_UNREACHABLE, UsageError
 from ..report.run_report import run_report
 from ..store import RunDir
-from .common import ResultsOption, _progress, app, console, print_verdict, say
+from .common import (
+    ResultsOption,
+    _progress,
+    _results_flag,
+    app,
+    console,
+    print_verdict,
+    results_dir_problem,
+    say,
+)
 
 if TYPE_CHECKING:
     from ..campaign import Outcome
@@ -47,7 +56,10 @@ def run(
         bool, typer.Option(help="Run deployments that finished earlier again, in new runs.")
     ] = False,
     results: Annotated[
-        Path | None, typer.Option("--results", help="Results directory (default: the file's `results`).")
+        Path | None,
+        typer.Option(
+            "--results", help="Results directory (default: the file's `results`).", callback=_results_flag
+        ),
     ] = None,
     ray: Annotated[
         str | None,
@@ -80,6 +92,8 @@ def run(
         return
     if not ray:
         require_cluster_for_actors(campaign_file, campaign, deployment or [])
+    if results is None and (problem := results_dir_problem(campaign.campaign.results)) is not None:
+        raise UsageError(f"{campaign_file}: campaign.results: {problem}")
     _run_campaign(campaign, results or campaign.campaign.results, deployment or [], force=force, ray=ray)
 
 
@@ -288,6 +302,9 @@ def sample_trace_file(
 
     from ..checks.trace import sample_trace
 
+    if out.is_dir() or not out.absolute().parent.is_dir():
+        where = "is a directory" if out.is_dir() else "is in a directory that does not exist"
+        raise UsageError(f"{out} (the trace to write) {where}; give a file path such as trace.jsonl")
     lines = sample_trace(block_tokens=block_tokens, output_length=output_tokens, span_s=span)
     out.write_text("".join(json.dumps(line) + "\n" for line in lines))
     console.print(f"{out}: {len(lines)} requests over {lines[-1]['timestamp'] / 1000:.0f} s", highlight=False)

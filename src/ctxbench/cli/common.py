@@ -27,6 +27,7 @@ from ..errors import (
     ServerUnreachable,
     UsageError,
     check_url,
+    validation_message,
 )
 from ..records import RequestRecord, requests_line
 from ..report.run_report import claims_summary, run_report
@@ -75,15 +76,21 @@ _debug = False  # --debug: a failure also prints its traceback
 _ClickException: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
-def _results_flag(value: Path) -> Path:
-    """A results directory ctxbench can write: an existing writable directory, or one it can create."""
+def results_dir_problem(value: Path) -> str | None:
+    """Why ctxbench cannot keep results under `value` (a file there or above it, no permission), or None for
+    an existing writable directory or one it can create."""
     existing = next((p for p in (value, *value.absolute().parents) if p.exists()), None)
     if existing is not None and not existing.is_dir():
-        raise typer.BadParameter(f"{existing} is a file, not a directory; give a results directory")
+        return f"{existing} is a file, not a directory; give a results directory"
     if existing is None or not os.access(existing, os.W_OK | os.X_OK):
-        raise typer.BadParameter(
-            f"cannot write under {existing or value} (permission denied); give a directory you can write"
-        )
+        return f"cannot write under {existing or value} (permission denied); give a directory you can write"
+    return None
+
+
+def _results_flag(value: Path | None) -> Path | None:
+    problem = None if value is None else results_dir_problem(value)
+    if problem is not None:
+        raise typer.BadParameter(problem)
     return value
 
 
@@ -116,7 +123,7 @@ def _validated(model: type[ParamsT], flags: dict[str, str], **values: object) ->
         error = exc.errors()[0]
         key = str(error["loc"][0]) if error["loc"] else ""
         given = f" (given {error['input']!r})" if key else ""
-        message = error["msg"].removeprefix("Value error, ")
+        message = validation_message(error["msg"])
         raise typer.BadParameter(message + given, param_hint=flags.get(key)) from None
 
 
@@ -161,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except OSError as exc:  # the machine, not ctxbench: a full disk, a path that vanished, no permission
         _error(
-            f"{exc.filename or 'a file'}: {exc.strerror or exc} (a path ctxbench reads or writes: check "
-            "--results and the paths given)"
+            f"{exc.filename or 'a file'}: {exc.strerror or exc} (a path ctxbench reads or writes: check the "
+            "paths the command and its campaign file give)"
         )
         _traceback(exc)
         return EXIT_FAILED

@@ -14,18 +14,24 @@ from rich.text import Text
 from ..config import (
     DEFAULT_PRICE_PER_GPU_HOUR,
 )
-from ..errors import UsageError
+from ..errors import UsageError, validation_message
 from ..plan import Forecast
 from ..store import RunDir
 from .common import app, console, parse_token_count
 
 
 def parse_bytes(text: str, flag: str | None = None) -> float:
-    """`141GB`, `80GiB`, `1.5TB` or a plain number of bytes."""
-    match = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]?)(i?)B?\s*", text, re.IGNORECASE)
+    """`141GB`, `80GiB`, `1.5TB` or `1000000B`. A bare number is refused: `80` meant as 80 GB would be read as
+    80 bytes and plan nothing, silently."""
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]?)(i?)(B?)\s*", text, re.IGNORECASE)
     if not match:
         raise typer.BadParameter(f"{text!r} is not a size; write 141GB or 80GiB.", param_hint=flag)
-    number, prefix, binary = match.groups()
+    number, prefix, binary, unit = match.groups()
+    if not prefix and not unit:
+        raise typer.BadParameter(
+            f"{text!r} has no unit: write {number}GB or {number}GiB (or {number}B for bytes).",
+            param_hint=flag,
+        )
     power = "KMGT".find(prefix.upper()) + 1 if prefix else 0
     return float(number) * (1024 if binary else 1000) ** power
 
@@ -124,8 +130,13 @@ def plan(
             efficiency=efficiency,
             decode_tokens_per_s=decode_tokens_per_s,
         )
-    except (OSError, ValueError, KeyError) as exc:
-        raise typer.BadParameter(f"{config}: not a readable transformer config.json ({exc!r})") from None
+    except KeyError as exc:
+        raise typer.BadParameter(
+            f"{config}: no {exc.args[0]!r} key; give the model's Hugging Face config.json (a transformer's, "
+            "with num_hidden_layers, hidden_size and num_attention_heads)."
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(f"{config}: not a readable transformer config.json ({exc}).") from None
     _print_forecast(found, ramp)
 
 
@@ -219,7 +230,9 @@ def _print_ramp_prefills(shape, ramp: str, tflops: float) -> None:
         start, end, turns = ramp.split(":")
         schedule = ramp_schedule(RampParams(start=start, end=end, turns=turns))
     except ValidationError as exc:
-        raise typer.BadParameter(f"{usage} ({'; '.join(e['msg'] for e in exc.errors())})") from None
+        raise typer.BadParameter(
+            f"{usage} ({'; '.join(validation_message(e['msg']) for e in exc.errors())})"
+        ) from None
     except ValueError as exc:
         raise typer.BadParameter(f"{usage} ({exc})") from None
     console.print(f"ramp {ramp}, each turn's prefill at {tflops:.0f} TFLOP/s:", highlight=False)

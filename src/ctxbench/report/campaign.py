@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from markupsafe import Markup, escape
+
 from .. import metrics, stats
 from ..check_files import NeedleFile, ThroughputFile
 from ..results.columns import COLUMN_GROUPS, COLUMNS, REPEATED
@@ -21,6 +23,7 @@ from ..store import RunDir
 from .check_sections import ramp_table_rows
 from .decide import Reading, readings
 from .interactive import figures_json, interactive_figures, plotly_js
+from .needle_section import outcome
 
 # The page itself (jinja2, autoescaped): a file beside this module, shipped in the wheel.
 TEMPLATE = "evidence.html.j2"
@@ -334,6 +337,16 @@ def static_figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str, b
     return out
 
 
+def inline_code(text: str) -> Markup:
+    """Text whose `backticked` spans are code, as the Markdown report writes them: escaped, each span in
+    <code> (an unmatched backtick stays a backtick)."""
+    parts = str(text).split("`")
+    if len(parts) % 2 == 0:  # an odd number of backticks: the last one opens nothing
+        parts[-2:] = [parts[-2] + "`" + parts[-1]]
+    code = Markup("<code>{}</code>")
+    return Markup("").join(code.format(part) if i % 2 else escape(part) for i, part in enumerate(parts))
+
+
 def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None) -> tuple[Path, Path]:
     """Write `<results>/report.md` and `<results>/report.html` from the files alone."""
     from jinja2 import Environment
@@ -348,6 +361,8 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None
         if needle is not None:
             answers.append((row.run_id, needle.trials))
     env = Environment(autoescape=True)
+    env.filters["code"] = inline_code
+    env.filters["outcome"] = outcome
     page = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
     html = env.from_string(page).render(
         title=title,

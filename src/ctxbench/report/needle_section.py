@@ -25,6 +25,11 @@ MULTI_DEPTH = (
 )
 
 
+def outcome(trial: NeedleTrial) -> str:
+    """A needle question's outcome in a word: skipped, failed, yes (found) or no."""
+    return "skipped" if trial.skipped else "failed" if trial.error else "yes" if trial.found else "no"
+
+
 def recall_cells(trials: Sequence[NeedleTrial]) -> dict[tuple[str, int, float], tuple[int, int]]:
     """(task, length, depth) -> (found, scored) over the grid (the control left out)."""
     cells: dict[tuple[str, int, float], tuple[int, int]] = {}
@@ -77,7 +82,7 @@ def needle_section(read: RunRead) -> list[str]:
                     str(t.prompt_tokens or "n/a"),
                     reported_text(t.cached_tokens) + (" (reused)" if t.reuse else ""),
                     fmt(t.ttft_s),
-                    t.skipped and "skipped" or t.error and "failed" or ("yes" if t.found else "no"),
+                    outcome(t),
                     str(t.expected or ""),
                     (t.answer or t.skipped or t.error or "")[:60],
                 )
