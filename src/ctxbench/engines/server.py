@@ -23,10 +23,9 @@ from typing import Any, TypeVar
 import httpx
 
 from ..errors import EngineNotReady
+from .commands import API_KEY, PORT
 from .prom import parse_metrics
 
-PORT = "{port}"
-API_KEY = "{api_key}"
 _PORT_ATTEMPTS = 3
 CONSOLE_LINES = 6  # of an engine's log, shown on the console when it fails
 _PR_SET_PDEATHSIG = 1

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from .. import metrics
 from ..counters import engine_counters, reported_text
+from ..params import CHECK_NAMES
 from ..ramp_table import attempt_of
 from ..records import RequestRecord
 from ..store import RunDir
@@ -31,7 +32,6 @@ NAMES = (
     "ttft_count",
     "ttft_sum_s",
 )
-CHECKS = ("probe", "capacity", "needle", "ramp", "quality", "throughput", "trace", "returning", "fidelity")
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def engine_agreement(run: RunDir, records: Sequence[RequestRecord] | None = None
     records = list(run.records()) if records is None else records
     out = []
     for check, counters in engine_counters(run).items():
-        if check not in CHECKS:
+        if check not in CHECK_NAMES:
             continue
         mine = [r for r in records if check_of(r) == check and attempt_of(r.request_id) == counters.attempt]
         sums, exact = records_sums(mine), timings_sums(mine)
