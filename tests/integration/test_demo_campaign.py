@@ -78,6 +78,11 @@ def test_the_demo_campaign_sends_each_request_once_and_fresh(tmp_path: Path, tin
     fidelity = FidelityFile.load(run.path)
     assert fidelity is not None and fidelity.failures() == [] and fidelity.cold_noise() == [], fidelity
     assert_exports_say_what_ran(run, Path(tiny.gguf).name)
+    # the many-users levels as MLPerf Endpoints reports them: a point per level, measured from its records
+    report = (run.path / "report.md").read_text()
+    view = report.split("### As MLPerf Endpoints reports it")[1].split("###")[0]
+    assert f"Not an MLPerf result: {len(data['levels'])} point(s)" in view
+    assert (run.path / "endpoints-pareto.png").stat().st_size > 0 and "endpoints-pareto.png" in view
 
 
 def assert_exports_say_what_ran(run: RunDir, model: str) -> None:

@@ -15,6 +15,7 @@ from ..records import RequestRecord
 from ..results.cost import price_of
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
+from .endpoints_view import endpoints_lines
 from .run_read import RunRead
 from .slo_section import search_lines
 from .tables import fmt, markdown_table, relative
@@ -99,7 +100,7 @@ def throughput_section(read: RunRead) -> list[str]:
     ]
     return (
         header
-        + (closed if rows else [])
+        + (closed + endpoints_lines(data, read.records, run.path) if rows else [])
         + _open_loop_lines(data, price, gpus)
         + search_lines(data.model_dump(mode="json", exclude_unset=True))
     )

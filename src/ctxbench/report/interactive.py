@@ -20,6 +20,7 @@ from ..run_files import MANIFEST_FILE
 from ..store import RunDir
 from ..telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, by_instant, gpu_series, read_telemetry
 from .check_sections import ramp_table_rows
+from .endpoints_view import pareto_figure
 from .figure_layout import AXIS, LAYOUT, TITLE, legend_below, plot_figure, spread, ticks, tokens
 from .needle_section import curve_points
 from .timeline import gpu_axes, gpu_traces, timeline, timeline_figure
@@ -360,6 +361,7 @@ def interactive_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, An
         + _decode_figure(rows)
         + _timeline_figures(results, rows)
         + _many_users_figures(results, rows)
+        + pareto_figure(results, rows)
         + _telemetry_figures(results, rows)
     )
 
