@@ -53,6 +53,7 @@ class Stats(_Open):
     p50: float | None = None
     p90: float | None = None
     p99: float | None = None
+    p99_ci: tuple[float | None, float | None] | None = None  # 95% interval; None: recorded before it
 
 
 # --- capacity.json -----------------------------------------------------------------------------------

@@ -18,6 +18,10 @@ class SloParams(Strict):
     ttft_p99_s: float | None = Field(None, gt=0, le=24 * 3600)
     tpot_p99_s: float | None = Field(None, gt=0, le=3600)
     goodput_fraction: float | None = Field(None, gt=0, le=1)
+    # A p99 limit is met when the upper end of the p99's 95% confidence interval is within it
+    # ("upper_bound": a level of fewer than 368 requests has none, and breaks it), or when the point
+    # estimate is ("estimate": what a level of few requests can be judged by, said as such).
+    judged_by: Literal["upper_bound", "estimate"] = "upper_bound"
 
     @model_validator(mode="after")
     def _some_limit(self) -> SloParams:

@@ -7,14 +7,15 @@ cannot be computed for a record (a failed request, a one-token answer) is `None`
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
 
 from .records import RequestRecord
+from .stats import Distribution as Distribution  # re-exported: where the metrics are summarised
+from .stats import percentile as percentile
 
 NS = 1e9
 TokenSource = Literal["usage", "chunks"]
@@ -229,37 +230,6 @@ def itl(record: RequestRecord) -> list[Gap]:
     ]
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-th percentile (0-100) with linear interpolation between closest ranks, as NumPy's default
-    (and so vLLM `bench serve`, which calls `np.percentile`)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """Summary of one metric over many requests."""
-
-    n: int
-    mean: float | None
-    p50: float | None
-    p90: float | None
-    p99: float | None
-
-    @classmethod
-    def of(cls, values: Iterable[float | None]) -> Distribution:
-        present = [v for v in values if v is not None]
-        mean = sum(present) / len(present) if present else None
-        return cls(
-            len(present), mean, percentile(present, 50), percentile(present, 90), percentile(present, 99)
-        )
-
-
 @dataclass(frozen=True)
 class Summary:
     """Per-request metrics over a set of records; failed requests are counted, not measured."""
@@ -352,8 +322,8 @@ def throughput(
         requests_per_s=per_s(len(ok)),
         goodput_requests=good,
         goodput_per_s=per_s(good),
-        ttft_s=Distribution.of(ttft_s(r) for r in ok),
-        tpot_s=Distribution.of(tpot_s(r) for r in ok),
+        ttft_s=Distribution.of((ttft_s(r) for r in ok), bounds=True),
+        tpot_s=Distribution.of((tpot_s(r) for r in ok), bounds=True),
         decode_rate=Distribution.of(decode_rate(r) for r in ok),
         queue_s=Distribution.of(queue_s(r) for r in records),
         tokens_per_chunk=Distribution.of(tokens_per_chunk(r) for r in ok),

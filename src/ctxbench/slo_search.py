@@ -3,7 +3,9 @@ found in a bounded number of levels, each one measured and recorded like any oth
 
 The rule (docs/metrics.md, "SLO search"):
 - a level meets the SLO when its TTFT p99 <= `ttft_p99_s`, its TPOT p99 <= `tpot_p99_s` (both over its
-  successful requests) and its goodput share (goodput requests / requests) >= `goodput_fraction`, for the
+  successful requests; by default the upper end of the p99's 95% confidence interval, so a level of fewer
+  than 368 requests cannot meet a p99 limit; `judged_by = "estimate"` judges the point estimate) and its
+  goodput share (goodput requests / requests) >= `goodput_fraction`, for the
   limits given; where no `goodput_fraction` is given a failed request breaks it; a level with no successful
   request breaks it; a saturated rate breaks it (its latencies grow with the length of the run);
 - bracketing: the first level probed is `search_from`; while levels meet, the next is twice the last (up to
@@ -29,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from .load_params import SloParams, ThroughputParams
+from .stats import samples_for_upper
 
 Limit = Literal["ttft_p99_s", "tpot_p99_s", "goodput_fraction", "failed", "saturated", "no_answer"]
 _NAMES = {"ttft_p99_s": "TTFT p99", "tpot_p99_s": "TPOT p99", "goodput_fraction": "goodput share"}
@@ -41,8 +44,14 @@ class Breach:
     limit: Limit
     value: float | None = None
     bound: float | None = None
+    samples: int | None = None  # a p99 judged by its upper bound that has none: the requests it had
 
     def text(self) -> str:
+        if self.samples is not None:
+            return (
+                f"{_NAMES[self.limit]}: {self.samples} request(s) give no 95% upper bound "
+                f"({samples_for_upper(0.99)} needed)"
+            )
         if self.limit == "failed":
             return f"{self.value:g} request(s) failed"
         if self.limit == "saturated":
@@ -63,8 +72,16 @@ def breaches(level: Mapping[str, Any], slo: SloParams) -> list[Breach]:
     if level.get("saturated"):
         out.append(Breach("saturated"))
     for limit, bound in (("ttft_p99_s", slo.ttft_p99_s), ("tpot_p99_s", slo.tpot_p99_s)):
-        value = level[limit.removesuffix("_p99_s") + "_s"]["p99"]
-        if bound is not None and value is not None and value > bound:
+        figures = level[limit.removesuffix("_p99_s") + "_s"]
+        value, interval = figures["p99"], figures.get("p99_ci")
+        if bound is None or value is None:
+            continue
+        if slo.judged_by == "upper_bound" and interval is not None:  # (None: a level recorded before bounds)
+            if interval[1] is None:
+                out.append(Breach(limit, None, bound, samples=figures["n"]))  # type: ignore[arg-type]
+                continue
+            value = interval[1]
+        if value > bound:
             out.append(Breach(limit, value, bound))  # type: ignore[arg-type]
     if slo.goodput_fraction is not None:
         share = level["goodput_requests"] / requests
@@ -181,7 +198,9 @@ def slo_text(slo: Mapping[str, Any]) -> str:
     ]
     if slo.get("goodput_fraction") is not None:
         parts.append(f"goodput >= {slo['goodput_fraction']:g} of requests")
-    return ", ".join(parts)
+    judged = {"upper_bound": " (each p99 by its 95% upper bound)", "estimate": " (each p99 as estimated)"}
+    p99 = slo.get("ttft_p99_s") is not None or slo.get("tpot_p99_s") is not None
+    return ", ".join(parts) + (judged.get(slo.get("judged_by", ""), "") if p99 else "")
 
 
 def search_text(found: Mapping[str, Any]) -> str:

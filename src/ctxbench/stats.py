@@ -5,13 +5,15 @@
 - `median_interval`: a seeded percentile-bootstrap interval of a median (TTFT, decode rate over requests
   or over repeats).
 - `verdict`: "established" only when two intervals do not overlap; otherwise "not established".
+- `quantile_bounds`: the distribution-free (order-statistic) confidence interval of a percentile, with
+  `samples_for_upper` the fewest values that give it an upper end (368 for p99 at 95%).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 Z95 = 1.959963984540054
@@ -83,3 +85,89 @@ def verdict(a: Interval | None, b: Interval | None) -> str:
     return (
         "not established (intervals overlap)" if a.overlaps(b) else "established (intervals do not overlap)"
     )
+
+
+def _binomial_cdfs(n: int, p: float) -> list[float]:
+    """P(B <= k) for k = 0..n, B ~ Binomial(n, p), each term in log space (no overflow at 100,000
+    requests)."""
+    log_p, log_q, log_n = math.log(p), math.log1p(-p), math.lgamma(n + 1)
+    total, out = 0.0, []
+    for k in range(n + 1):
+        total += math.exp(log_n - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p + (n - k) * log_q)
+        out.append(min(total, 1.0))
+    return out
+
+
+def quantile_bounds(
+    values: Sequence[float], q: float, confidence: float = 0.95
+) -> tuple[float | None, float | None]:
+    """The distribution-free confidence interval of the q-th quantile (0 < q < 1) from order statistics: the
+    values of ranks l and u (1-based, sorted) such that the count B of values below the quantile, B ~
+    Binomial(n, q), falls in [l, u) with probability at least `confidence`, each tail at most half the rest.
+    An end that no rank reaches is None: with n values, an upper end for q exists only when
+    1 - q^n >= 1 - tail (`samples_for_upper`), e.g. 368 values for p99 at 95%."""
+    n = len(values)
+    if n == 0:
+        return None, None
+    ordered = sorted(values)
+    tail = (1 - confidence) / 2
+    cdf = _binomial_cdfs(n, q)
+    # lower rank l: the largest with P(B <= l - 1) <= tail;
+    # upper rank u: the smallest with P(B <= u - 1) >= 1 - tail
+    low = next((rank for rank in range(n, 0, -1) if cdf[rank - 1] <= tail), None)
+    high = next((rank for rank in range(1, n + 1) if cdf[rank - 1] >= 1 - tail), None)
+    return (
+        None if low is None else ordered[low - 1],
+        None if high is None else ordered[high - 1],
+    )
+
+
+def samples_for_upper(q: float, confidence: float = 0.95) -> int:
+    """The fewest values whose largest is an upper confidence end for the q-th quantile:
+    1 - q^n >= 1 - tail."""
+    tail = (1 - confidence) / 2
+    return math.ceil(math.log(tail) / math.log(q))
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0-100) with linear interpolation between closest ranks, as NumPy's default
+    (and so vLLM `bench serve`, which calls `np.percentile`)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+Bounds = tuple[float | None, float | None]
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Summary of one metric over many requests; with `bounds`, each percentile's 95% distribution-free
+    confidence interval (`stats.quantile_bounds`: an end too few values reach is None)."""
+
+    n: int
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    p50_ci: Bounds | None = None
+    p90_ci: Bounds | None = None
+    p99_ci: Bounds | None = None
+
+    @classmethod
+    def of(cls, values: Iterable[float | None], bounds: bool = False) -> Distribution:
+        present = [v for v in values if v is not None]
+        mean = sum(present) / len(present) if present else None
+        cis = [quantile_bounds(present, q) for q in (0.5, 0.9, 0.99)] if bounds and present else [None] * 3
+        return cls(
+            len(present),
+            mean,
+            percentile(present, 50),
+            percentile(present, 90),
+            percentile(present, 99),
+            *cis,
+        )

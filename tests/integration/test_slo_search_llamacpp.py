@@ -60,7 +60,7 @@ def test_the_search_finds_the_slots_a_ttft_limit_allows(tmp_path: Path, tiny: Ti
         tmp_path,
         "search",
         f'[checks.throughput]\nlevels = []\n{shape}search = "users"\nsearch_repeats = 2\n'
-        f"slo = {{ ttft_p99_s = {limit} }}\n",
+        f'slo = {{ ttft_p99_s = {limit}, judged_by = "estimate" }}\n',  # 3 requests a user: no p99 bound
         tiny,
     )
     data = json.loads((run.path / "throughput.json").read_text())
@@ -88,6 +88,27 @@ def test_the_search_finds_the_slots_a_ttft_limit_allows(tmp_path: Path, tiny: Ti
     assert again.status == "skipped" and len(list(run.records())) == before
 
 
+def test_by_default_a_p99_limit_needs_the_requests_to_bound_it(tmp_path: Path, tiny: TinyModel) -> None:
+    # Issue 56: a p99 from 9 requests was judged like one from 10,000. By default the search judges the upper
+    # end of the p99's 95% interval; 4 requests have none, so the level breaks, saying why, whatever its TTFT.
+    _, run = campaign_run(
+        tmp_path,
+        "bounded",
+        "[checks.throughput]\nlevels = []\nprompt_tokens = 128\noutput_tokens = 4\nrequests_per_user = 4\n"
+        'search = "users"\nsearch_to = 2\nslo = { ttft_p99_s = 600 }\n',
+        tiny,
+    )
+    data = json.loads((run.path / "throughput.json").read_text())
+    found = data["search"]
+    assert data["levels"]["1"]["ttft_s"]["p99"] < 600 and data["levels"]["1"]["ttft_s"]["p99_ci"][1] is None
+    assert found["met"] is None and [p["level"] for p in found["probes"]] == [1]
+    (row,) = collect(tmp_path / "bounded")
+    assert row.slo.text.startswith(
+        "none met TTFT p99 <= 600 s (each p99 by its 95% upper bound) (from 1 users: TTFT p99: 4 request(s) "
+        "give no 95% upper bound (368 needed))"
+    ), row.slo.text
+
+
 def test_a_search_over_levels_already_measured_reads_them_back_and_sends_no_request_twice(
     tmp_path: Path, tiny: TinyModel
 ) -> None:
@@ -99,7 +120,8 @@ def test_a_search_over_levels_already_measured_reads_them_back_and_sends_no_requ
         tmp_path,
         "levels-then-search",
         "[checks.throughput]\nlevels = [1, 2]\nprompt_tokens = 128\noutput_tokens = 8\n"
-        'requests_per_user = 2\nsearch = "users"\nsearch_to = 3\nslo = { ttft_p99_s = 600 }\n',
+        'requests_per_user = 2\nsearch = "users"\nsearch_to = 3\n'
+        'slo = { ttft_p99_s = 600, judged_by = "estimate" }\n',
         tiny,
     )
     data = json.loads((run.path / "throughput.json").read_text())
@@ -125,7 +147,7 @@ def test_a_rate_search_reads_back_a_rate_already_offered(tmp_path: Path, tiny: T
         "rate-search",
         "[checks.throughput]\nlevels = [1]\nrates = [1.0]\nrequests_per_rate = 4\nprompt_tokens = 128\n"
         'output_tokens = 8\nrequests_per_user = 2\nsearch = "rate"\nsearch_from = 1.0\nsearch_to = 2.0\n'
-        "slo = { ttft_p99_s = 600 }\n",
+        'slo = { ttft_p99_s = 600, judged_by = "estimate" }\n',
         tiny,
     )
     data = json.loads((run.path / "throughput.json").read_text())
@@ -163,7 +185,7 @@ def test_a_search_interrupted_mid_level_resumes_with_each_level_measured_once_an
             requests_per_user=2,
             search="users",
             search_to=3,
-            slo=SloParams(ttft_p99_s=600),
+            slo=SloParams(ttft_p99_s=600, judged_by="estimate"),
         )
     )
     results = tmp_path / "results"

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from ctxbench.load_params import SloParams, ThroughputParams
-from ctxbench.slo_search import Breach, bracket, breach_text, breaches, search
+from ctxbench.slo_search import Breach, bracket, breach_text, breaches, search, slo_text
 
 
 def level(ttft_p99: float, *, requests: int = 10, failed: int = 0, good: int | None = None, **extra: Any):
@@ -50,6 +50,21 @@ def test_a_level_breaks_each_limit_it_exceeds_and_meets_at_the_limit() -> None:
     assert breaches(level(1.0, requests=3, failed=3), slo) == [Breach("no_answer")]
 
 
+def test_a_p99_limit_is_judged_by_the_upper_end_of_its_interval_unless_the_estimate_is_asked() -> None:
+    bounded = SloParams(ttft_p99_s=1.0)
+    assert bounded.judged_by == "upper_bound"
+    close = {**level(0.9), "ttft_s": {"p99": 0.9, "n": 400, "p99_ci": [0.8, 1.2]}}
+    assert breaches(close, bounded) == [Breach("ttft_p99_s", 1.2, 1.0)]  # the estimate meets, the bound not
+    assert breaches(close, SloParams(ttft_p99_s=1.0, judged_by="estimate")) == []
+    few = {**level(0.5), "ttft_s": {"p99": 0.5, "n": 9, "p99_ci": [0.4, None]}}
+    (breach,) = breaches(few, bounded)
+    assert breach.text() == "TTFT p99: 9 request(s) give no 95% upper bound (368 needed)"
+    assert breaches(few, SloParams(ttft_p99_s=1.0, judged_by="estimate")) == []
+    assert slo_text(bounded.model_dump()) == "TTFT p99 <= 1 s (each p99 by its 95% upper bound)"
+    assert slo_text({"ttft_p99_s": 1.0}) == "TTFT p99 <= 1 s"  # a search recorded before bounds
+    assert slo_text(SloParams(goodput_fraction=0.9).model_dump()) == "goodput >= 0.9 of requests"
+
+
 def test_without_a_goodput_share_a_failed_request_breaks_the_slo() -> None:
     slo = SloParams(ttft_p99_s=2.0)
     assert breaches(level(1.0, failed=1), slo) == [Breach("failed", 1)]
@@ -74,7 +89,9 @@ def test_users_bracket_then_bisect_to_adjacent_levels() -> None:
     result, calls = run_search(p, 1, lambda users, run: 0.1 * users)
     assert [c[0] for c in calls] == [1, 2, 4, 8, 6, 7]
     assert (result["met"], result["broken"]) == (6, 7)
-    assert result["broken_by"] == [{"limit": "ttft_p99_s", "value": pytest.approx(0.7), "bound": 0.65}]
+    assert result["broken_by"] == [
+        {"limit": "ttft_p99_s", "value": pytest.approx(0.7), "bound": 0.65, "samples": None}
+    ]
     assert result["stopped"] == "the bracket closed"
     assert (result["met_runs"], result["runs"]) == (1, 1)
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from ctxbench import stats
+from ctxbench.stats import quantile_bounds, samples_for_upper
 
 
 def test_wilson_interval_matches_the_published_example() -> None:
@@ -35,3 +38,27 @@ def test_median_interval_is_seeded_and_verdicts_never_call_overlap_equal() -> No
     assert stats.verdict(fast, close).startswith("not established")
     assert stats.median_interval([1.0, 2.0]) is None
     assert "too few" in stats.verdict(None, slow)
+
+
+def test_the_quantile_interval_covers_the_true_quantile_at_least_as_often_as_it_says() -> None:
+    # Uniform(0, 1): the true q-quantile is q. Over 2,000 seeded samples of 400, the 95% interval of p99 and
+    # of the median must each hold the truth in at least 95% of them (the order-statistic interval is
+    # conservative: a little more).
+    rng = random.Random(7)
+    for q in (0.5, 0.99):
+        held = 0
+        for _ in range(2000):
+            low, high = quantile_bounds([rng.random() for _ in range(400)], q)
+            assert low is not None and high is not None
+            held += low <= q <= high
+        assert 0.95 <= held / 2000 <= 0.99, (q, held)
+
+
+def test_an_end_the_values_cannot_reach_is_none_and_the_count_needed_is_said() -> None:
+    assert samples_for_upper(0.99) == 368 and samples_for_upper(0.9) == 36 and samples_for_upper(0.5) == 6
+    values = [float(v) for v in range(1, 368)]
+    assert quantile_bounds(values, 0.99)[1] is None  # 367 values: no upper end for p99
+    assert quantile_bounds([*values, 368.0], 0.99)[1] == 368.0  # 368: the largest is it
+    assert quantile_bounds([], 0.5) == (None, None)
+    low, high = quantile_bounds([float(v) for v in range(1, 101)], 0.5)
+    assert (low, high) == (40.0, 61.0)  # the textbook ranks for a median of 100 at 95%

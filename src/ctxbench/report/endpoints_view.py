@@ -56,7 +56,7 @@ def _p90_ms(values: Iterable[float | None]) -> float | None:
     return None if p90 is None else p90 * 1000
 
 
-def _measured(level: Level, users: int, records: Sequence[RequestRecord]) -> list[RequestRecord]:
+def measured_records(level: Level, users: int, records: Sequence[RequestRecord]) -> list[RequestRecord]:
     """A level's measured requests: its `request_ids`, or (runs recorded before those) its users' requests
     that were not warm-up."""
     if level.request_ids:
@@ -76,7 +76,7 @@ def endpoints_points(data: ThroughputFile, records: Sequence[RequestRecord]) -> 
     """One point per closed-loop level (search probes included), concurrency ascending."""
     points = []
     for users, level in data.levels_sorted():
-        ok = [r for r in _measured(level, users, records) if r.ok]
+        ok = [r for r in measured_records(level, users, records) if r.ok]
         points.append(
             EndpointsPoint(
                 concurrency=users,

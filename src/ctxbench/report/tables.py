@@ -9,6 +9,7 @@ from pathlib import Path
 from .. import metrics
 from ..counters import reported_text
 from ..records import RequestRecord
+from ..stats import quantile_bounds, samples_for_upper
 
 COLUMNS = (
     "request",
@@ -101,3 +102,15 @@ def relative(path: Path) -> str:
         index = len(parts) - 1 - parts[::-1].index("runs")
         return str(Path(*parts[index:]))
     return path.name
+
+
+def p99_upper_text(values: Sequence[float | None], digits: int = 3) -> str:
+    """The upper end of a p99's 95% interval (`stats.quantile_bounds`) as a table cell: "<= 0.85", or
+    "too few (9 of 368)" where the values cannot bound it."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return "n/a"
+    _, high = quantile_bounds(present, 0.99)
+    if high is None:
+        return f"too few ({len(present)} of {samples_for_upper(0.99)})"
+    return f"<= {fmt(high, digits)}"
