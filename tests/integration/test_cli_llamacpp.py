@@ -85,3 +85,26 @@ def test_an_engine_that_cannot_load_its_model_is_named_on_the_console_in_its_own
     assert shown[1] == "  the engine's last lines:", done.stdout
     assert any("failed to load model" in line for line in shown[2:8]), done.stdout
     assert "verdict: FAILED" in done.stdout
+
+
+def test_probe_reads_whole_in_80_columns(tiny_server: LlamaServer, tmp_path: Path) -> None:
+    # Issue 57: at 80 columns the probe's table cut its headers to `requ...` and its answers a word a line.
+    import os
+
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxbench", "probe", "--url", tiny_server.base_url, "--model", "tiny"]
+        + ["--results", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    wide = [line for line in lines if len(line) > 80 and str(tmp_path) not in line]  # a path stays whole
+    assert lines and not wide, wide
+    heads = [line for line in lines if line.startswith(("alone-", "concurrent-"))]
+    assert len(heads) == 5 and all(": ok, " in line and " in (" in line for line in heads), heads
+    answers = [line for line in lines if line.startswith('  "')]
+    assert len(answers) == 5, lines  # each answer on one line, never a word a line
+    assert "┃" not in done.stdout and "requ…" not in done.stdout

@@ -5,6 +5,7 @@ loopback port that was just closed (connection refused)."""
 
 from __future__ import annotations
 
+import io
 import socket
 import subprocess
 import sys
@@ -375,3 +376,22 @@ def test_sample_trace_refuses_a_directory_or_a_missing_one_naming_its_argument(t
         done = ctxbench("sample-trace", out, cwd=tmp_path)
         assert done.returncode == EXIT_USAGE and "(the trace to write)" in done.stderr, done.stderr
         assert "--results" not in done.stderr
+
+
+def test_console_lines_wrap_at_words_on_a_terminal_and_stay_whole_when_piped() -> None:
+    # Issue 57: long console lines were broken mid-word on a terminal.
+    from rich.console import Console
+
+    from ctxbench.cli.common import say
+
+    text = "verdict: PROVISIONAL because the probe check ran alone and the other claims were not checked"
+    path = "records: /tmp/a/very/long/path/that/is/longer/than/forty/columns/requests.jsonl"
+    terminal = Console(force_terminal=True, width=40, record=True, file=io.StringIO())
+    say(text, terminal)
+    say(path, terminal)
+    lines = terminal.export_text().splitlines()
+    assert " ".join(lines[:3]) == text and all(len(line) <= 40 for line in lines[:3]), lines
+    assert lines[3:] == ["records:", path.removeprefix("records: ")]  # a path is never cut
+    piped = Console(force_terminal=False, width=40, record=True, file=io.StringIO())
+    say(text, piped)
+    assert piped.export_text().splitlines() == [text]

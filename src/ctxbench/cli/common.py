@@ -6,6 +6,7 @@ import datetime as dt
 import os
 import signal
 import sys
+import textwrap
 import threading
 import traceback
 from pathlib import Path
@@ -15,7 +16,6 @@ import typer
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.progress import Progress
-from rich.table import Table
 from rich.text import Text
 
 from .. import __version__
@@ -31,7 +31,7 @@ from ..errors import (
 )
 from ..records import RequestRecord, requests_line
 from ..report.run_report import claims_summary, run_report
-from ..report.tables import COLUMNS, request_row
+from ..report.tables import request_lines
 from ..store import RunDir, new_run_id, safe_name
 from .progress import PlainProgress, progress
 
@@ -241,10 +241,12 @@ def _adhoc_run(results: Path, name: str, check: str, **manifest: object) -> RunD
 
 
 def _print_records(records: list[RequestRecord]) -> None:
-    table = Table(*COLUMNS, title="requests")
+    """Each request in two lines that read whole at the console's width (80 where it is no terminal); the
+    run report has the full table."""
+    width = max(40, console.width)
     for record in records:
-        table.add_row(*request_row(record))
-    console.print(table)
+        for line in request_lines(record, width):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _finish(run: RunDir, results: Path) -> None:
@@ -270,9 +272,15 @@ def _finish(run: RunDir, results: Path) -> None:
         raise typer.Exit(code=EXIT_FAILED)
 
 
-def say(line: str) -> None:
-    """One line to stdout as written: no markup read in it, no highlighting, never wrapped mid-path."""
-    console.print(line, markup=False, highlight=False, soft_wrap=True)
+def say(line: str, on: Console | None = None) -> None:
+    """One line to stdout as written: no markup read in it, no highlighting. On a terminal it wraps at word
+    boundaries (a word longer than the line, a path, stays whole); piped, it stays one line."""
+    out = on or console
+    # an indented line is a table's or a list's, laid out already
+    wrap = out.is_terminal and len(line) > out.width and not line.startswith(" ")
+    parts = textwrap.wrap(line, out.width, break_long_words=False, break_on_hyphens=False) if wrap else [line]
+    for part in parts or [line]:
+        out.print(part, markup=False, highlight=False, soft_wrap=True)
 
 
 def print_verdict(run: RunDir, results: Path) -> str:

@@ -3,6 +3,7 @@ directory."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -86,6 +87,25 @@ def request_row(record: RequestRecord, answer_chars: int = 60) -> tuple[str, ...
         fmt(metrics.e2e_s(record)),
         answer,
     )
+
+
+def request_lines(record: RequestRecord, width: int = 80) -> list[str]:
+    """A request as the console shows it, whole at `width` columns: its figures on a line (wrapped at words
+    where they do not fit), then its answer on one line, shortened at a word with "..." (the run report's
+    table has every column and more of the answer)."""
+    row = dict(zip(COLUMNS, request_row(record), strict=True))
+    figures = (
+        f"{row['request']}: {row['status']}, {row['prompt tok']} in ({row['cached tok']} cached), "
+        f"{row['output tok']} out, TTFT {row['TTFT s']} s, {row['decode tok/s']} tok/s, E2E {row['E2E s']} s"
+        if record.ok
+        else f"{row['request']}: {row['status']} after {row['E2E s']} s"
+    )
+    lines = textwrap.wrap(figures, width, subsequent_indent="    ", break_on_hyphens=False)
+    answer = " ".join(record.text.split())
+    said = f'"{answer}"' if answer else (record.error.message if record.error is not None else "")
+    if said:
+        lines.append("  " + textwrap.shorten(said, width - 2, placeholder=' ..."' if answer else " ..."))
+    return lines
 
 
 def markdown_table(rows: Sequence[Sequence[str]], columns: Sequence[str] = COLUMNS) -> str:
