@@ -1,8 +1,9 @@
 """A server on 127.0.0.1 that is not an OpenAI-compatible one: every request gets the same wrong answer (404
 with a JSON error, 500 with a text body, 200 with an HTML page, the connection closed unanswered), or, as
 "endless", a chat stream that never ends (a token every 50 ms), or, as "no_done", a whole answer (tokens, the
-finish reason, usage) and then nothing, neither [DONE] nor a close, for a minute; in a thread of the test
-process.
+finish reason, usage) and then nothing, neither [DONE] nor a close, for a minute, or, as "no_tokenize", a
+chat server that answers every stream whole but has no `/tokenize` (nor any other route, 404), as an
+OpenAI-compatible gateway in front of an engine would; in a thread of the test process.
 
 `python tests/bad_server.py MODE` serves one until killed, printing its URL first (to try a command by hand).
 """
@@ -42,6 +43,9 @@ def _handler(mode: str) -> type[BaseHTTPRequestHandler]:
             if mode == "no_done" and self.command == "POST":
                 self._no_done()
                 return
+            if mode == "no_tokenize" and self.command == "POST" and self.path == "/v1/chat/completions":
+                self._answered()
+                return
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
@@ -75,6 +79,22 @@ def _handler(mode: str) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
             self.wfile.flush()
             time.sleep(60)  # open and silent: no [DONE], no close
+            self.close_connection = True
+
+        def _answered(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            events = [
+                *({"choices": [{"index": 0, "delta": {"content": word}}]} for word in ("Paris", " is", ".")),
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3}},
+            ]
+            for event in events:
+                self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
             self.close_connection = True
 
         do_GET = do_POST = _answer

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .checks.catalog import selected as selected_checks
 from .checks.prompts import QUESTIONS, read_prompts
 from .checks.trace import read_trace
 from .config import (
@@ -19,7 +20,7 @@ from .config import (
 )
 from .engines.deployment import plan_deployment
 from .engines.kinds import engine
-from .errors import CtxbenchError
+from .errors import CtxbenchError, UsageError
 from .params import Checks
 from .text.blocks import shortest_prompt
 from .text.tokens import SERVER, load_token_counter
@@ -29,6 +30,8 @@ def counter_source(deployment: Deployment, model: str) -> tuple[Path | str | Non
     """(tokenizer, gguf) for `load_token_counter`: what the deployment names, else what its model holds."""
     tokenizer: Path | str | None = deployment.tokenizer
     gguf = None
+    if tokenizer is not None and str(tokenizer).endswith(".gguf"):  # a GGUF's own vocabulary
+        return None, Path(tokenizer)
     if tokenizer is None and not isinstance(deployment, ExternalDeployment):
         path = Path(model)
         if path.suffix == ".gguf":
@@ -165,6 +168,22 @@ def check_gpus(campaign: Campaign, deployments: list[Deployment], present: int |
             )
 
 
+def _tokenizer_readable(deployment: Deployment, checks: Checks) -> None:
+    """A `tokenizer` the deployment names, read now where a check counts tokens: one that cannot be read is
+    refused before anything starts (the dry run exits 2), not found after the engine loaded."""
+    named = deployment.tokenizer
+    if named is None or str(named) == SERVER or not any(c.needs_counter for c, _ in selected_checks(checks)):
+        return
+    tokenizer, gguf = counter_source(deployment, getattr(deployment, "model", "") or "")
+    try:
+        load_token_counter(tokenizer, gguf, None, deployment.served).close()
+    except CtxbenchError as exc:
+        raise UsageError(
+            f"deployment {deployment.name!r}: tokenizer {str(named)!r} cannot be read ({exc}); give a "
+            'tokenizer directory, a tokenizer.json or a .gguf, or "server" to count with its /tokenize'
+        ) from None
+
+
 def preflight(campaign: Campaign, selected: list[Deployment]) -> None:
     """What can be refused before any engine starts, beyond the file's own keys and paths: GPUs this
     machine lacks and every line of each trace (a bad line found after a 1M-token prefill wastes it)."""
@@ -173,6 +192,7 @@ def preflight(campaign: Campaign, selected: list[Deployment]) -> None:
     read: set[tuple[Path, int | None]] = set()
     for deployment in selected:
         checks = campaign.checks_for(deployment)
+        _tokenizer_readable(deployment, checks)
         trace = checks.trace
         if trace is not None and (trace.file, trace.max_requests) not in read:
             read_trace(trace.file, trace.max_requests)

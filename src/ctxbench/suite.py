@@ -35,7 +35,7 @@ from .router import Router
 from .store import RunDir, git_revision, new_run_id
 from .telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, GpuSampler
 from .text.haystack import pool_for
-from .text.tokens import TokenCounter, require_content_counted
+from .text.tokens import NotCounting, TokenCounter, require_content_counted
 from .wire import arrival_clock
 
 
@@ -144,10 +144,14 @@ def run_suite(
     try:
         with Running(plan, run.path) as running:
             limit = _context_limit(plan, running, checks)
-            if callable(counter):  # a counter that needs the server (its /tokenize) is made now
+            counting = any(check.needs_counter for check, _ in selected(checks))
+            if not counting:  # the probe alone: no tokenizer is asked for, none is loaded or checked
+                counter = NotCounting()
+            elif callable(counter):  # a counter that needs the server (its /tokenize) is made now
                 counter = made = counter(running.base_urls[0])
-                manifest["tokenizer"] = counter.source
-            require_content_counted(counter)
+            manifest["tokenizer"] = counter.source
+            if counting:
+                require_content_counted(counter)
             manifest["chat_template"], template = running.chat_template()
             compare_with_counter(manifest["chat_template"], template, counter.chat_template)
             if template is not None:
@@ -226,7 +230,7 @@ def _run_checks(
 
     snapshot("run", "before")
     stated = limit.tokens if limit else 0  # 0: none stated; capacity and needle never run without one
-    pool = pool_for(counter, longest_prompt(checks, stated))
+    longest = longest_prompt(checks, stated)
 
     @contextlib.contextmanager
     def watched(name: str) -> Iterator[None]:
@@ -258,7 +262,7 @@ def _run_checks(
         async with client:
             ctx = RunContext(
                 client,
-                pool,
+                lambda: pool_for(counter, longest),
                 counter,
                 limit,
                 run,

@@ -108,3 +108,20 @@ def test_probe_reads_whole_in_80_columns(tiny_server: LlamaServer, tmp_path: Pat
     answers = [line for line in lines if line.startswith('  "')]
     assert len(answers) == 5, lines  # each answer on one line, never a word a line
     assert "┃" not in done.stdout and "requ…" not in done.stdout
+
+
+def test_a_probe_only_campaign_against_llama_server_loads_no_tokenizer(
+    tiny_server: LlamaServer, tmp_path: Path
+) -> None:
+    import json
+
+    campaign = tmp_path / "probe.toml"
+    campaign.write_text(
+        f'[campaign]\nname = "p"\nresults = "{tmp_path / "results"}"\n[checks.probe]\n[[deployments]]\n'
+        f'name = "tiny-external"\nengine = "external"\nurls = ["{tiny_server.base_url}"]\n'
+        'served_name = "tiny"\n'
+    )
+    done = run_main(["run", str(campaign)])
+    assert done.exit_code == 0, done.output
+    (manifest,) = (tmp_path / "results" / "runs").glob("*/manifest.json")
+    assert json.loads(manifest.read_text())["tokenizer"] == "none: no check of this run counts tokens"

@@ -133,3 +133,21 @@ def test_ctrl_c_or_sigterm_exits_130_saying_so_and_records_the_request_in_flight
     records = [json.loads(line) for line in requests.read_text().splitlines()]
     assert records and records[-1]["error"]["kind"] == "interrupted", records
     assert records[-1]["chunks"], "what streamed before the interrupt is kept"
+
+
+def test_a_probe_only_campaign_needs_no_tokenizer(tmp_path: Path) -> None:
+    # Issue 57: an external deployment with only [checks.probe] against a server without /tokenize failed
+    # ("count locally with --tokenizer or --gguf (tokenizer or gguf in a campaign file)"), while
+    # `ctxbench probe` on the same server worked. The probe counts nothing: the run asks for no tokenizer.
+    with bad_server("no_tokenize") as url:
+        campaign = tmp_path / "probe.toml"
+        campaign.write_text(
+            f'[campaign]\nname = "p"\nresults = "{tmp_path / "results"}"\n[checks.probe]\n'
+            f'[[deployments]]\nname = "gateway"\nengine = "external"\nurls = ["{url}"]\nserved_name = "m"\n'
+        )
+        done = ctxbench(["run", str(campaign)], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (manifest,) = (tmp_path / "results" / "runs").glob("*/manifest.json")
+    assert json.loads(manifest.read_text())["tokenizer"] == "none: no check of this run counts tokens"
+    records = [json.loads(line) for line in (manifest.parent / "requests.jsonl").read_text().splitlines()]
+    assert records and all(r["error"] is None for r in records)

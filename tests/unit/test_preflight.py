@@ -195,3 +195,17 @@ def test_paths_are_printed_as_they_are_never_as_markup(folder: str, tmp_path: Pa
     (here / "trace.jsonl").write_text("oops\n")
     refused = ctxbench("run", str(path), cwd=here)
     assert refused.returncode == EXIT_USAGE and f"{here / 'trace.jsonl'}:1" in refused.stderr, refused.stderr
+
+
+def test_a_tokenizer_that_cannot_be_read_is_refused_and_a_gguf_one_is_read(tmp_path: Path) -> None:
+    # Issue 57: `tokenizer = "x.gguf"` read "CANNOT BE READ" in the dry run, which then said nothing was wrong
+    # (rc 0). A .gguf is now read as its vocabulary; a tokenizer that cannot be read is refused, rc 2.
+    from ctxbench.engines.models import tiny_model
+
+    (tmp_path / "broken.gguf").write_text("not a gguf")
+    external = 'engine = "external"\nurls = ["http://127.0.0.1:9"]\n'
+    refused(campaign(tmp_path, external + 'tokenizer = "broken.gguf"'), tmp_path, "'d'", "cannot be read")
+    path = campaign(tmp_path, external + f'tokenizer = "{tiny_model().gguf}"')
+    dry = ctxbench("run", str(path), "--dry-run", cwd=tmp_path)
+    assert dry.returncode == EXIT_OK, dry.stderr
+    assert f"tokenizer: gguf:{tiny_model().gguf} (read)" in " ".join(dry.stdout.split()), dry.stdout

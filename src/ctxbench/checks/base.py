@@ -8,6 +8,7 @@ line it announces, whether it is still to do on a resumed run, and `run(ctx, par
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ class RunContext:
     the campaign's results directory, the seed scope, and how to report progress and read `/metrics`."""
 
     client: ChatClient
-    pool: UnitPool
+    make_pool: Callable[[], UnitPool]  # built on first use: a run that counts no tokens builds none
     counter: TokenCounter
     limit: ContextLimit | None  # None: the server states none and no check needs one
     run: RunDir
@@ -42,6 +43,10 @@ class RunContext:
     force: bool  # a resumed run measures finished units again
     snapshot: Callable[[str, str], None]  # (unit, "before" | "after"): every replica's /metrics, recorded
     on_request_done: Callable[[], None]
+
+    @functools.cached_property
+    def pool(self) -> UnitPool:
+        return self.make_pool()
 
     @property
     def stated(self) -> int:
@@ -67,6 +72,7 @@ class Check(Protocol[P]):
     name: str
     params_type: type[P]
     needs_limit: bool  # refused on a server that states no context limit
+    needs_counter: bool = True  # counts prompt tokens (False: a run of only such checks needs no tokenizer)
 
     def request_count(self, params: P) -> int:
         """Requests it sends, for the progress bar (0 where it cannot tell before it runs)."""

@@ -87,6 +87,7 @@ class ProbeCheck(Check[ProbeParams]):
     name = "probe"
     params_type = ProbeParams
     needs_limit = False
+    needs_counter = False  # fixed questions and a document of so many characters: nothing is counted
 
     def request_count(self, params: ProbeParams) -> int:
         return probe_request_count(params)

@@ -15,7 +15,7 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import httpx
 
@@ -228,8 +228,8 @@ class ServerTokenCounter:
                 f"{self.base_url}{path} answered HTTP {response.status_code} "
                 f"({response.headers.get('content-type', 'no Content-Type')}): "
                 f"{' '.join(response.text.split())[:300]}; this server does not count tokens as llama.cpp, "
-                "vLLM or SGLang do: count locally with --tokenizer or --gguf (tokenizer or gguf in a "
-                "campaign file)"
+                "vLLM or SGLang do: count locally with --tokenizer or --gguf (a campaign file's `tokenizer`: "
+                "a tokenizer directory, a tokenizer.json or a .gguf)"
             )
         return value
 
@@ -285,6 +285,29 @@ def load_token_counter(
     raise TokenizerError(
         "no tokenizer: give --tokenizer (HF file or directory, or 'server'), --gguf, or a server URL."
     )
+
+
+class NotCounting:
+    """The counter of a run whose checks count no tokens (the probe alone): nothing was loaded or asked of
+    the server, and a count asked of it is a ctxbench bug, said as one."""
+
+    source = "none: no check of this run counts tokens"
+    chat_template: str | None = None
+
+    def _refuse(self) -> NoReturn:
+        raise TokenizerError("a check counted tokens in a run whose checks declared they count none")
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        self._refuse()
+
+    def count_chat(self, messages: Sequence[Message]) -> int:
+        self._refuse()
+
+    def remember(self, messages: Sequence[Message], tokens: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def require_content_counted(counter: TokenCounter) -> None:
