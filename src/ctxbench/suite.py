@@ -35,7 +35,13 @@ from .router import Router
 from .store import RunDir, git_revision, new_run_id
 from .telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, GpuSampler
 from .text.haystack import pool_for
-from .text.tokens import NotCounting, TokenCounter, require_content_counted
+from .text.tokens import (
+    NotCounting,
+    ServerTokenCounter,
+    TemplatedCounter,
+    TokenCounter,
+    require_content_counted,
+)
 from .wire import arrival_clock
 
 
@@ -149,10 +155,19 @@ def run_suite(
                 counter = NotCounting()
             elif callable(counter):  # a counter that needs the server (its /tokenize) is made now
                 counter = made = counter(running.base_urls[0])
+            manifest["chat_template"], template = running.chat_template()
+            if counting and isinstance(counter, TemplatedCounter) and not counter.chat_template:
+                # A model without a chat template (a base model's GGUF): count with the template the server
+                # renders with where it states it, else with the server's own counter; never a refusal.
+                if template:
+                    counter.chat_template = template
+                    manifest["chat_template"]["counted_with"] = "the server's template: the model has none"
+                else:
+                    counter = made = ServerTokenCounter(running.base_urls[0], plan.served)
+                    manifest["chat_template"]["counted_with"] = "the server's counter: the model has none"
             manifest["tokenizer"] = counter.source
             if counting:
                 require_content_counted(counter)
-            manifest["chat_template"], template = running.chat_template()
             compare_with_counter(manifest["chat_template"], template, counter.chat_template)
             if template is not None:
                 (run.path / TEMPLATE_FILE).write_text(template)

@@ -264,3 +264,26 @@ def test_a_campaign_whose_evidence_failed_says_so_and_exits_1(tmp_path: Path) ->
     assert "verdict: FAILED" in out
     assert "- 1 prompt(s) were not what was planned, first: server counted " in out
     assert "1 requests, 1 failed" in out and "over-limit" not in out  # no capacity check: no probe to excuse
+
+
+def test_a_model_without_a_chat_template_counts_with_the_template_the_server_states(tmp_path: Path) -> None:
+    # Issue 57: a base-model GGUF (no chat template) was refused at start ("has no chat template; count with
+    # the server's tokenizer instead"), though llama-server states the template it renders with in /props.
+    base = tiny_model(spec=TinyModelSpec(chat_template=False))
+    path = tmp_path / "base.toml"
+    path.write_text(
+        f'[campaign]\nname = "base"\nresults = "{tmp_path / "results"}"\n'
+        "[checks.needle]\nlengths = [512]\ndepths = [0.5]\n"
+        f'[[deployments]]\nname = "tiny-base"\nengine = "llamacpp"\nmodel = "{base.gguf}"\n'
+        "ctx_size = 2048\nparallel = 1\nrandom_weights = true\n"
+    )
+    campaign = load_campaign(path)
+    (outcome,) = run_campaign(campaign)
+    assert outcome.status == "done", outcome.error
+    run = RunDir(campaign.campaign.results / "runs" / str(outcome.run_id))
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    assert manifest["chat_template"]["counted_with"] == "the server's template: the model has none"
+    assert manifest["chat_template"]["counter"] == "same"
+    (trial,) = json.loads((run.path / "needle.json").read_text())["trials"]
+    assert trial["prompt_tokens"] == trial["planned_tokens"]  # counted right: the server saw what was planned
+    assert "counted with the server's template" in (run.path / "report.md").read_text()

@@ -42,7 +42,8 @@ def _template_line(entry: dict[str, object] | None) -> str:
     sha = str(entry.get("sha256", ""))[:12]
     default = " (a default: the model has none)" if entry.get("fallback") else ""
     counter = entry.get("counter")
-    return f"`{entry.get('file')}` from {entry['source']}, sha256 {sha}{default}; counter: {counter}"
+    counted = f" (counted with {entry['counted_with']})" if entry.get("counted_with") else ""
+    return f"`{entry.get('file')}` from {entry['source']}, sha256 {sha}{default}; counter: {counter}{counted}"
 
 
 def _given(value: object) -> str:
