@@ -16,7 +16,10 @@ from ctxbench.client import Client
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
 from ctxbench.params import FidelityParams
+from ctxbench.report.fidelity_section import drift_by_position, fidelity_section
+from ctxbench.report.run_read import RunRead
 from ctxbench.results.evidence import status_of
+from ctxbench.run_files import Manifest
 from ctxbench.store import RunDir
 from ctxbench.text.haystack import UnitPool
 from ctxbench.text.tokens import HfTokenCounter
@@ -64,6 +67,16 @@ async def test_llama_server_answers_the_same_from_its_cache(
     records = [r for r in run.records() if r.labels.get("path") not in ("load-other", "evict")]
     assert records and all(r.logprobs and len(r.logprobs) == SPEC.max_tokens for r in records)
     assert all(len(r.logprobs[0].top) == SPEC.top_logprobs for r in records if r.logprobs)
+    # The drift per position, from the records: a line a path, over every compared token, whose largest is
+    # the path's own logprob drift; the report draws it.
+    drifts = drift_by_position(data, list(run.records()))
+    for length in data.lengths:
+        for p in length.paths:
+            assert len(drifts[length.length][p.path]) == p.compared
+            assert max(drifts[length.length][p.path]) == pytest.approx(p.max_logprob_diff), p
+    section = fidelity_section(RunRead(run, list(run.records()), Manifest(), None))
+    assert "![drift per position](fidelity-drift.png)" in "\n".join(section)
+    assert (run.path / "fidelity-drift.png").stat().st_size > 0
 
 
 @pytest.mark.parametrize("alteration", ["token", "drift"])
