@@ -41,3 +41,29 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         )
     if skipped and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    unshown = _readme_claims_unshown(session, reporter)
+    if unshown:
+        reporter.write_line(
+            f"error: the README names {', '.join(unshown)} as showing a capability works, and no test of "
+            "them passed in this run of the whole suite",
+            red=True,
+        )
+        if session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _readme_claims_unshown(session: pytest.Session, reporter: pytest.TerminalReporter) -> list[str]:
+    """After the whole suite (no paths or keywords given), the README-named test files none of whose tests
+    passed; a file skipped by the user's leave (CTXBENCH_ALLOW_SKIP) is not counted against it."""
+    config = session.config
+    whole = config.args in ([], [str(config.rootpath)], ["tests"], [str(config.rootpath / "tests")])
+    if not whole or config.option.keyword or config.option.markexpr:
+        return []
+    from readme_claims import named_files, works_rows
+
+    def files(kind: str) -> set[str]:
+        return {report.nodeid.split("::")[0] for report in reporter.stats.get(kind, [])}
+
+    passed, skipped = files("passed"), files("skipped") if os.environ.get(ALLOW_SKIP) else set()
+    named = {str(p.relative_to(config.rootpath)) for _, status in works_rows() for p in named_files(status)}
+    return sorted(named - passed - skipped)
