@@ -59,6 +59,8 @@ def _readme_claims_unshown(session: pytest.Session, reporter: pytest.TerminalRep
     whole = config.args in ([], [str(config.rootpath)], ["tests"], [str(config.rootpath / "tests")])
     if not whole or config.option.keyword or config.option.markexpr:
         return []
+    if not (config.rootpath / "tests" / "readme_claims.py").exists():  # another project's run of this file
+        return []
     from readme_claims import named_files, works_rows
 
     def files(kind: str) -> set[str]:
