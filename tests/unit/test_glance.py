@@ -78,3 +78,13 @@ def test_what_did_not_pass_says_where(run: RunDir) -> None:
     verdict, _, why, _ = rows["3 recall, alone"]
     assert verdict == "**FAIL**" and why.startswith("user 0 turn 1 at 32768 tokens; user 0 turn 2 at")
     assert rows["requests"][0] == "**FAIL**" and rows["requests"][2] == "1 timeout"
+
+
+def test_a_relative_results_directory_names_the_requests_file_where_it_is(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 57: the demo (results = "results", relative) linked `../../results/runs/<id>/requests.jsonl`.
+    monkeypatch.chdir(run.path.parent.parent.parent)
+    relative = RunDir(Path("results") / "runs" / run.run_id)
+    assert glance(relative)["requests"][3] == "`requests.jsonl`"
+    assert glance(run)["requests"][3] == "`requests.jsonl`"

@@ -89,7 +89,10 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
     text = requests_line(records)
     why = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
     if records:
-        out.append(("requests", FAIL if failed else PASS, Cell(text, str(run.requests_path)), why))
+        # named from the results directory as every evidence cell is (a relative `results` gave
+        # `../../results/runs/<id>/requests.jsonl`, a path that is not there)
+        source = str(Path("runs", run.run_id, run.requests_path.name))
+        out.append(("requests", FAIL if failed else PASS, Cell(text, source), why))
     return out
 
 
