@@ -12,7 +12,7 @@ for recorded in "$here"/h[0-9]*-*/; do
   [ -d "$recorded/runs" ] || continue
   cp -r "$recorded" "$work/$name"
   "$ctxbench" report --results "$work/$name" > /dev/null
-  for report in $(cd "$recorded" && git ls-files -- 'report.md' 'report.html' 'runs/*/report.md' 'figures/*'); do
+  for report in $(cd "$recorded" && git ls-files -- 'report.md' 'report.html' 'runs/*/report.md' 'runs/*/report.html' 'figures/*'); do
     cp "$work/$name/$report" "$recorded/$report"
   done
   echo "rebuilt $name"

@@ -30,7 +30,7 @@ from .engines.prom import common_metrics
 from .engines.server import EngineDied
 from .errors import CtxbenchError
 from .params import CHECK_NAMES, Checks
-from .report.run_report import run_report
+from .report.run_page import write_run_report
 from .router import Router
 from .store import RunDir, git_revision, new_run_id
 from .telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, GpuSampler
@@ -217,7 +217,7 @@ def run_suite(
         run.sync()  # every record on disk before the run is marked ended
         manifest["ended_at"] = utc_now()
         run.write_manifest(manifest)
-        (run.path / "report.md").write_text(run_report(run))
+        write_run_report(run)
     return run
 
 

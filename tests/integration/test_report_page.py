@@ -103,7 +103,7 @@ def test_nine_deployments_fit_sort_filter_and_stay_offline(tmp_path: Path) -> No
         badge = page.locator("span.badge").first
         assert badge.get_attribute("title") == "; ".join(first.reasons) and first.reasons
         link = page.locator("table.claim").first.locator("td a").first
-        assert (link.get_attribute("href") or "").endswith("/report.md")
+        assert (link.get_attribute("href") or "").endswith("/report.html")
         page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
         browser.close()
     assert not errors, errors

@@ -12,7 +12,7 @@ from ..config import (
 )
 from ..counters import reported_text
 from ..errors import EXIT_FAILED, EXIT_UNREACHABLE, UsageError
-from ..report.run_report import run_report
+from ..report.run_page import write_run_report
 from ..store import RunDir
 from .common import (
     ResultsOption,
@@ -136,7 +136,7 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray
         run = RunDir(results / "runs" / outcome.run_id) if outcome.run_id else None
         if run is not None and (run.path / "manifest.json").exists():
             say(f"\n{outcome.deployment}: {outcome.status}")
-            (run.path / "report.md").write_text(run_report(run))
+            write_run_report(run)
             verdicts.append(print_verdict(run, results))
             say(f"run report: {run.path / 'report.md'}")
         else:
@@ -173,7 +173,7 @@ def report(
         )
     for manifest in runs:
         run = RunDir(manifest.parent)
-        (run.path / "report.md").write_text(run_report(run, price))
+        write_run_report(run, price)
         console.print(f"rebuilt {run.path / 'report.md'}")
     markdown_path, html_path = write_campaign_report(results, price)
     console.print(f"evidence: {markdown_path}\n          {html_path}")

@@ -30,7 +30,8 @@ from ..errors import (
     validation_message,
 )
 from ..records import RequestRecord, requests_line
-from ..report.run_report import claims_summary, run_report
+from ..report.run_page import write_run_report
+from ..report.run_report import claims_summary
 from ..report.tables import request_lines
 from ..store import RunDir, new_run_id, safe_name
 from .progress import PlainProgress, progress
@@ -255,7 +256,7 @@ def _finish(run: RunDir, results: Path) -> None:
     failed."""
     from ..report.campaign import write_campaign_report
 
-    (run.path / "report.md").write_text(run_report(run))
+    write_run_report(run)
     records = list(run.records())
     status = print_verdict(run, results)
     markdown_path, html_path = write_campaign_report(results)
