@@ -28,3 +28,11 @@ def test_ctxbench_report_writes_each_runs_page_and_the_evidence_page_links_it(tm
     assert "<script>alert" not in page and "&lt;script&gt;alert" in page  # a model's answer stays text
     assert "<script" not in page  # nothing to run, nothing fetched
     assert f'href="runs/{run.name}/report.html"' in (results / "report.html").read_text()
+
+
+def test_the_evidence_page_is_titled_by_its_campaigns_not_its_directory(tmp_path: Path) -> None:
+    # Issue 57: the evidence page's title was the results directory's name ("results").
+    results = Path(shutil.copytree(RECORDED, tmp_path / "results"))
+    assert run_main(["report", "--results", str(results)]).exit_code == 0
+    assert "<title>ctxbench evidence: gpu-validation</title>" in (results / "report.html").read_text()
+    assert (results / "report.md").read_text().startswith("# ctxbench evidence: gpu-validation\n")

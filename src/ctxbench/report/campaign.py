@@ -354,7 +354,10 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None
     rows = collect(results, price_per_gpu_hour)
     guide = readings(rows)
     pairs = side_by_side(rows, results)
-    title = results.resolve().name
+    # named by the campaigns its runs belong to (the directory's name only where no run names one)
+    named = {RunDir(results / "runs" / row.run_id).manifest().campaign for row in rows}
+    campaigns = sorted(name for name in named if name)
+    title = ", ".join(campaigns) or results.resolve().name
     answers = []
     for row in rows:
         needle = NeedleFile.load(results / "runs" / row.run_id)
