@@ -395,3 +395,14 @@ def test_console_lines_wrap_at_words_on_a_terminal_and_stay_whole_when_piped() -
     piped = Console(force_terminal=False, width=40, record=True, file=io.StringIO())
     say(text, piped)
     assert piped.export_text().splitlines() == [text]
+
+
+def test_a_bad_gguf_flag_is_named_in_ctxbenchs_words(tmp_path: Path) -> None:
+    # Issue 57: the GGUF library's own wording leaked ("GGUF magic invalid").
+    (tmp_path / "x.gguf").write_text("not a gguf")
+    url = f"http://127.0.0.1:{closed_port()}"
+    cases = (("x.gguf", "x.gguf is not a GGUF file (it starts with b'not '"), ("none.gguf", "cannot read"))
+    for given, said in cases:
+        done = ctxbench("capacity", "--url", url, "--model", "m", "--gguf", given, cwd=tmp_path)
+        assert said in done.stderr and "magic" not in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr

@@ -36,10 +36,20 @@ class GgufVocabulary:
         import gguf
 
         self.path = path
+        try:  # said in ctxbench's words first: the gguf library's ("GGUF magic invalid") name nothing to do
+            with path.open("rb") as file:
+                magic = file.read(4)
+        except OSError as exc:
+            raise TokenizerError(f"cannot read {path} ({exc.strerror}); give the model's .gguf") from None
+        if magic != b"GGUF":
+            raise TokenizerError(
+                f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF'); give the .gguf file "
+                "itself, not a text file or a partial download"
+            )
         try:
             self._reader = gguf.GGUFReader(str(path))
         except Exception as exc:  # gguf raises plain errors on a truncated or foreign file
-            raise TokenizerError(f"cannot read {path} as GGUF: {exc}") from exc
+            raise TokenizerError(f"cannot read {path} as GGUF ({exc}): a truncated download?") from exc
         self.kind = self.field("tokenizer.ggml.model")
         self.tokens: list[str] = self.field("tokenizer.ggml.tokens") or []
         self.types: list[int] = self.field("tokenizer.ggml.token_type") or [NORMAL] * len(self.tokens)
