@@ -52,3 +52,25 @@ def test_every_check_has_one_entry_in_the_run_reports_sections() -> None:
     from ctxbench.report.sections import CHECK_SECTIONS
 
     assert list(CHECK_SECTIONS) == [check.name for check in CHECKS]
+
+
+def test_each_check_names_the_export_stage_of_its_own_requests() -> None:
+    # Issue 53: the llm-d export's stages were an if-chain over check names in results/llmd_report.py; each
+    # check now says its own (Check.stage), and the export asks the catalog.
+    from built_records import request
+
+    from ctxbench.checks.catalog import CHECKS_BY_NAME
+    from ctxbench.results.llmd_report import stage_of
+
+    examples = {
+        "throughput": ({"users": "4", "warmup": "0"}, "throughput-u4"),
+        "needle": ({"length": "1024", "control": "1"}, "needle-1024-control"),
+        "ramp": ({"users": "2", "turn": "3"}, "ramp-u2"),
+        "capacity": ({"prompt": "over_limit"}, None),
+        "returning": ({"phase": "return"}, "returning"),
+    }
+    for name, (labels, stage) in examples.items():
+        assert CHECKS_BY_NAME[name].stage({"check": name, **labels}) == stage, name
+        assert stage_of(request("r", 0.0, 1.0, labels={"check": name, **labels})) == stage, name
+    assert CHECKS_BY_NAME["throughput"].stage({"warmup": "1"}) is None
+    assert stage_of(request("r", 0.0, 1.0, labels={"check": "no-such-check"})) is None

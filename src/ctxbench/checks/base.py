@@ -9,7 +9,7 @@ line it announces, whether it is still to do on a resumed run, and `run(ctx, par
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -81,6 +81,12 @@ class Check(Protocol[P]):
     def longest_prompt(self, params: P, limit_tokens: int) -> int | None:
         """Tokens in its longest prompt built from the document pool (None: it builds none)."""
         ...
+
+    def stage(self, labels: Mapping[str, str]) -> str | None:
+        """The stage of an export (results/llmd_report.py) one of its requests belongs to, by its labels:
+        the requests one load produced. None for one no stage reports (a warm-up, a prompt refused by
+        design)."""
+        return self.name
 
     def pending(self, params: P, done: set[str]) -> bool:
         """Whether a run whose finished units are `done` has anything of it left to run. A check whose

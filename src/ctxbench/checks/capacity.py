@@ -6,6 +6,8 @@ back (prefill completed) and a prompt over the limit comes back as a clean, reco
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from .. import metrics
 from ..chat_client import ChatClient
 from ..check_files import CapacityFile
@@ -98,6 +100,10 @@ class CapacityCheck(Check[CapacityParams]):
     name = "capacity"
     params_type = CapacityParams
     needs_limit = True
+
+    def stage(self, labels: Mapping[str, str]) -> str | None:
+        """The near-limit prompt; the one over the limit is refused by design."""
+        return "capacity" if labels.get("prompt") == "near_limit" else None
 
     def request_count(self, params: CapacityParams) -> int:
         return 2  # one prompt near the limit, one over it

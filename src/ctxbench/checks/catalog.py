@@ -29,6 +29,9 @@ CHECKS: tuple[Check[Any], ...] = (
 )
 
 
+CHECKS_BY_NAME: dict[str, Check[Any]] = {check.name: check for check in CHECKS}
+
+
 def selected(checks: Checks) -> list[tuple[Check[Any], Any]]:
     """(check, its parameters) for each check the campaign has a table for, in run order."""
     return [(check, params) for check in CHECKS if (params := getattr(checks, check.name)) is not None]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .. import metrics
@@ -305,6 +305,11 @@ class NeedleCheck(Check[NeedleParams]):
     name = "needle"
     params_type = NeedleParams
     needs_limit = True
+
+    def stage(self, labels: Mapping[str, str]) -> str | None:
+        """A length (a retrieval task other than single named), its control apart."""
+        task = f"{labels['task']}-" if labels.get("task") else ""
+        return f"needle-{task}{labels['length']}" + ("-control" if labels.get("control") else "")
 
     def request_count(self, params: NeedleParams) -> int:
         return params.trial_count()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -248,6 +248,10 @@ class RampCheck(Check[RampParams]):
     name = "ramp"
     params_type = RampParams
     needs_limit = False
+
+    def stage(self, labels: Mapping[str, str]) -> str | None:
+        """A users setting, every turn."""
+        return f"ramp-u{labels['users']}"
 
     def request_count(self, params: RampParams) -> int:
         return params.turns * sum(params.users)

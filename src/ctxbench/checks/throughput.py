@@ -227,6 +227,15 @@ class ThroughputCheck(Check[ThroughputParams]):
     params_type = ThroughputParams
     needs_limit = False
 
+    def stage(self, labels: Mapping[str, str]) -> str | None:
+        """A closed-loop level or an open-loop rate, and a search's repeat of either; warm-up left out."""
+        if labels.get("warmup") == "1":
+            return None
+        again = f"-rep{labels['repeat']}" if labels.get("repeat") else ""
+        if labels.get("mode") == "open":
+            return f"throughput-r{labels['rate']}{again}"
+        return f"throughput-u{labels['users']}{again}"
+
     def request_count(self, params: ThroughputParams) -> int:
         return params.request_count()
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, metrics
+from ..checks.catalog import CHECKS_BY_NAME
 from ..engines.kinds import find_engine
 from ..records import RequestRecord
 from ..run_files import MANIFEST_FILE, Manifest
@@ -48,24 +49,10 @@ _ATTEMPT = re.compile(r"-a(\d+)$")
 
 
 def stage_of(record: RequestRecord) -> str | None:
-    """The stage a record belongs to, or None for one no stage reports (warm-up, the over-limit probe)."""
-    labels = record.labels
-    check = labels.get("check", "")
-    again = f"-rep{labels['repeat']}" if labels.get("repeat") else ""
-    if check == "throughput":
-        if labels.get("warmup") == "1":
-            return None
-        if labels.get("mode") == "open":
-            return f"throughput-r{labels['rate']}{again}"
-        return f"throughput-u{labels['users']}{again}"
-    if check == "needle":
-        task = f"{labels['task']}-" if labels.get("task") else ""  # a retrieval task other than single
-        return f"needle-{task}{labels['length']}" + ("-control" if labels.get("control") else "")
-    if check == "ramp":
-        return f"ramp-u{labels['users']}"
-    if check == "capacity":
-        return "capacity" if labels.get("prompt") == "near_limit" else None
-    return check or None
+    """The stage a record belongs to, as its check names it (`Check.stage`), or None for one no stage
+    reports (warm-up, the over-limit probe, a record of no known check)."""
+    check = CHECKS_BY_NAME.get(record.labels.get("check", ""))
+    return None if check is None else check.stage(record.labels)
 
 
 def stages(records: Iterable[RequestRecord]) -> dict[str, list[RequestRecord]]:
