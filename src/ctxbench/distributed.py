@@ -296,6 +296,32 @@ def _lost(
     return Outcome(deployment.name, "failed", run_id, error)
 
 
+LOCAL_PREFIX = "ctxbench-ray-"  # a task's local results: ctxbench-ray-<pid>-<random>
+
+
+def sweep_orphans(temp: Path) -> list[Path]:
+    """Remove the local results directories of tasks whose process is gone (a killed node's worker never
+    reached its `finally`); those of live processes stay. The removed directories."""
+    removed = []
+    for path in temp.glob(f"{LOCAL_PREFIX}*-*"):
+        pid = path.name.removeprefix(LOCAL_PREFIX).split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
 def deployment_task(
     campaign: Campaign, name: str, repeat: int, resume_id: str | None, mirror: Any, state: str
 ) -> dict[str, Any]:
@@ -321,7 +347,8 @@ def deployment_task(
             error = f"on {socket.gethostname()}: {exc}"
             send("append", (state, state_line(name, "failed", resume_id, error, repeat).encode()))
             return asdict(Outcome(name, "failed", resume_id, error))
-    local = Path(tempfile.mkdtemp(prefix="ctxbench-ray-"))
+    sweep_orphans(Path(tempfile.gettempdir()))
+    local = Path(tempfile.mkdtemp(prefix=f"{LOCAL_PREFIX}{os.getpid()}-"))
 
     try:
         resume = None

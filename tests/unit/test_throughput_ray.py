@@ -3,6 +3,9 @@ tests/integration/test_ray_cluster.py)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from ctxbench.checks.throughput_ray import bundles, require_cpus
@@ -50,3 +53,23 @@ def test_a_vanished_head_during_cleanup_leaves_the_levels_own_outcome_standing()
 
     release(Gone(), ["a", "b"], "group", remove)
     assert killed == ["a", "b"] and removed == ["group"]  # every actor tried, the group too
+
+
+def test_a_killed_tasks_local_results_are_swept_by_the_next_task_on_its_node(tmp_path: Path) -> None:
+    # Issue 57: a Ray run whose node was killed left its /tmp/ctxbench-ray-* directory (distributed.py
+    # removed it in a `finally` that never runs then). The next task on the node removes those of dead
+    # processes and leaves a live one's.
+    import subprocess
+    import sys
+
+    from ctxbench.distributed import LOCAL_PREFIX, sweep_orphans
+
+    code = "import os; print(os.getpid())"
+    dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    orphan = tmp_path / f"{LOCAL_PREFIX}{dead.stdout.strip()}-abc"
+    live = tmp_path / f"{LOCAL_PREFIX}{os.getpid()}-def"
+    other = tmp_path / "ctxbench-ray-notapid"
+    for path in (orphan, live, other):
+        (path / "runs").mkdir(parents=True)
+    assert sweep_orphans(tmp_path) == [orphan]
+    assert not orphan.exists() and live.exists() and other.exists()
