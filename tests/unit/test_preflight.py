@@ -209,3 +209,25 @@ def test_a_tokenizer_that_cannot_be_read_is_refused_and_a_gguf_one_is_read(tmp_p
     dry = ctxbench("run", str(path), "--dry-run", cwd=tmp_path)
     assert dry.returncode == EXIT_OK, dry.stderr
     assert f"tokenizer: gguf:{tiny_model().gguf} (read)" in " ".join(dry.stdout.split()), dry.stdout
+
+
+def test_the_request_count_never_passes_its_total_and_ends_at_what_ran() -> None:
+    # Issue 57: the progress count passed its total ("95/89") where a check sent more than it planned.
+    from ctxbench.cli.progress import RequestTally
+
+    bar = PlainProgress(Console(file=io.StringIO()), interval_s=3600)
+    with bar:
+        task = bar.add_task("requests", total=4)
+        tally = RequestTally(bar, task, {"a": 1, "b": 3})
+        seen = []
+        for _ in range(6):  # a plans 1 and sends 6: past the whole campaign's 4
+            tally.done()
+            seen.append((bar.tasks[task].completed, bar.tasks[task].total))
+        tally.ended("a")
+        assert bar.tasks[task].total == 6 + 3  # what a sent, and what b plans
+        for _ in range(2):  # b plans 3 and sends 2 (a sweep that stopped early)
+            tally.done()
+            seen.append((bar.tasks[task].completed, bar.tasks[task].total))
+        tally.ended("b")
+    assert all(done <= total for done, total in seen), seen
+    assert (bar.tasks[task].completed, bar.tasks[task].total) == (8, 8)

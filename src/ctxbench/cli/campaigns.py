@@ -24,9 +24,10 @@ from .common import (
     results_dir_problem,
     say,
 )
+from .progress import RequestTally
 
 if TYPE_CHECKING:
-    from ..campaign import Outcome
+    pass
 
 
 @app.command()
@@ -105,18 +106,9 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray
 
     selected = campaign.select(names)
     planned = {d.name: request_count(campaign.checks_for(d)) for d in selected}
-    sent = [0]  # requests since the last deployment ended
-
-    def ended(outcome: Outcome) -> None:  # the total becomes what ran: a sweep stopped early, a resume
-        progress.update(task, total=(progress.tasks[task].total or 0) - planned[outcome.deployment] + sent[0])
-        sent[0] = 0
-
-    def request_done() -> None:
-        sent[0] += 1
-        progress.advance(task)
-
     with _progress() as progress:
         task = progress.add_task("requests", total=sum(planned.values()) * campaign.campaign.repeats)
+        tally = RequestTally(progress, task, planned)
         status = lambda m: progress.console.print(m, highlight=False, markup=False)  # noqa: E731
         outcomes = (
             run_campaign_on_ray(campaign, ray, results=results, names=names, force=force, on_status=status)
@@ -127,8 +119,8 @@ def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray
                 names=names,
                 force=force,
                 on_status=status,
-                on_request_done=request_done,
-                on_outcome=ended,
+                on_request_done=tally.done,
+                on_outcome=lambda outcome: tally.ended(outcome.deployment),
             )
         )
     verdicts = []

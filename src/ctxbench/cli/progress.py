@@ -117,3 +117,27 @@ class PlainProgress:
     def _print(self) -> None:
         if self._tasks:
             self.console.print(self.line(), markup=False, highlight=False, soft_wrap=True)
+
+
+class RequestTally:
+    """A campaign's requests on a progress bar: the total starts as what the checks plan, follows a check that
+    sends more than it planned (the count never passes the total, "95/89"), and becomes what ran as each
+    deployment ends (a sweep that stopped early, a resume)."""
+
+    def __init__(self, bar: Progress | PlainProgress, task: TaskID, planned: dict[str, int]) -> None:
+        self.bar, self.task, self.planned = bar, task, planned
+        self.sent = 0  # requests since the last deployment ended
+        self.raised = 0  # what the total was raised by since then
+
+    def done(self) -> None:
+        self.sent += 1
+        self.bar.advance(self.task)
+        state = self.bar.tasks[self.task]
+        if state.total is not None and state.completed > state.total:
+            self.raised += int(state.completed - state.total)
+            self.bar.update(self.task, total=state.completed)
+
+    def ended(self, deployment: str) -> None:
+        total = (self.bar.tasks[self.task].total or 0) - self.raised - self.planned[deployment] + self.sent
+        self.bar.update(self.task, total=total)
+        self.sent = self.raised = 0
