@@ -80,6 +80,7 @@ def test_the_demo_campaign_sends_each_request_once_and_fresh(tmp_path: Path, tin
     assert_exports_say_what_ran(run, Path(tiny.gguf).name)
     # the many-users levels as MLPerf Endpoints reports them: a point per level, measured from its records
     report = (run.path / "report.md").read_text()
+    assert_tables_are_whole(report)
     view = report.split("### As MLPerf Endpoints reports it")[1].split("###")[0]
     assert f"Not an MLPerf result: {len(data['levels'])} point(s)" in view
     assert (run.path / "endpoints-pareto.png").stat().st_size > 0 and "endpoints-pareto.png" in view
@@ -111,3 +112,19 @@ def assert_exports_say_what_ran(run: RunDir, model: str) -> None:
                 assert sessions is None, stage
         probe = reports["probe"]["scenario"]["load"]
         assert probe["standardized"]["concurrency"] == probe["native"]["config"]["peak_in_flight"] >= 1
+
+
+def assert_tables_are_whole(markdown: str) -> None:
+    """Every Markdown table has as many cells in each row as in its header (a column added to a header and
+    not to its rows shifted the open loop's table)."""
+    import re
+
+    table: list[str] = []
+    for line in [*markdown.splitlines(), ""]:
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        if table:
+            widths = {len(re.split(r"(?<!\\)\|", row.strip())) for row in table}
+            assert len(widths) == 1, table[:3]
+        table = []

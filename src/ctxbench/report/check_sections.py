@@ -107,7 +107,7 @@ def throughput_section(read: RunRead) -> list[str]:
     return (
         header
         + (closed + endpoints_lines(data, read.records, run.path) if rows else [])
-        + _open_loop_lines(data, price, gpus)
+        + _open_loop_lines(data, price, gpus, read.records)
         + search_lines(data.model_dump(mode="json", exclude_unset=True))
     )
 
@@ -123,7 +123,9 @@ def _steady_cells(steady: Steady | None) -> list[str]:
     ]
 
 
-def _open_loop_lines(data: ThroughputFile, price: float, gpus: int) -> list[str]:
+def _open_loop_lines(
+    data: ThroughputFile, price: float, gpus: int, records: Sequence[RequestRecord]
+) -> list[str]:
     if not data.rates:
         return ["", f"Open loop not offered: {data.rates_skipped}."] if data.rates_skipped else []
     spec = data.spec
@@ -135,10 +137,12 @@ def _open_loop_lines(data: ThroughputFile, price: float, gpus: int) -> list[str]
         else ""
     )
     rows = []
-    for rate, line in data.rates_sorted():
+    for key, line in sorted(data.rates.items(), key=lambda item: float(item[0])):
+        rate = float(key)
         if line.skipped is not None:
-            rows.append([f"{rate:g}", line.skipped, *[""] * 9])
+            rows.append([f"{rate:g}", line.skipped, *[""] * 10])
             continue
+        ok = [r for r in records if _measured_at_rate(r, key) and r.ok]
         cost = cost_per_million(price, gpus, line.window_s, line.output_tokens)
         verdict = "SATURATED" if line.saturated else "kept up"
         if line.client_behind:
@@ -152,6 +156,8 @@ def _open_loop_lines(data: ThroughputFile, price: float, gpus: int) -> list[str]
                 fmt(line.output_tokens_per_s, 1),
                 f"{line.goodput_requests} ({fmt(line.goodput_per_s)}/s)",
                 f"{fmt(line.ttft_s.p50)} / {fmt(line.ttft_s.p99)}",
+                f"{p99_upper_text([metrics.ttft_s(r) for r in ok])} / "
+                f"{p99_upper_text([metrics.tpot_s(r) for r in ok], 4)}",
                 f"{fmt(line.tpot_s.p50, 4)} / {fmt(line.tpot_s.p99, 4)}",
                 f"{fmt(line.lateness_p50_s, 4)} / {fmt(line.lateness_p99_s, 4)}",
                 fmt(line.lag_growth),
@@ -183,6 +189,12 @@ def _open_loop_lines(data: ThroughputFile, price: float, gpus: int) -> list[str]
         "",
         markdown_table(rows, columns),
     ]
+
+
+def _measured_at_rate(record: RequestRecord, rate: str) -> bool:
+    """An open-loop rate's measured request (its key as `throughput.json` writes it), not a repeat's."""
+    labels = record.labels
+    return labels.get("mode") == "open" and labels.get("rate") == rate and not labels.get("repeat")
 
 
 def capacity_section(read: RunRead) -> list[str]:
