@@ -15,6 +15,7 @@ from pydantic_core import ErrorDetails
 
 from .config import BUILTIN_MODELS, ENGINE_TAGS, Campaign, ExternalDeployment, LlamaCppDeployment, _Deployment
 from .errors import CampaignFileError, validation_message
+from .text.gguf_vocab import not_gguf
 
 
 def load_campaign(path: Path, *, check_paths: bool = True) -> Campaign:
@@ -98,23 +99,6 @@ def _check_local_paths(path: Path, text: str, index: int, deployment: _Deploymen
             f"{_where(path, text, loc)}: binary {str(binary)!r} does not exist; leave `binary` "
             "out to use the llama-server ctxbench builds (`ctxbench engine build llamacpp`)."
         )
-
-
-def not_gguf(model: Path) -> str | None:
-    """Why llama.cpp cannot load `model` (a directory, a file without the GGUF magic), or None."""
-    if model.is_dir():
-        return f"{str(model)!r} is a directory; llama.cpp loads one .gguf file (`ctxbench model prepare`)"
-    try:
-        with model.open("rb") as file:
-            magic = file.read(4)
-    except OSError as exc:
-        return f"cannot read {str(model)!r} ({exc.strerror})"
-    if magic != b"GGUF":
-        return (
-            f"{str(model)!r} is not a GGUF file (it starts with {magic!r}, not b'GGUF'); give the .gguf "
-            "file itself, not a text file or a partial download"
-        )
-    return None
 
 
 def _names_unique(path: Path, text: str, data: dict[str, Any]) -> None:

@@ -401,7 +401,7 @@ def test_a_bad_gguf_flag_is_named_in_ctxbenchs_words(tmp_path: Path) -> None:
     # Issue 57: the GGUF library's own wording leaked ("GGUF magic invalid").
     (tmp_path / "x.gguf").write_text("not a gguf")
     url = f"http://127.0.0.1:{closed_port()}"
-    cases = (("x.gguf", "x.gguf is not a GGUF file (it starts with b'not '"), ("none.gguf", "cannot read"))
+    cases = (("x.gguf", "x.gguf' is not a GGUF file (it starts with b'not '"), ("none.gguf", "cannot read"))
     for given, said in cases:
         done = ctxbench("capacity", "--url", url, "--model", "m", "--gguf", given, cwd=tmp_path)
         assert said in done.stderr and "magic" not in done.stderr, done.stderr

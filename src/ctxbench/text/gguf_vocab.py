@@ -29,6 +29,24 @@ from .tokens import ANCHOR, HfTokenCounter, TemplatedCounter, memo_for
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 
 
+def not_gguf(model: Path) -> str | None:
+    """Why llama.cpp, or ctxbench's reader of its vocabulary, cannot load `model` (a directory, a file
+    without the GGUF magic), or None."""
+    if model.is_dir():
+        return f"{str(model)!r} is a directory; llama.cpp loads one .gguf file (`ctxbench model prepare`)"
+    try:
+        with model.open("rb") as file:
+            magic = file.read(4)
+    except OSError as exc:
+        return f"cannot read {str(model)!r} ({exc.strerror})"
+    if magic != b"GGUF":
+        return (
+            f"{str(model)!r} is not a GGUF file (it starts with {magic!r}, not b'GGUF'); give the .gguf "
+            "file itself, not a text file or a partial download"
+        )
+    return None
+
+
 class GgufVocabulary:
     """The tokenizer fields of a GGUF header."""
 
@@ -36,16 +54,9 @@ class GgufVocabulary:
         import gguf
 
         self.path = path
-        try:  # said in ctxbench's words first: the gguf library's ("GGUF magic invalid") name nothing to do
-            with path.open("rb") as file:
-                magic = file.read(4)
-        except OSError as exc:
-            raise TokenizerError(f"cannot read {path} ({exc.strerror}); give the model's .gguf") from None
-        if magic != b"GGUF":
-            raise TokenizerError(
-                f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF'); give the .gguf file "
-                "itself, not a text file or a partial download"
-            )
+        # said in ctxbench's words first: the gguf library's ("GGUF magic invalid") name nothing to do
+        if (problem := not_gguf(path)) is not None:
+            raise TokenizerError(problem)
         try:
             self._reader = gguf.GGUFReader(str(path))
         except Exception as exc:  # gguf raises plain errors on a truncated or foreign file
