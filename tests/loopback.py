@@ -4,7 +4,7 @@
   request, keeps the connection open as if kept alive, then drops it unanswered when the next
   request arrives: llama.cpp's stale keep-alive quirk, made deterministic.
 - `ScriptedSse`: answers every request with a fixed SSE stream after a delay, and remembers
-  the size of each request body.
+  each request's head and the size of its body.
 """
 
 from __future__ import annotations
@@ -92,10 +92,12 @@ class ScriptedSse(_Loopback):
         self.events = events
         self.delay_s = delay_s
         self.body_sizes: list[int] = []
+        self.heads: list[bytes] = []
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            _, body = await _read_request(reader)
+            head, body = await _read_request(reader)
+            self.heads.append(head)
             self.body_sizes.append(len(body))
             await asyncio.sleep(self.delay_s)
             writer.write(

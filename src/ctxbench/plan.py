@@ -164,6 +164,33 @@ def returning_forecast(
     return ReturnForecast(in_slots, host, pushed_out - host, capacity, pushed)
 
 
+@dataclass(frozen=True)
+class SessionsForecast:
+    """How many concurrent sessions of a context the cache keeps through their gaps (llama.cpp's model)."""
+
+    slots: int
+    host_cache_tokens: float | None  # None: no limit
+    session_tokens: int
+    held: int | None  # None: no limit (every level fits)
+
+    def holds(self, sessions: int) -> bool:
+        return self.held is None or sessions <= self.held
+
+
+def sessions_forecast(
+    *, session_tokens: int, slots: int, host_cache_bytes: float | None, kv_bytes_per_token: float
+) -> SessionsForecast:
+    """llama.cpp's model, as `returning_forecast`: each of `slots` keeps the last prompt it served, so up to
+    `slots` sessions find theirs in a slot; a session pushed out of its slot is saved to the host prompt cache
+    (`--cache-ram`; 0: none, None: no limit), which keeps as many more whole sessions of `session_tokens` as
+    fit in it. Beyond that, sessions push each other out and their returning turns are prefilled again."""
+    if host_cache_bytes is None:
+        return SessionsForecast(slots, None, session_tokens, None)
+    capacity = host_cache_bytes / kv_bytes_per_token if kv_bytes_per_token > 0 else 0.0
+    extra = int(capacity // session_tokens) if session_tokens else 0
+    return SessionsForecast(slots, capacity, session_tokens, slots + extra)
+
+
 def cost_per_million(price_per_gpu_hour: float, gpus: int, seconds: float, tokens: float) -> float | None:
     """Cost per million tokens = price per GPU-hour x GPUs x hours / (tokens / 1e6)."""
     if gpus <= 0 or tokens <= 0 or seconds <= 0:

@@ -49,3 +49,19 @@ async def test_a_four_megabyte_body_arrives_whole() -> None:
     record = await ask(server, content="é" * (2 * 1024 * 1024))  # 4 MiB of UTF-8
     assert record.ok
     assert server.body_sizes == [record.request_bytes] and record.request_bytes > 4 * 1024 * 1024
+
+
+async def test_a_request_carries_the_headers_it_is_given() -> None:
+    # the agent-sessions check names each request's session (`session_header`), as MLPerf's agentic client does
+    server = ScriptedSse(EVENTS)
+    url = await server.start()
+    try:
+        async with Client(url, "m") as client:
+            named = await client.chat([{"role": "user", "content": "x"}], headers={"X-Session-ID": "s-7"})
+            plain = await client.chat([{"role": "user", "content": "x"}])
+    finally:
+        await server.close()
+    assert named.ok and plain.ok
+    first, second = (head.decode().lower().split("\r\n") for head in server.heads)
+    assert "x-session-id: s-7" in first and "content-type: application/json" in first
+    assert not any(line.startswith("x-session-id") for line in second)

@@ -73,7 +73,7 @@ def test_the_demo_campaign_sends_each_request_once_and_fresh(tmp_path: Path, tin
         == len([r for r in records if r.ok])
     )
     judged = {b.check for b in audit.counter_bounds if b.allowed is not None}
-    bounded = {"capacity", "needle", "ramp", "throughput", "returning", "fidelity"}
+    bounded = {"capacity", "needle", "ramp", "throughput", "returning", "sessions", "fidelity"}
     assert judged == bounded, audit.counter_bounds
     fidelity = FidelityFile.load(run.path)
     assert fidelity is not None and fidelity.failures() == [] and fidelity.cold_noise() == [], fidelity

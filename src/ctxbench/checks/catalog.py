@@ -13,6 +13,7 @@ from .probe import PROBE
 from .quality import QUALITY
 from .ramp import RAMP
 from .returning import RETURNING
+from .sessions import SESSIONS
 from .throughput import THROUGHPUT
 from .trace import TRACE
 
@@ -25,6 +26,7 @@ CHECKS: tuple[Check[Any], ...] = (
     THROUGHPUT,
     TRACE,
     RETURNING,
+    SESSIONS,
     FIDELITY,
 )
 

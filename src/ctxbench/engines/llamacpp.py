@@ -96,6 +96,7 @@ class LlamaServer(EngineServer):
 
 
 DEFAULT_CACHE_RAM_MIB = 8192  # llama-server's `--cache-ram` default (this build's `--help`)
+KV_BYTES_PER_VALUE = 2.0  # llama-server's default KV cache type, f16 (`--cache-type-k/v`)
 
 
 def cache_settings(command: list[str]) -> tuple[int, float | None]:

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from ..check_files import ReturningFile
 from ..engines.kinds import find_engine
-from ..engines.llamacpp import cache_settings
+from ..engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
 from ..errors import CalibrationError
 from ..plan import ReturnForecast, returning_forecast
 from ..results.calibration import shape_of
 from ..run_files import Manifest
 from .run_read import RunRead
 from .tables import fmt, markdown_table, relative
-
-KV_BYTES_PER_VALUE = 2.0  # llama.cpp's default KV cache type, f16
 
 
 def forecast_of(manifest: Manifest, data: ReturningFile) -> ReturnForecast | None:

@@ -11,6 +11,7 @@ from .fidelity_section import fidelity_section
 from .needle_section import needle_section
 from .returning import returning_section
 from .run_read import RunRead
+from .sessions_section import sessions_section
 
 Section = Callable[[RunRead], list[str]]
 
@@ -23,5 +24,6 @@ CHECK_SECTIONS: dict[str, Section | None] = {
     "throughput": throughput_section,
     "trace": trace_section,
     "returning": returning_section,
+    "sessions": sessions_section,
     "fidelity": fidelity_section,
 }

@@ -26,6 +26,7 @@ from .cell import MISSING, Cell
 from .cost import price_of
 from .load_cells import open_loop_cell, slo_cell, throughput_cells
 from .retrieval import task_results
+from .sessions_cells import sessions_cell
 from .traffic_cells import fidelity_cell, returning_cell, trace_cell
 
 Status = Literal["validated", "provisional", "failed"]
@@ -53,6 +54,7 @@ class Row:
     slo: Cell = MISSING
     trace: Cell = MISSING
     returning: Cell = MISSING
+    sessions: Cell = MISSING
     fidelity: Cell = MISSING
     quality: Cell = MISSING
     status: Status = "provisional"
@@ -215,6 +217,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     cells.update(slo_cell(results, run))
     cells.update(trace_cell(results, run))
     cells.update(returning_cell(results, run))
+    cells.update(sessions_cell(results, run))
     fidelity = FidelityFile.load(run.path)
     if fidelity is not None:
         cells.update(fidelity_cell(results, run, fidelity))

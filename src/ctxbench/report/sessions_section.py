@@ -1,0 +1,135 @@
+"""The run report's agent-sessions section: per level of concurrent sessions, what their returning turns found
+cached and what the gaps cost, the planner's forecast beside each level, hit ratio against the gap, and the
+figures (hit ratio against sessions with the forecast drawn in; hit ratio against the gap)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..plan import SessionsForecast
+from ..results.sessions_cells import forecast_of, forecast_words, gaps_words, session_tokens, summary_words
+from ..sessions_file import HELD_SHARE, SessionsFile
+from .run_read import RunRead
+from .tables import fmt, markdown_table, relative
+
+COLUMNS = [
+    "sessions",
+    "turns",
+    "failed",
+    "returning turns",
+    f"held (>= {HELD_SHARE:.0%})",
+    "hit ratio",
+    "re-prefill tok",
+    "TTFT first s",
+    "TTFT returning s",
+    "longest prompt tok",
+    "mean gap s",
+    "holds",
+    "forecast",
+]
+
+
+def _forecast_cell(forecast: SessionsForecast | None, sessions: int) -> str:
+    return "n/a" if forecast is None else "holds" if forecast.holds(sessions) else "falls"
+
+
+def sessions_section(read: RunRead) -> list[str]:
+    run = read.run
+    data = SessionsFile.load(run.path)
+    if data is None or not data.levels:
+        return []
+    spec = data.spec
+    forecast = forecast_of(run.manifest(), data)
+    rows = [
+        [
+            str(level.sessions),
+            str(level.turns),
+            str(level.failed),
+            str(level.returning),
+            "not reported" if level.held_turns is None else str(level.held_turns),
+            "not reported" if level.hit_ratio is None else f"{level.hit_ratio:.0%}",
+            "not reported" if level.reprefill_tokens is None else str(level.reprefill_tokens),
+            fmt(level.ttft_first_s),
+            fmt(level.ttft_return_s),
+            "n/a" if level.longest_context is None else str(level.longest_context),
+            fmt(level.mean_gap_s, 2),
+            "not reported" if level.holds is None else "yes" if level.holds else "no",
+            _forecast_cell(forecast, level.sessions),
+        ]
+        for level in data.levels
+    ]
+    scaled = (
+        f" Gaps are compressed by the time scale x{spec['time_scale']:g}: a real session idles "
+        f"{1 / spec['time_scale']:g} times longer."
+        if spec["time_scale"] != 1
+        else " Gaps are real time."
+    )
+    lines = [
+        "",
+        "## Agent sessions",
+        "",
+        f"Levels of {', '.join(map(str, spec['sessions']))} sessions at once, each up to {spec['turns']} "
+        f"turns over a {spec['system_tokens']}-token system prompt shared within its level, each turn adding "
+        f"{spec['turn_tokens']} new tokens and a reply of {spec['max_tokens']}, with {gaps_words(spec)} "
+        f"between turns.{scaled} A returning turn's hit ratio is its cached tokens over its whole previous "
+        f"context (prompt and reply as the server counted them); a level holds at "
+        f"{spec['hit_threshold']:.0%}.",
+        f"- Measured: {summary_words(data)}.",
+        f"- {forecast_words(forecast)[0].upper()}{forecast_words(forecast)[1:]}, for sessions of "
+        f"{session_tokens(data)} tokens (`plan.sessions_forecast`).",
+        "",
+        markdown_table(rows, COLUMNS),
+    ]
+    by_gap = data.hit_by_gap()
+    if by_gap:
+        lines += [
+            "",
+            markdown_table([[g, str(n), f"{h:.0%}"] for g, n, h in by_gap], ["gap", "turns", "hit ratio"]),
+        ]
+    figure = draw_sessions(data, forecast, run.path / "sessions")
+    if figure is not None:
+        lines += [
+            "",
+            f"Hit ratio against sessions (the forecast's last level that holds dashed) and against each "
+            f"returning turn's gap: ![sessions]({figure.name}) ({figure.stem}.svg).",
+        ]
+    lines.append(
+        f"\nSource: `{relative(SessionsFile.path_in(run.path))}` and `{relative(run.requests_path)}` "
+        "(`labels.check = sessions`)."
+    )
+    return lines
+
+
+def draw_sessions(data: SessionsFile, forecast: SessionsForecast | None, stem: Path) -> Path | None:
+    """`stem`.png and .svg: hit ratio per level (the forecast's held level dashed), and per returning turn
+    against its gap; None where no cached tokens were reported."""
+    levels = [level for level in data.levels if level.hit_ratio is not None]
+    turns = [t for t in data.turns if t.hit is not None and t.gap_s is not None]
+    if not levels:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2))
+    left.plot([level.sessions for level in levels], [level.hit_ratio for level in levels], marker="o")
+    if forecast is not None and forecast.held is not None:
+        left.axvline(forecast.held, linestyle="--", color="grey", label=f"forecast holds {forecast.held}")
+        left.legend(fontsize=7)
+    left.set_xlabel("sessions at once")
+    left.set_ylabel("returning turns' hit ratio")
+    left.set_ylim(-0.05, 1.05)
+    for sessions in sorted({t.sessions for t in turns}):
+        mine = [t for t in turns if t.sessions == sessions]
+        right.scatter([t.gap_s for t in mine], [t.hit for t in mine], s=12, label=f"{sessions} sessions")
+    right.set_xlabel("gap before the turn, s")
+    right.set_ylabel("hit ratio")
+    right.set_ylim(-0.05, 1.05)
+    if turns:
+        right.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(stem.with_suffix(".png"))
+    fig.savefig(stem.with_suffix(".svg"), metadata={"Date": None})  # no date: a rebuilt report is identical
+    plt.close(fig)
+    return stem.with_suffix(".png")

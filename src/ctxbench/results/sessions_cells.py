@@ -1,0 +1,90 @@
+"""The agent sessions' evidence cell and the planner's forecast beside it: how many sessions of what context
+the cache held through their gaps, where it gave up, and where `plan.sessions_forecast` said it would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..engines.kinds import find_engine
+from ..engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
+from ..errors import CalibrationError
+from ..plan import SessionsForecast, sessions_forecast
+from ..run_files import Manifest
+from ..sessions_file import SessionsFile
+from ..store import RunDir
+from .calibration import shape_of
+from .cell import Cell
+from .traffic_cells import engine_hits
+
+
+def session_tokens(data: SessionsFile) -> int:
+    """The context one session held at its longest, as the server counted it (prompt and reply)."""
+    longest = max((t.prompt_tokens or 0 for t in data.turns), default=0)
+    return longest + int(data.spec["max_tokens"])
+
+
+def forecast_of(manifest: Manifest, data: SessionsFile) -> SessionsForecast | None:
+    """The planner's forecast for this run where the engine's cache model is known (llama.cpp: slots and
+    `--cache-ram` from its command, KV bytes a token from the model's shape); None otherwise."""
+    kind = find_engine(manifest.engine.kind, manifest.engine.name)
+    if kind is None or not kind.cache_model_known or not manifest.engine.command:
+        return None
+    try:
+        shape = shape_of(manifest)
+    except CalibrationError:
+        return None
+    slots, host_bytes = cache_settings(list(manifest.engine.command))
+    return sessions_forecast(
+        session_tokens=session_tokens(data),
+        slots=slots,
+        host_cache_bytes=host_bytes,
+        kv_bytes_per_token=shape.kv_bytes_per_token(KV_BYTES_PER_VALUE),
+    )
+
+
+def gaps_words(spec: dict[str, object]) -> str:
+    scale = float(spec["time_scale"])  # type: ignore[arg-type]
+    gap = float(spec["gap_s"]) * scale  # type: ignore[arg-type]
+    scaled = f", time scale x{scale:g}" if scale != 1 else ""
+    return f"{spec['gap']} {gap:g} s gaps{scaled}"
+
+
+def forecast_words(forecast: SessionsForecast | None) -> str:
+    if forecast is None:
+        return "no forecast: the planner models llama.cpp's slots and host prompt cache only"
+    if forecast.held is None:
+        return f"forecast: every level ({forecast.slots} slots, host prompt cache without a limit)"
+    tokens = forecast.host_cache_tokens
+    cache = f"a {tokens:.0f}-token host prompt cache" if tokens else "no host prompt cache"
+    return f"forecast: {forecast.held} ({forecast.slots} slots, {cache})"
+
+
+def summary_words(data: SessionsFile) -> str:
+    """'holds 8 sessions of 65536 tokens with fixed 30 s gaps; at 16 sessions returning turns find 12% of
+    their context cached'."""
+    tokens = session_tokens(data)
+    gaps = gaps_words(data.spec)
+    cliff = next((level for level in data.levels if level.sessions == data.cliff), None)
+    held = (
+        f"holds {data.held} session{'s' * (data.held != 1)} of {tokens} tokens with {gaps}"
+        if data.held
+        else f"holds no level run, sessions of {tokens} tokens with {gaps}"
+    )
+    if cliff is not None and cliff.hit_ratio is not None:
+        found = f"returning turns find {cliff.hit_ratio:.0%} of their context cached"
+        return f"{held}; at {cliff.sessions} sessions {found}"
+    return f"{held}; every level run held (up to {max(level.sessions for level in data.levels)})"
+
+
+def sessions_cell(results: Path, run: RunDir) -> dict[str, Cell]:
+    """The sessions held and the cliff, the forecast beside them. Where the server reported no cached tokens
+    the cell says so (with the engine's counter over the check) and has no value, so no reading ranks it."""
+    data = SessionsFile.load(run.path)
+    if data is None or not data.levels:
+        return {}
+    source = str(SessionsFile.path_in(run.path).relative_to(results))
+    if all(level.hit_ratio is None for level in data.levels):
+        text = f"cached tokens not reported{engine_hits(run, 'sessions')}"
+        return {"sessions": Cell(text, source)}
+    forecast = forecast_words(forecast_of(run.manifest(), data))
+    return {"sessions": Cell(f"{summary_words(data)} ({forecast})", source, float(data.held or 0))}

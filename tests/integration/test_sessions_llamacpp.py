@@ -1,0 +1,94 @@
+"""Agent sessions against the real llama-server: concurrent growing sessions with idle gaps keep their context
+while the slots and host prompt cache hold them, fall off a cliff one session beyond, and the cliff sits where
+the planner's forecast puts it and moves when the cache budget moves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxbench import metrics
+from ctxbench.audits.prefix_cache import audit_run
+from ctxbench.counters import counter_deltas
+from ctxbench.engines.models import TinyModel
+from ctxbench.report.decide import readings
+from ctxbench.report.run_report import run_report
+from ctxbench.results.evidence import collect
+from ctxbench.results.sessions_cells import forecast_of
+from ctxbench.sessions_file import SessionsFile
+
+from .test_throughput_llamacpp import DEPLOYMENT as BASE
+from .test_throughput_llamacpp import run_one
+
+pytestmark = pytest.mark.engine
+
+# Two slots of 4096 tokens; a session grows to ~2.9K tokens over 4 turns. The shared system prompt and
+# template are well under 10% of a first turn: llama.cpp gives a new prompt the idle slot whose prompt it
+# shares more than `--slot-prompt-similarity` (0.1) of, so a larger shared prefix would hand one session's
+# slot to the next session's first turn (docs/campaigns.md, "Agent sessions").
+DEPLOYMENT = BASE.replace("ctx_size = 4096", "ctx_size = 8192")
+SESSIONS = """
+[checks.sessions]
+sessions = [1, 2, 3]
+system_tokens = 16
+turn_tokens = 600
+max_tokens = 8
+turns = 4
+gap_s = 0.5
+stop_after_cliff = false
+session_header = "X-Session-ID"
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "held", "cliff"),
+    [
+        ("[]", 3, None),  # llama-server's default --cache-ram 8192: pushed-out sessions come back from RAM
+        ('["--cache-ram", "0"]', 2, 3),  # no host prompt cache: two slots hold two sessions, no more
+    ],
+)
+def test_sessions_hold_until_the_cliff_the_forecast_puts(
+    tiny: TinyModel, tmp_path: Path, args: str, held: int, cliff: int | None
+) -> None:
+    run = run_one(
+        tmp_path, SESSIONS, DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args=args)
+    )
+    data = SessionsFile.load(run.path)
+    assert data is not None and [level.sessions for level in data.levels] == [1, 2, 3]
+    assert (data.held, data.cliff) == (held, cliff)
+    # the planner said the same from the engine's command and the model's shape
+    forecast = forecast_of(run.manifest(), data)
+    assert forecast is not None and [forecast.holds(s) for s in (1, 2, 3)] == [s <= held for s in (1, 2, 3)]
+    records = [r for r in run.records() if r.labels.get("check") == "sessions"]
+    assert len(records) == 24 and all(r.ok for r in records)
+    assert len({r.request_id for r in records}) == 24
+    # every prompt token-exact: each turn is its whole history as the server holds it, plus 600 new tokens
+    assert all(metrics.prompt_tokens(r) == int(r.labels["planned_tokens"]) for r in records)
+    # each returning turn waited its gap (built during it), measured from the previous reply's end
+    assert all(float(r.labels["gap_s"]) >= 0.5 for r in records if r.labels["turn"] != "1")
+    for level in data.levels:
+        back = [t for t in data.turns if t.sessions == level.sessions and t.turn > 1]
+        assert level.returning == len(back) == 3 * level.sessions
+        if level.sessions <= held:
+            assert level.holds and level.hit_ratio is not None and level.hit_ratio >= 0.9
+        else:  # pushed out in turn: only the template and system prompt (~30 of ~700+ tokens) come back
+            assert level.holds is False and level.hit_ratio is not None and level.hit_ratio < 0.2
+            assert level.reprefill_tokens is not None and level.reprefill_tokens > 0.8 * sum(
+                t.prompt_tokens or 0 for t in back
+            )
+    # llama.cpp's own counter over each level agrees with the records' cached tokens
+    deltas = counter_deltas(run)
+    for level in data.levels:
+        mine = [r for r in records if r.labels["sessions"] == str(level.sessions)]
+        assert deltas[f"sessions-s{level.sessions}"]["prefix_cache_hits"] == sum(
+            metrics.cached_tokens(r) or 0 for r in mine
+        )
+    audit = audit_run(run)
+    assert not audit.findings and audit.audited_requests >= 24
+    report = run_report(run)
+    assert "## Agent sessions" in report and "| holds | forecast |" in report
+    assert (run.path / "sessions.png").exists()
+    (row,) = collect(tmp_path / "results")
+    assert row.sessions.text.startswith(f"holds {held} sessions of ")
+    assert any(g.question.startswith("Keeps the most concurrent agent sessions") for g in readings([row]))
