@@ -62,6 +62,14 @@ filler_requests = 2
 filler_tokens = 300
 max_tokens = 4
 
+[checks.sessions]
+sessions = [1, 2]
+system_tokens = 16
+turn_tokens = 200
+max_tokens = 4
+turns = 3
+gap_s = 0.3
+
 [checks.fidelity]
 lengths = [512]
 max_tokens = 8

@@ -166,12 +166,11 @@ def returning_forecast(
 
 @dataclass(frozen=True)
 class SessionsForecast:
-    """How many concurrent sessions of a context the cache keeps through their gaps (llama.cpp's model)."""
+    """How many concurrent sessions of a context the cache keeps through their gaps, and on what it rests."""
 
-    slots: int
-    host_cache_tokens: float | None  # None: no limit
     session_tokens: int
     held: int | None  # None: no limit (every level fits)
+    basis: str  # the cache it counted, in words
 
     def holds(self, sessions: int) -> bool:
         return self.held is None or sessions <= self.held
@@ -185,10 +184,20 @@ def sessions_forecast(
     (`--cache-ram`; 0: none, None: no limit), which keeps as many more whole sessions of `session_tokens` as
     fit in it. Beyond that, sessions push each other out and their returning turns are prefilled again."""
     if host_cache_bytes is None:
-        return SessionsForecast(slots, None, session_tokens, None)
+        return SessionsForecast(session_tokens, None, f"{slots} slots, a host prompt cache without a limit")
     capacity = host_cache_bytes / kv_bytes_per_token if kv_bytes_per_token > 0 else 0.0
     extra = int(capacity // session_tokens) if session_tokens else 0
-    return SessionsForecast(slots, capacity, session_tokens, slots + extra)
+    cache = f"a {capacity:.0f}-token host prompt cache" if capacity else "no host prompt cache"
+    return SessionsForecast(session_tokens, slots + extra, f"{slots} slots, {cache}")
+
+
+def pool_sessions_forecast(*, session_tokens: int, kv_tokens: int, source: str) -> SessionsForecast:
+    """A block pool shared by every request, its least recently used blocks evicted first (vLLM's prefix
+    cache): whole sessions of `session_tokens` that fit in `kv_tokens` stay; one more, and each returning
+    turn's allocation evicts the blocks of the session due next, so every turn misses. The shared system
+    prompt's blocks are counted once per session (a bound a little low)."""
+    held = kv_tokens // session_tokens if session_tokens else None
+    return SessionsForecast(session_tokens, held, f"a {kv_tokens}-token KV cache ({source})")
 
 
 def cost_per_million(price_per_gpu_hour: float, gpus: int, seconds: float, tokens: float) -> float | None:

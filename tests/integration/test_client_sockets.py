@@ -52,7 +52,7 @@ async def test_a_four_megabyte_body_arrives_whole() -> None:
 
 
 async def test_a_request_carries_the_headers_it_is_given() -> None:
-    # the agent-sessions check names each request's session (`session_header`), as MLPerf's agentic client does
+    # the agent-sessions check names each request's session (`session_header`), like MLPerf's agentic client
     server = ScriptedSse(EVENTS)
     url = await server.start()
     try:

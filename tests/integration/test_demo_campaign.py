@@ -93,7 +93,9 @@ def assert_exports_say_what_ran(run: RunDir, model: str) -> None:
     for version in VERSIONS:
         written = run_reports(run, version)
         reports = {r.run.uid.split("/", 1)[1]: json.loads(json.dumps(r.dump())) for r in written}
-        assert {"probe", "capacity", "returning", "fidelity"} <= set(reports), sorted(reports)
+        assert {"probe", "capacity", "returning", "sessions-s1", "sessions-s2", "fidelity"} <= set(reports), (
+            sorted(reports)
+        )
         for stage, data in reports.items():
             assert load_report(data).dump() == data and data["version"] == version, stage
             engine = data["scenario"]["stack"][0]["standardized"]
@@ -101,13 +103,17 @@ def assert_exports_say_what_ran(run: RunDir, model: str) -> None:
             load = data["scenario"]["load"]["standardized"]
             if stage.startswith("throughput-u"):
                 assert load["concurrency"] == int(stage.removeprefix("throughput-u")), stage
+            if stage.startswith("sessions-s"):  # a level of agent sessions: its sessions at once, multi-turn
+                assert load["concurrency"] == int(stage.removeprefix("sessions-s")), stage
+                assert load["multi_turn"]["enabled"] and load["prefix"]["prefix_len"]["value"] == 128, stage
             sessions = data["results"].get("session_performance")
-            if version == "0.2.1" and stage.startswith(("ramp-u", "returning")):
+            if version == "0.2.1" and stage.startswith(("ramp-u", "returning", "sessions-s")):
                 total = data["results"]["request_performance"]["aggregate"]["requests"]["total"]
                 assert sessions["sessions"]["total_events"] <= total, stage
-                if stage.startswith("ramp-u"):
-                    assert sessions["sessions"]["total"] == int(stage.removeprefix("ramp-u")), stage
-                    assert sessions["sessions"]["total_events"] == total, stage
+                for multi in ("ramp-u", "sessions-s"):  # every request is a session's turn
+                    if stage.startswith(multi):
+                        assert sessions["sessions"]["total"] == int(stage.removeprefix(multi)), stage
+                        assert sessions["sessions"]["total_events"] == total, stage
             else:
                 assert sessions is None, stage
         probe = reports["probe"]["scenario"]["load"]

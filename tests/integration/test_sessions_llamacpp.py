@@ -11,12 +11,18 @@ import pytest
 from ctxbench import metrics
 from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.counters import counter_deltas
+from ctxbench.engines.build import LlamaCppBuild
+from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
+from ctxbench.params import Checks, SessionsParams
 from ctxbench.report.decide import readings
-from ctxbench.report.run_report import run_report
+from ctxbench.report.run_report import claims_summary, run_report
 from ctxbench.results.evidence import collect
 from ctxbench.results.sessions_cells import forecast_of
 from ctxbench.sessions_file import SessionsFile
+from ctxbench.store import RunDir
+from ctxbench.suite import run_suite
+from ctxbench.text.tokens import HfTokenCounter
 
 from .test_throughput_llamacpp import DEPLOYMENT as BASE
 from .test_throughput_llamacpp import run_one
@@ -58,7 +64,7 @@ def test_sessions_hold_until_the_cliff_the_forecast_puts(
     assert data is not None and [level.sessions for level in data.levels] == [1, 2, 3]
     assert (data.held, data.cliff) == (held, cliff)
     # the planner said the same from the engine's command and the model's shape
-    forecast = forecast_of(run.manifest(), data)
+    forecast = forecast_of(run, data)
     assert forecast is not None and [forecast.holds(s) for s in (1, 2, 3)] == [s <= held for s in (1, 2, 3)]
     records = [r for r in run.records() if r.labels.get("check") == "sessions"]
     assert len(records) == 24 and all(r.ok for r in records)
@@ -89,6 +95,64 @@ def test_sessions_hold_until_the_cliff_the_forecast_puts(
     report = run_report(run)
     assert "## Agent sessions" in report and "| holds | forecast |" in report
     assert (run.path / "sessions.png").exists()
+    assert any(line.startswith(f"agent sessions: holds {held} sessions") for line in claims_summary(run))
     (row,) = collect(tmp_path / "results")
     assert row.sessions.text.startswith(f"holds {held} sessions of ")
     assert any(g.question.startswith("Keeps the most concurrent agent sessions") for g in readings([row]))
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_a_level_cut_off_is_sent_again_whole_and_the_levels_before_are_kept(
+    llama_build: LlamaCppBuild, tiny: TinyModel, tmp_path: Path
+) -> None:
+    # Each level is a unit: a resumed run reads the finished ones back and sends the cut one whole under new
+    # ids, with a new system prompt (the interrupted attempt's may sit in the cache).
+    config = LlamaServerConfig(
+        binary=llama_build.server, model=tiny.gguf, ctx_size=8192, parallel=2, alias="tiny"
+    )
+    counter = HfTokenCounter.from_path(tiny.tokenizer_dir)
+    checks = Checks(
+        sessions=SessionsParams(
+            sessions=[1, 2], system_tokens=16, turn_tokens=300, max_tokens=8, turns=3, gap_s=0.2
+        )
+    )
+    results = tmp_path / "results"
+    sent = 0
+
+    def cut_in_level_two() -> None:  # level 1's 3 turns, then 2 of level 2's 6
+        nonlocal sent
+        sent += 1
+        if sent == 5:
+            raise Interrupt()
+
+    with pytest.raises(Interrupt):
+        run_suite(
+            config,
+            counter,
+            checks,
+            results,
+            deployment="tiny",
+            campaign="cut",
+            on_request_done=cut_in_level_two,
+        )
+    (path,) = (results / "runs").iterdir()
+    assert RunDir(path).completed_units() == {"sessions-s1"}
+    run = run_suite(config, counter, checks, results, deployment="tiny", campaign="cut", resume=path)
+    assert run.attempt == 2
+    data = SessionsFile.load(run.path)
+    assert data is not None and [(level.sessions, level.attempt) for level in data.levels] == [(1, 1), (2, 2)]
+    assert [t.request_id for t in data.turns if t.sessions == 2] == [
+        f"sessions-s2-{session}-t{turn}-a2" for session in (0, 1) for turn in (1, 2, 3)
+    ]
+    records = list(run.records())
+    ids = [r.request_id for r in records]
+    assert len(ids) == len(set(ids))
+    # the new attempt's first turns found no more than the template cached: a new system prompt
+    firsts = [r for r in records if r.request_id.endswith("-t1-a2")]
+    lead = min(metrics.cached_tokens(r) or 0 for r in firsts)
+    assert lead < 16, [metrics.cached_tokens(r) for r in firsts]
+    audit = audit_run(run)
+    assert audit.findings == () and audit.audited_requests == len([r for r in records if r.ok])

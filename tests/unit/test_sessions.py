@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from ctxbench.params import SessionsParams
-from ctxbench.plan import sessions_forecast
+from ctxbench.plan import pool_sessions_forecast, sessions_forecast
 from ctxbench.sessions_file import SessionsFile, SessionTurn, level_summary
 
 
@@ -68,3 +68,8 @@ def test_the_forecast_counts_slots_and_whole_sessions_in_the_host_cache() -> Non
         session_tokens=4096, slots=2, host_cache_bytes=3.5 * 4096 * 1024, kv_bytes_per_token=1024
     )
     assert roomy.held == 5 and roomy.holds(5) and not roomy.holds(6)
+
+
+def test_a_block_pool_holds_the_whole_sessions_that_fit() -> None:
+    pool = pool_sessions_forecast(session_tokens=850, kv_tokens=1792, source="vLLM's log")
+    assert pool.held == 2 and pool.holds(2) and not pool.holds(3) and "1792-token KV cache" in pool.basis

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .. import metrics
@@ -208,6 +209,10 @@ class SessionsCheck(Check[SessionsParams]):
     name = UNIT
     params_type = SessionsParams
     needs_limit = False
+
+    def stage(self, labels: Mapping[str, str]) -> str | None:
+        """A level, every turn of its sessions."""
+        return unit_of(int(labels["sessions"]))
 
     def request_count(self, params: SessionsParams) -> int:
         return params.request_count()

@@ -16,6 +16,8 @@ from ..check_files import (
 from ..checks.catalog import CHECKS
 from ..counters import reported_text
 from ..records import RequestRecord, requests_line
+from ..results.sessions_cells import forecast_of, forecast_words, summary_words
+from ..sessions_file import SessionsFile
 from ..slo_search import search_text
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
@@ -249,7 +251,7 @@ def claims_summary(run: RunDir) -> list[str]:
 
 
 def _traffic_summary(run: RunDir) -> list[str]:
-    """The console lines of a replayed trace and of returning users."""
+    """The console lines of a replayed trace, returning users and agent sessions."""
     lines = []
     t = TraceFile.load(run.path)
     if t is not None:
@@ -264,6 +266,11 @@ def _traffic_summary(run: RunDir) -> list[str]:
         lines.append(
             f"returning users: {verdicts}; TTFT on return {fmt(r.ttft_return_s)} s, fresh "
             f"{fmt(r.ttft_fresh_s)} s"
+        )
+    sessions = SessionsFile.load(run.path)
+    if sessions is not None and sessions.levels:
+        lines.append(
+            f"agent sessions: {summary_words(sessions)}; {forecast_words(forecast_of(run, sessions))}"
         )
     return lines
 

@@ -39,7 +39,7 @@ def sessions_section(read: RunRead) -> list[str]:
     if data is None or not data.levels:
         return []
     spec = data.spec
-    forecast = forecast_of(run.manifest(), data)
+    forecast = forecast_of(run, data)
     rows = [
         [
             str(level.sessions),

@@ -59,12 +59,14 @@ def peak_in_flight(records: Sequence[RequestRecord]) -> int:
 
 def _session_key(record: RequestRecord) -> str | None:
     """The conversation a multi-turn stage's request belongs to (the ramp's user, the returning user's
-    conversation); None outside one."""
+    conversation, an agent session); None outside one."""
     labels = record.labels
     if labels.get("check") == "ramp":
         return labels.get("user")
     if labels.get("check") == "returning" and labels.get("phase") in ("build", "immediate", "return"):
         return labels.get("conversation")
+    if labels.get("check") == "sessions":
+        return labels.get("session")
     return None
 
 

@@ -5,15 +5,16 @@ llm-d-benchmark's comparisons.
 
 A stage is a set of requests one load produced: a closed-loop level (its measured requests, warm-up left
 out), an open-loop rate, a search's repeat of either, a needle length, a ramp's users setting, the capacity
-check's near-limit prompt, a trace replay, the returning users, the probe. Its figures are computed from its
-records with ctxbench's own definitions (docs/metrics.md): TTFT, TPOT and end-to-end latency percentiles over
-successful requests (every percentile upstream names, NumPy's linear interpolation as `metrics.percentile`),
-ITL over single-event gaps as the run report's, token rates over the stage's window (first send to last end).
-A closed-loop level's concurrency is its users, an open-loop level's and a trace's load is their rate; any
-other stage states the most requests it had in flight, measured from its records. v0.2.1 adds the sessions of
-a multi-turn stage (the ramp's conversations, the returning users'). What the schema has no field for
-(recall, the check's verdict) stays in ctxbench's own summary; `results.profiling.ctxbench` names the run,
-check and stage so a reader can find it.
+check's near-limit prompt, a trace replay, the returning users, a level of agent sessions, the probe. Its
+figures are computed from its records with ctxbench's own definitions (docs/metrics.md): TTFT, TPOT and
+end-to-end latency percentiles over successful requests (every percentile upstream names, NumPy's linear
+interpolation as `metrics.percentile`), ITL over single-event gaps as the run report's, token rates over the
+stage's window (first send to last end). A closed-loop level's concurrency is its users (a sessions level's,
+its sessions), an open-loop level's and a trace's load is their rate; any other stage states the most
+requests it had in flight, measured from its records. v0.2.1 adds the sessions of a multi-turn stage (the
+ramp's conversations, the returning users', the agent sessions). What the schema has no field for (recall,
+the check's verdict, the cache cliff) stays in ctxbench's own summary; `results.profiling.ctxbench` names the
+run, check and stage so a reader can find it.
 """
 
 from __future__ import annotations
@@ -184,6 +185,8 @@ def _load(stage: str, number: int, records: Sequence[RequestRecord], params: dic
             standardized["rate_qps"] = (len(records) - 1) / span_s
     elif check == "throughput" or check == "ramp":
         standardized["concurrency"] = int(first["users"])
+    elif check == "sessions":  # a level: that many sessions at once, each idle between its turns
+        standardized["concurrency"] = int(first["sessions"])
     else:
         standardized["concurrency"] = max(1, peak_in_flight(records))
     if check == "throughput" and int(params.get("shared_prefix_tokens") or 0):
@@ -194,7 +197,14 @@ def _load(stage: str, number: int, records: Sequence[RequestRecord], params: dic
             "num_users_per_group": users,
             "num_prefixes": 1,
         }
-    if check == "ramp":
+    if check == "sessions":  # one system prompt shared by the level's sessions
+        standardized["prefix"] = {
+            "prefix_len": {"distribution": "fixed", "value": int(params["system_tokens"])},
+            "num_groups": 1,
+            "num_users_per_group": int(first["sessions"]),
+            "num_prefixes": 1,
+        }
+    if check in ("ramp", "sessions"):
         standardized["multi_turn"] = {
             "enabled": True,
             "max_turns": {"distribution": "fixed", "value": int(params.get("turns") or 1)},

@@ -3,13 +3,13 @@ the cache held through their gaps, where it gave up, and where `plan.sessions_fo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..engines.kinds import find_engine
 from ..engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
 from ..errors import CalibrationError
-from ..plan import SessionsForecast, sessions_forecast
-from ..run_files import Manifest
+from ..plan import SessionsForecast, pool_sessions_forecast, sessions_forecast
 from ..sessions_file import SessionsFile
 from ..store import RunDir
 from .calibration import shape_of
@@ -23,10 +23,19 @@ def session_tokens(data: SessionsFile) -> int:
     return longest + int(data.spec["max_tokens"])
 
 
-def forecast_of(manifest: Manifest, data: SessionsFile) -> SessionsForecast | None:
-    """The planner's forecast for this run where the engine's cache model is known (llama.cpp: slots and
-    `--cache-ram` from its command, KV bytes a token from the model's shape); None otherwise."""
+def forecast_of(run: RunDir, data: SessionsFile) -> SessionsForecast | None:
+    """The planner's forecast for this run where the engine's cache model is known: llama.cpp's slots and
+    `--cache-ram` from its command with KV bytes a token from the model's shape; vLLM's block pool from the KV
+    cache size its own log states. None otherwise."""
+    manifest = run.manifest()
     kind = find_engine(manifest.engine.kind, manifest.engine.name)
+    if kind is not None and kind.name == "vllm":
+        stated = vllm_kv_tokens(run.path / "server.log")
+        if stated is None:
+            return None
+        return pool_sessions_forecast(
+            session_tokens=session_tokens(data), kv_tokens=stated, source="vLLM's log"
+        )
     if kind is None or not kind.cache_model_known or not manifest.engine.command:
         return None
     try:
@@ -42,6 +51,18 @@ def forecast_of(manifest: Manifest, data: SessionsFile) -> SessionsForecast | No
     )
 
 
+VLLM_KV_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")  # vllm/v1/core/kv_cache_utils.py, 0.32
+
+
+def vllm_kv_tokens(log: Path) -> int | None:
+    """The KV cache size in tokens that vLLM's log states as it starts (one replica: `server.log`)."""
+    try:
+        found = VLLM_KV_LINE.search(log.read_text(errors="replace"))
+    except OSError:
+        return None
+    return int(found.group(1).replace(",", "")) if found else None
+
+
 def gaps_words(spec: dict[str, object]) -> str:
     scale = float(spec["time_scale"])  # type: ignore[arg-type]
     gap = float(spec["gap_s"]) * scale  # type: ignore[arg-type]
@@ -51,12 +72,9 @@ def gaps_words(spec: dict[str, object]) -> str:
 
 def forecast_words(forecast: SessionsForecast | None) -> str:
     if forecast is None:
-        return "no forecast: the planner models llama.cpp's slots and host prompt cache only"
-    if forecast.held is None:
-        return f"forecast: every level ({forecast.slots} slots, host prompt cache without a limit)"
-    tokens = forecast.host_cache_tokens
-    cache = f"a {tokens:.0f}-token host prompt cache" if tokens else "no host prompt cache"
-    return f"forecast: {forecast.held} ({forecast.slots} slots, {cache})"
+        return "no forecast: the planner models llama.cpp's slots and host prompt cache, and vLLM's KV pool"
+    held = "every level" if forecast.held is None else str(forecast.held)
+    return f"forecast: {held} ({forecast.basis})"
 
 
 def summary_words(data: SessionsFile) -> str:
@@ -86,5 +104,5 @@ def sessions_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     if all(level.hit_ratio is None for level in data.levels):
         text = f"cached tokens not reported{engine_hits(run, 'sessions')}"
         return {"sessions": Cell(text, source)}
-    forecast = forecast_words(forecast_of(run.manifest(), data))
+    forecast = forecast_words(forecast_of(run, data))
     return {"sessions": Cell(f"{summary_words(data)} ({forecast})", source, float(data.held or 0))}
