@@ -258,6 +258,18 @@ class SessionsParams(Strict):
         0.5, gt=0.0, le=1.0, description="A level holds while its returning turns find this share cached."
     )
     stop_after_cliff: bool = Field(True, description="Run no level above the first that does not hold.")
+    trace: Path | None = Field(
+        None,
+        description="Recorded sessions to replay at their own times, instead of the levels (local JSONL).",
+    )
+    trace_format: Literal["sessions", "mooncake"] = Field(
+        "sessions",
+        description="sessions (ctxbench's session trace) or mooncake (sessions found by hash ids).",
+    )
+    block_tokens: int = Field(512, ge=1, le=65536, description="mooncake: tokens a hash id stands for.")
+    max_sessions: int | None = Field(
+        None, ge=1, le=100_000, description="Replay the trace's first N sessions."
+    )
 
     @model_validator(mode="after")
     def _upward(self) -> SessionsParams:
@@ -285,7 +297,8 @@ class SessionsParams(Strict):
         return min(grown, self.context) if self.context else grown
 
     def request_count(self) -> int:
-        return sum(self.sessions) * self.planned_turns()
+        """Requests at most (0 for a trace: the check counts them as it reads it)."""
+        return 0 if self.trace is not None else sum(self.sessions) * self.planned_turns()
 
 
 FidelityPath = Literal["warm", "partial", "restored", "load"]

@@ -47,6 +47,7 @@ class SessionsLevel(_Open):
 
     sessions: int
     attempt: int
+    unit: str | None = None  # sessions-s<N>, or sessions-trace for a replayed trace
     turns: int
     failed: int
     returning: int  # returning turns that succeeded
@@ -66,7 +67,7 @@ def _median(values: list[float | None]) -> float | None:
 
 
 def level_summary(
-    sessions: int, turns: list[SessionTurn], params: SessionsParams, attempt: int
+    sessions: int, turns: list[SessionTurn], params: SessionsParams, attempt: int, unit: str | None = None
 ) -> SessionsLevel:
     back = [t for t in turns if t.turn > 1 and t.ok]
     hits = [t for t in back if t.hit is not None]
@@ -80,6 +81,7 @@ def level_summary(
     return SessionsLevel(
         sessions=sessions,
         attempt=attempt,
+        unit=unit,
         turns=len(turns),
         failed=sum(not t.ok for t in turns),
         returning=len(back),

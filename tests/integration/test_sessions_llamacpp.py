@@ -4,6 +4,7 @@ the planner's forecast puts it and moves when the cache budget moves."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,60 @@ def test_a_level_cut_off_is_sent_again_whole_and_the_levels_before_are_kept(
     assert lead < 16, [metrics.cached_tokens(r) for r in firsts]
     audit = audit_run(run)
     assert audit.findings == () and audit.audited_requests == len([r for r in records if r.ok])
+
+
+# A Mooncake slice of three conversations (64-token blocks): A returns at once (nothing between), then B and C
+# start, taking both slots, and A returns 2.7 s later; B returns after A's third turn took its slot.
+MOONCAKE = [
+    {"timestamp": 0, "input_length": 256, "output_length": 8, "hash_ids": [1, 2, 3, 4]},
+    {"timestamp": 300, "input_length": 512, "output_length": 8, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8]},
+    {"timestamp": 1000, "input_length": 256, "output_length": 8, "hash_ids": [20, 21, 22, 23]},
+    {"timestamp": 1300, "input_length": 256, "output_length": 8, "hash_ids": [40, 41, 42, 43]},
+    {"timestamp": 3000, "input_length": 768, "output_length": 8, "hash_ids": list(range(1, 13))},
+    {
+        "timestamp": 3300,
+        "input_length": 512,
+        "output_length": 8,
+        "hash_ids": [20, 21, 22, 23, 24, 25, 26, 27],
+    },
+]
+
+
+def test_a_mooncake_trace_replays_as_sessions_at_its_own_times(tiny: TinyModel, tmp_path: Path) -> None:
+    trace = tmp_path / "mooncake.jsonl"
+    trace.write_text("".join(json.dumps(line) + "\n" for line in MOONCAKE))
+    run = run_one(
+        tmp_path,
+        f'[checks.sessions]\ntrace = "{trace}"\ntrace_format = "mooncake"\nblock_tokens = 64\n',
+        DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args='["--cache-ram", "0"]'),
+    )
+    data = SessionsFile.load(run.path)
+    assert data is not None and [(level.sessions, level.unit) for level in data.levels] == [
+        (3, "sessions-trace")
+    ]
+    records = sorted(run.records(), key=lambda r: r.sent_ns)
+    assert [(r.labels["session"], r.labels["turn"]) for r in records] == [
+        ("0", "1"),
+        ("0", "2"),
+        ("1", "1"),
+        ("2", "1"),
+        ("0", "3"),
+        ("1", "2"),
+    ]
+    # due at the trace's times (its first request at 0) or once the previous reply ended, and sent then
+    start = records[0].enqueued_ns
+    for record, line in zip(records, MOONCAKE, strict=True):
+        assert (record.enqueued_ns - start) / 1e9 >= line["timestamp"] / 1000 - 0.001, record.request_id
+        assert record.sent_ns >= record.enqueued_ns
+    # every prompt exactly as long as the trace's line: its history (the server's own replies fed forward),
+    # then fresh text up to input_length
+    assert [metrics.prompt_tokens(r) for r in records] == [line["input_length"] for line in MOONCAKE]
+    hits = {(t.session, t.turn): t.hit for t in data.turns}
+    assert hits[(0, 2)] is not None and hits[(0, 2)] >= 0.9  # back at once: still in its slot
+    assert hits[(0, 3)] is not None and hits[(0, 3)] < 0.2  # two other sessions took both slots meanwhile
+    assert hits[(1, 2)] is not None and hits[(1, 2)] < 0.2
+    by_gap = {group: hit for group, _, hit in data.hit_by_gap()}
+    assert by_gap["0-1 s"] >= 0.9 and by_gap["1-5 s"] < 0.2
+    report = run_report(run)
+    assert "| gap | turns | hit ratio |" in report and "| 1-5 s | 2 |" in report
+    assert not audit_run(run).findings

@@ -47,9 +47,9 @@ random_weights = true
 
 DETAILS = {"cold": "", "warm": ', "--enable-prompt-tokens-details"'}
 
-# A third deployment runs only agent sessions against a small KV pool: 112 blocks of 16 tokens (1,792 tokens,
-# as vLLM's log states it). Sessions grow to ~850 tokens over 3 turns of 250: two fit, four do not, so the
-# cliff is at 4 sessions, where the planner's block-pool forecast puts it.
+# A third deployment runs only agent sessions against a small KV pool: 56 blocks of 32 tokens (vLLM's CPU
+# kernels take multiples of 32), 1,792 tokens as vLLM's log states it. Sessions grow to ~850 tokens over 3
+# turns of 250: two fit, four do not, so the cliff is at 4 sessions, where the block-pool forecast puts it.
 SMALL = """
 [[deployments]]
 name = "small"
@@ -58,7 +58,7 @@ model = "ctxbench:tiny"
 served_name = "tiny"
 python = "{python}"
 args = ["--max-model-len", "1024", "--dtype", "float32", "--enable-prompt-tokens-details",
-        "--block-size", "16", "--num-gpu-blocks-override", "112"]
+        "--block-size", "32", "--num-gpu-blocks-override", "56"]
 env = {{ VLLM_CPU_KVCACHE_SPACE = "1" }}
 compile_cache = "{cache}"
 ready_timeout_s = 600

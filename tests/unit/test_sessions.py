@@ -3,9 +3,14 @@ planner's forecast of how many sessions the cache holds (the engine tests hold b
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
+from ctxbench.checks.session_trace import read_session_trace, sessions_of_mooncake
+from ctxbench.checks.trace import TraceFileError
 from ctxbench.params import SessionsParams
 from ctxbench.plan import pool_sessions_forecast, sessions_forecast
 from ctxbench.sessions_file import SessionsFile, SessionTurn, level_summary
@@ -73,3 +78,52 @@ def test_the_forecast_counts_slots_and_whole_sessions_in_the_host_cache() -> Non
 def test_a_block_pool_holds_the_whole_sessions_that_fit() -> None:
     pool = pool_sessions_forecast(session_tokens=850, kv_tokens=1792, source="vLLM's log")
     assert pool.held == 2 and pool.holds(2) and not pool.holds(3) and "1792-token KV cache" in pool.basis
+
+
+def test_a_session_trace_reads_turns_by_session_and_names_bad_lines(tmp_path: Path) -> None:
+    trace = tmp_path / "s.jsonl"
+    lines = [
+        {"session": "b", "turn": 1, "timestamp": 500, "input_tokens": 100, "output_tokens": 8},
+        {"session": "a", "turn": 2, "gap_s": 4.5, "input_tokens": 50, "output_tokens": 8},
+        {
+            "session": "a",
+            "turn": 1,
+            "timestamp": 0,
+            "input_tokens": 300,
+            "output_tokens": 8,
+            "shared_prefix": "sys",
+            "shared_prefix_tokens": 64,
+        },
+    ]
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    a, b = read_session_trace(trace)
+    assert (a.name, a.shared_prefix, a.shared_prefix_tokens) == ("a", "sys", 64)
+    assert [(t.new_tokens, t.at_s, t.gap_s) for t in a.turns] == [(300, 0.0, None), (50, None, 4.5)]
+    assert (b.name, b.turns[0].at_s) == ("b", 0.5)
+    trace.write_text('{"session": "a", "turn": 1, "input_tokens": 5, "output_tokens": 1}\n')
+    with pytest.raises(TraceFileError, match=r"s.jsonl:1: a session's first turn needs a timestamp"):
+        read_session_trace(trace)
+    trace.write_text('{"session": "a", "timestamp": 0, "input_tokens": 0, "output_tokens": 1}\n')
+    with pytest.raises(TraceFileError, match=r"s.jsonl:1: input_tokens is 0"):
+        read_session_trace(trace)
+
+
+def test_a_mooncake_trace_becomes_sessions_by_its_growing_hash_ids(tmp_path: Path) -> None:
+    trace = tmp_path / "m.jsonl"
+    lines = [
+        {"timestamp": 0, "input_length": 1000, "output_length": 50, "hash_ids": [1, 2]},
+        {"timestamp": 100, "input_length": 900, "output_length": 50, "hash_ids": [1, 7]},  # shares block 1
+        {"timestamp": 9000, "input_length": 1600, "output_length": 50, "hash_ids": [1, 2, 3, 4]},
+        {"timestamp": 9500, "input_length": 400, "output_length": 20, "hash_ids": [9]},
+        {"timestamp": 20000, "input_length": 2100, "output_length": 50, "hash_ids": [1, 2, 3, 4, 5]},
+    ]
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    first, second, third = sessions_of_mooncake(trace, block_tokens=512)
+    # the first request, then the two whose prompts extend it, in order: a conversation of three turns
+    assert [(t.new_tokens, t.at_s) for t in first.turns] == [(1000, 0.0), (550, 9.0), (450, 20.0)]
+    assert first.shared_prefix is None
+    # its own session, sharing the first block with the first session's first turn: a system prompt
+    assert [t.new_tokens for t in second.turns] == [900] and second.shared_prefix_tokens == 512
+    assert second.shared_prefix == "mooncake-1" and third.shared_prefix is None
+    # a trace replaces the levels: its sessions run as they were recorded, one level
+    assert SessionsParams(sessions=[1, 2], trace=trace).request_count() == 0

@@ -33,9 +33,13 @@ from ..text.haystack import (
     turn_overhead_tokens,
 )
 from .base import Check, RunContext
+from .session_trace import RecordedTurn, read_session_trace, sessions_of_mooncake
 
 UNIT = "sessions"
 QUESTION = "Continue the task: given the newest output above, what is the next step, and why?"
+
+
+TRACE_UNIT = "sessions-trace"
 
 
 def unit_of(level: int) -> str:
@@ -43,101 +47,172 @@ def unit_of(level: int) -> str:
 
 
 @dataclass(frozen=True)
-class Level:
-    """One level's shared parts: its system prompt and what a turn may find cached."""
+class Plan:
+    """One session to run: its system prompt (None: none), what its first turn may find cached, and its turns
+    (new tokens, reply, when: seconds from the level's start or after the previous reply, not yet scaled)."""
 
-    sessions: int
-    system: dict[str, str]
-    lead: int  # the template's opening every prompt shares
-    shared: int  # the template and the system prompt: what a session's first turn may find cached
-    stagger_s: float
+    number: int
+    name: str  # its id in request ids and the session header
+    system: dict[str, str] | None
+    shared: int  # tokens a first turn may find cached: the template's lead, with the system prompt
+    turns: tuple[RecordedTurn, ...]
 
 
-def system_prompt(ctx: RunContext, params: SessionsParams, level: int) -> dict[str, str]:
-    """A system prompt of about `system_tokens`, fresh for this level (and attempt): it opens with the level's
-    own seed in letters, so no two levels' prompts share more than the template."""
-    rng = random.Random(request_seed(*ctx.scope, UNIT, level, "system"))
+def system_prompt(ctx: RunContext, tokens: int, *key: object) -> dict[str, str]:
+    """A system prompt of about `tokens`, fresh for `key` (a level, a trace's shared prefix) and the attempt:
+    it opens with its own seed in letters, so no two share more than the template."""
+    rng = random.Random(request_seed(*ctx.scope, UNIT, *key, "system"))
     letters = "".join(rng.choice("abcdefghijklmnop") for _ in range(12))
     opening = f"Agent {letters}: plan the next step from what the user sends."
-    budget = max(1, params.system_tokens - ctx.counter.count_many([opening])[0])
+    budget = max(1, tokens - ctx.counter.count_many([opening])[0])
     body, _ = exact_body(ctx.pool, budget, rng)
     return {"role": "system", "content": SEPARATOR.join([opening, *body])}
 
 
+def level_plans(ctx: RunContext, params: SessionsParams, sessions: int) -> list[Plan]:
+    """A level of `sessions` drawn from the parameters: one system prompt, starts staggered, seeded gaps."""
+    system = system_prompt(ctx, params.system_tokens, sessions)
+    shared = lead_tokens(ctx.counter, [system])
+    stagger = params.stagger_s if params.stagger_s is not None else params.gap_s / sessions
+    plans = []
+    for number in range(sessions):
+        rng = random.Random(request_seed(*ctx.scope, UNIT, sessions, number, "turns"))
+        turns = []
+        for turn in range(params.turns):
+            new = rng.randint(params.turn_tokens, params.turn_tokens_max or params.turn_tokens)
+            gap = None if turn == 0 else gap_of(params, rng)
+            turns.append(RecordedTurn(new, params.max_tokens, number * stagger if turn == 0 else None, gap))
+        plans.append(Plan(number, f"{unit_of(sessions)}-{number}", system, shared, tuple(turns)))
+    return plans
+
+
+def trace_plans(ctx: RunContext, params: SessionsParams) -> list[Plan]:
+    """The recorded sessions of `trace`, a fresh system prompt for each shared prefix they name."""
+    assert params.trace is not None
+    if params.trace_format == "mooncake":
+        recorded = sessions_of_mooncake(params.trace, params.block_tokens, params.max_sessions)
+    else:
+        recorded = read_session_trace(params.trace, params.max_sessions)
+    prompts: dict[str, dict[str, str]] = {}
+    plans = []
+    for number, session in enumerate(recorded):
+        system = None
+        if session.shared_prefix is not None:
+            key = session.shared_prefix
+            system = prompts.setdefault(key, system_prompt(ctx, session.shared_prefix_tokens, "trace", key))
+        shared = lead_tokens(ctx.counter, [system] if system else [])
+        plans.append(Plan(number, f"{TRACE_UNIT}-{number}", system, shared, session.turns))
+    return plans
+
+
 def gap_of(params: SessionsParams, rng: random.Random) -> float:
-    """The idle seconds before a session's next turn, compressed by `time_scale` (the report says so)."""
-    mean = params.gap_s * params.time_scale
-    return rng.expovariate(1.0 / mean) if params.gap == "exponential" and mean > 0 else mean
+    """The idle seconds before a session's next turn, before `time_scale` (the report says so)."""
+    return (
+        rng.expovariate(1.0 / params.gap_s)
+        if params.gap == "exponential" and params.gap_s > 0
+        else params.gap_s
+    )
+
+
+class Clock:
+    """The level's start: set once every session has built its first prompt, so that no first turn is late by
+    its own building (a 1M-token prompt takes seconds to build)."""
+
+    def __init__(self, sessions: int) -> None:
+        self.waiting = sessions
+        self.started = asyncio.Event()
+        self.start = 0.0
+
+    async def ready(self) -> float:
+        self.waiting -= 1
+        if self.waiting == 0:
+            self.start = time.perf_counter()
+            self.started.set()
+        await self.started.wait()
+        return self.start
 
 
 async def run_session(
-    ctx: RunContext, params: SessionsParams, level: Level, number: int
+    ctx: RunContext, params: SessionsParams, level: int, plan: Plan, clock: Clock, traced: bool
 ) -> list[SessionTurn]:
-    """One session's turns, each sent once its gap has passed; it ends at `turns`, before a turn would pass
-    `context`, or at a failed turn (recorded)."""
-    rng = random.Random(request_seed(*ctx.scope, UNIT, level.sessions, number, "turns"))
-    name = f"{unit_of(level.sessions)}-{number}"
+    """One session's turns, each due at its time (never before the previous reply ended) and sent then, its
+    due time recorded (`enqueued_ns`: a prompt built past it shows as the client's lateness); it ends after
+    its turns, before a turn would pass `context`, or at a failed turn (recorded)."""
+    scale = params.time_scale
     extra: dict[str, object] = {"temperature": 0.0, "ignore_eos": True}
     if params.cache_salt:
-        extra["cache_salt"] = "-".join(map(str, (*ctx.scope, name)))
-    headers = (
-        {params.session_header: "-".join(map(str, (*ctx.scope, name)))} if params.session_header else None
-    )
-    history: list[dict[str, str]] = [level.system]
+        extra["cache_salt"] = "-".join(map(str, (*ctx.scope, plan.name)))
+    session_id = "-".join(map(str, (*ctx.scope, plan.name)))
+    headers = {params.session_header: session_id} if params.session_header else None
+    lead = lead_tokens(ctx.counter)
+    history: list[dict[str, str]] = [plan.system] if plan.system else []
     turns: list[SessionTurn] = []
-    due = time.perf_counter() + number * level.stagger_s
     reusable: int | None = None
     ended: float | None = None  # when the previous reply ended
-    for turn in range(1, params.turns + 1):
-        seed = request_seed(*ctx.scope, UNIT, level.sessions, number, turn)
-        new = rng.randint(params.turn_tokens, params.turn_tokens_max or params.turn_tokens)
+    start: float | None = None
+    for number, step in enumerate(plan.turns, start=1):
+        seed = request_seed(*ctx.scope, UNIT, level, plan.name, number)
         floor = await asyncio.to_thread(turn_overhead_tokens, ctx.pool, seed, QUESTION, history)
-        if params.context is not None and floor + new > params.context:
+        # a recorded prompt length where the trace gives one, with at least one token of new text
+        target = max(floor + 1, step.prompt_tokens) if step.prompt_tokens else floor + step.new_tokens
+        haystack = None
+        if params.context is None or target <= params.context:
+            haystack = await asyncio.to_thread(
+                build_haystack, ctx.pool, target, seed, question=QUESTION, history=history
+            )
+        if start is None:
+            start = await clock.ready()
+        if haystack is None:
             break
-        haystack = await asyncio.to_thread(
-            build_haystack, ctx.pool, floor + new, seed, question=QUESTION, history=history
+        due = max(
+            start + step.at_s * scale if step.at_s is not None else 0.0,
+            (ended or 0.0) + (step.gap_s or 0.0) * scale,
         )
         # the prompt was built during the gap; a timer may wake a millisecond early (uvloop): never shorter
         while (left := due - time.perf_counter()) > 0:
             await asyncio.sleep(left)
         if reusable is None:
-            intent = CacheIntent.reusing(
-                "shared_prefix", level.lead, level.shared, "the level's system prompt"
+            intent = (
+                CacheIntent.reusing("shared_prefix", lead, plan.shared, "the session's shared system prompt")
+                if plan.system
+                else CacheIntent.fresh(lead, "a session's first turn")
             )
         else:
-            allowed = reusable + params.max_tokens  # the reply as re-read may count a few tokens more
-            intent = CacheIntent.reusing("history", level.lead, allowed, "the session's previous context")
+            allowed = reusable + step.output_tokens  # the reply as re-read may count a few tokens more
+            intent = CacheIntent.reusing("history", lead, allowed, "the session's previous context")
         gap = None if ended is None else time.perf_counter() - ended
         labels = {
             "check": UNIT,
-            "sessions": str(level.sessions),
-            "session": str(number),
-            "turn": str(turn),
+            "sessions": str(level),
+            "session": str(plan.number),
+            "turn": str(number),
             "planned_tokens": str(haystack.planned_tokens),
             "intended_cached_tokens": str(reusable or 0),
         }
+        if traced:
+            labels["trace"] = "1"
         if gap is not None:
             labels["gap_s"] = f"{gap:.3f}"
         record = await ctx.client.chat(
             haystack.messages,
-            max_tokens=params.max_tokens,
-            request_id=ctx.run.request_id(f"{name}-t{turn}"),
+            max_tokens=step.output_tokens,
+            enqueued_ns=int(due * 1e9),
+            request_id=ctx.run.request_id(f"{plan.name}-t{number}"),
             labels=labels,
             extra_body=extra,
-            conversation=name,
+            conversation=plan.name,
             cache=intent,
             headers=headers,
         )
         ctx.run.append(record)
         ctx.advance()
-        turns.append(turn_of(record, level.sessions, number, turn, gap, reusable))
+        turns.append(turn_of(record, level, plan.number, number, gap, reusable))
         if not record.ok:
             break
         ended = time.perf_counter()
         reply = metrics.output_tokens(record)
         reusable = (metrics.prompt_tokens(record) or 0) + (reply.tokens if reply else 0)
         history = [*haystack.messages, {"role": "assistant", "content": record.text}]
-        due = ended + gap_of(params, rng)
     return turns
 
 
@@ -160,40 +235,41 @@ def turn_of(
     )
 
 
-async def run_level(ctx: RunContext, params: SessionsParams, sessions: int) -> list[SessionTurn]:
-    system = await asyncio.to_thread(system_prompt, ctx, params, sessions)
-    stagger = (
-        params.stagger_s if params.stagger_s is not None else params.gap_s * params.time_scale / sessions
-    )
-    level = Level(
-        sessions=sessions,
-        system=system,
-        lead=lead_tokens(ctx.counter),
-        shared=lead_tokens(ctx.counter, [system]),
-        stagger_s=stagger,
-    )
-    per_session = await asyncio.gather(*(run_session(ctx, params, level, n) for n in range(sessions)))
-    return [turn for turns in per_session for turn in turns]
+async def run_plans(
+    ctx: RunContext, params: SessionsParams, plans: list[Plan], traced: bool = False
+) -> list[SessionTurn]:
+    clock, level = Clock(len(plans)), len(plans)
+    runs = (run_session(ctx, params, level, plan, clock, traced) for plan in plans)
+    return [turn for turns in await asyncio.gather(*runs) for turn in turns]
+
+
+def unit_in(level: SessionsLevel) -> str:
+    return level.unit or unit_of(level.sessions)  # files written before traces name no unit
 
 
 async def run_sessions(ctx: RunContext, params: SessionsParams) -> SessionsFile:
     """Every level in turn, upward, each written to `sessions.json` and marked done as it ends; stops after
-    the first level that does not hold (`stop_after_cliff`). Levels finished on an earlier attempt are kept
-    as they were."""
+    the first level that does not hold (`stop_after_cliff`). A trace is one level, its sessions at their
+    recorded times. Levels finished on an earlier attempt are kept as they were."""
     done = set() if ctx.force else ctx.run.completed_units()
     earlier = SessionsFile.load(ctx.run.path)
-    levels: list[SessionsLevel] = [
-        level for level in (earlier.levels if earlier else []) if unit_of(level.sessions) in done
+    levels = [level for level in (earlier.levels if earlier else []) if unit_in(level) in done]
+    turns = [
+        t for t in (earlier.turns if earlier else []) if any(level.sessions == t.sessions for level in levels)
     ]
-    turns = [t for t in (earlier.turns if earlier else []) if unit_of(t.sessions) in done]
-    for sessions in params.sessions:
-        kept = next((level for level in levels if level.sessions == sessions), None)
+    wanted = [None] if params.trace is not None else list(params.sessions)
+    for sessions in wanted:
+        unit = TRACE_UNIT if sessions is None else unit_of(sessions)
+        kept = next((level for level in levels if unit_in(level) == unit), None)
         if kept is None:
-            unit = unit_of(sessions)
+            if sessions is None:
+                plans = await asyncio.to_thread(trace_plans, ctx, params)
+            else:
+                plans = await asyncio.to_thread(level_plans, ctx, params, sessions)
             ctx.snapshot(unit, "before")
-            measured = await run_level(ctx, params, sessions)
+            measured = await run_plans(ctx, params, plans, traced=sessions is None)
             ctx.snapshot(unit, "after")
-            kept = level_summary(sessions, measured, params, ctx.run.attempt)
+            kept = level_summary(len(plans), measured, params, ctx.run.attempt, unit)
             levels.append(kept)
             turns += measured
             SessionsFile.of(params, levels, turns).save(ctx.run.path)
@@ -211,8 +287,8 @@ class SessionsCheck(Check[SessionsParams]):
     needs_limit = False
 
     def stage(self, labels: Mapping[str, str]) -> str | None:
-        """A level, every turn of its sessions."""
-        return unit_of(int(labels["sessions"]))
+        """A level, every turn of its sessions; a replayed trace, every turn."""
+        return TRACE_UNIT if labels.get("trace") else unit_of(int(labels["sessions"]))
 
     def request_count(self, params: SessionsParams) -> int:
         return params.request_count()
@@ -224,6 +300,9 @@ class SessionsCheck(Check[SessionsParams]):
         return True  # each level is a unit of its own, skipped in `run_sessions`
 
     def announce(self, params: SessionsParams, ctx: RunContext) -> str | None:
+        if params.trace is not None:
+            scale = params.time_scale
+            return f"agent sessions: replaying {params.trace} ({params.trace_format}) at x{scale:g} its times"
         scaled = f" (x{params.time_scale} time scale)" if params.time_scale != 1 else ""
         return (
             f"agent sessions: {','.join(map(str, params.sessions))} at once, up to {params.turns} turns of "
