@@ -42,6 +42,7 @@ date -u +%FT%TZ > "$RES/started"
 python3 -m ctxbench engine build llamacpp --variant cuda --sdist .gpu/llama-cpp-slim.tar.gz --jobs "$(nproc)" \
   > "$RES/build.log" 2>&1 || { echo "build failed"; tail -40 "$RES/build.log"; date -u +%FT%TZ > "$RES/ended"; exit 1; }
 cp /tmp/ctxbench-cache/engines/llamacpp-*-cuda/build.json "$RES/" 2>/dev/null
-python3 -m ctxbench run "$CAMPAIGN" --results "$RES/$name" > "$RES/run.log" 2>&1
+# RUN_ARGS: more flags for `ctxbench run`, e.g. "-d one-deployment"
+python3 -m ctxbench run "$CAMPAIGN" --results "$RES/$name" ${RUN_ARGS:-} > "$RES/run.log" 2>&1
 echo "campaign exit $?" >> "$RES/run.log"
 date -u +%FT%TZ > "$RES/ended"

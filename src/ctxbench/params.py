@@ -245,7 +245,7 @@ class SessionsParams(Strict):
         1.0,
         gt=0.0,
         le=1.0,
-        description="Gaps multiplied by this (0.1: ten times shorter); the report says so.",
+        description="Every gap, stagger and trace time multiplied by this (0.1: ten times shorter).",
     )
     stagger_s: float | None = Field(
         None, ge=0.0, le=86_400.0, description="Seconds between sessions' starts (None: the gap / sessions)."

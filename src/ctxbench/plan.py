@@ -181,12 +181,16 @@ def sessions_forecast(
 ) -> SessionsForecast:
     """llama.cpp's model, as `returning_forecast`: each of `slots` keeps the last prompt it served, so up to
     `slots` sessions find theirs in a slot; a session pushed out of its slot is saved to the host prompt cache
-    (`--cache-ram`; 0: none, None: no limit), which keeps as many more whole sessions of `session_tokens` as
-    fit in it. Beyond that, sessions push each other out and their returning turns are prefilled again."""
+    (`--cache-ram`; 0: none, None: no limit). A returning session takes the least recently used slot, whose
+    prompt llama.cpp saves to the host cache *before* it looks its own up there (the engine's log, on an H100:
+    "making room for prompt cache entry, removing oldest entry", then a miss), so a host cache that holds k
+    whole sessions of `session_tokens` (the context a returning turn needs found: its previous prompt and
+    reply) keeps k - 1 more sessions than the slots. Beyond that, sessions push each other out and their
+    returning turns are prefilled again."""
     if host_cache_bytes is None:
         return SessionsForecast(session_tokens, None, f"{slots} slots, a host prompt cache without a limit")
     capacity = host_cache_bytes / kv_bytes_per_token if kv_bytes_per_token > 0 else 0.0
-    extra = int(capacity // session_tokens) if session_tokens else 0
+    extra = max(0, int(capacity // session_tokens) - 1) if session_tokens else 0
     cache = f"a {capacity:.0f}-token host prompt cache" if capacity else "no host prompt cache"
     return SessionsForecast(session_tokens, slots + extra, f"{slots} slots, {cache}")
 

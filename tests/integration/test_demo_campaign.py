@@ -103,9 +103,12 @@ def assert_exports_say_what_ran(run: RunDir, model: str) -> None:
             load = data["scenario"]["load"]["standardized"]
             if stage.startswith("throughput-u"):
                 assert load["concurrency"] == int(stage.removeprefix("throughput-u")), stage
-            if stage.startswith("sessions-s"):  # a level of agent sessions: its sessions at once, multi-turn
-                assert load["concurrency"] == int(stage.removeprefix("sessions-s")), stage
+            if stage.startswith(
+                "sessions-s"
+            ):  # a level of agent sessions: its sessions share a system prompt
+                assert load["prefix"]["num_users_per_group"] == int(stage.removeprefix("sessions-s")), stage
                 assert load["multi_turn"]["enabled"] and load["prefix"]["prefix_len"]["value"] == 128, stage
+                assert load["concurrency"] == data["scenario"]["load"]["native"]["config"]["peak_in_flight"]
             sessions = data["results"].get("session_performance")
             if version == "0.2.1" and stage.startswith(("ramp-u", "returning", "sessions-s")):
                 total = data["results"]["request_performance"]["aggregate"]["requests"]["total"]

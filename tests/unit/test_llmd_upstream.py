@@ -147,8 +147,9 @@ def test_every_recorded_run_exports_in_both_versions_and_names_what_ran(
                     ttft["min"] <= ttft["p0p1"] <= ttft["p25"] <= ttft["p75"] <= ttft["p99p9"] <= ttft["max"]
                 )
             sessions = data["results"].get("session_performance")
-            if name.startswith("0.2.1/") and path.stem.startswith("ramp-u"):
-                users = int(path.stem.removeprefix("ramp-u"))
+            multi = next((p for p in ("ramp-u", "sessions-s") if path.stem.startswith(p)), None)
+            if name.startswith("0.2.1/") and multi is not None:  # a user's or an agent session's turns
+                users = int(path.stem.removeprefix(multi))
                 assert sessions["sessions"]["total"] == users, path
             else:
                 assert sessions is None, path

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..plan import SessionsForecast
-from ..results.sessions_cells import forecast_of, forecast_words, gaps_words, session_tokens, summary_words
+from ..results.sessions_cells import forecast_of, forecast_words, gaps_words, summary_words
 from ..sessions_file import HELD_SHARE, SessionsFile
 from .run_read import RunRead
 from .tables import fmt, markdown_table, relative
@@ -31,6 +31,14 @@ COLUMNS = [
 
 def _forecast_cell(forecast: SessionsForecast | None, sessions: int) -> str:
     return "n/a" if forecast is None else "holds" if forecast.holds(sessions) else "falls"
+
+
+def counted(forecast: SessionsForecast | None) -> str:
+    """What the forecast counted a session as: the context a returning turn needs found (llama.cpp's host
+    cache), or the whole session (a block pool)."""
+    if forecast is None:
+        return ""
+    return f", counting {forecast.session_tokens} tokens a session (`plan.sessions_forecast`)"
 
 
 def sessions_section(read: RunRead) -> list[str]:
@@ -75,8 +83,7 @@ def sessions_section(read: RunRead) -> list[str]:
         f"context (prompt and reply as the server counted them); a level holds at "
         f"{spec['hit_threshold']:.0%}.",
         f"- Measured: {summary_words(data)}.",
-        f"- {forecast_words(forecast)[0].upper()}{forecast_words(forecast)[1:]}, for sessions of "
-        f"{session_tokens(data)} tokens (`plan.sessions_forecast`).",
+        f"- {forecast_words(forecast)[0].upper()}{forecast_words(forecast)[1:]}{counted(forecast)}.",
         "",
         markdown_table(rows, COLUMNS),
     ]

@@ -9,9 +9,9 @@ check's near-limit prompt, a trace replay, the returning users, a level of agent
 figures are computed from its records with ctxbench's own definitions (docs/metrics.md): TTFT, TPOT and
 end-to-end latency percentiles over successful requests (every percentile upstream names, NumPy's linear
 interpolation as `metrics.percentile`), ITL over single-event gaps as the run report's, token rates over the
-stage's window (first send to last end). A closed-loop level's concurrency is its users (a sessions level's,
-its sessions), an open-loop level's and a trace's load is their rate; any other stage states the most
-requests it had in flight, measured from its records. v0.2.1 adds the sessions of a multi-turn stage (the
+stage's window (first send to last end). A closed-loop level's concurrency is its users, an open-loop
+level's and a trace's load is their rate; any other stage (a sessions level too) states the most requests it
+had in flight, measured from its records. v0.2.1 adds the sessions of a multi-turn stage (the
 ramp's conversations, the returning users', the agent sessions). What the schema has no field for (recall,
 the check's verdict, the cache cliff) stays in ctxbench's own summary; `results.profiling.ctxbench` names the
 run, check and stage so a reader can find it.
@@ -185,8 +185,6 @@ def _load(stage: str, number: int, records: Sequence[RequestRecord], params: dic
             standardized["rate_qps"] = (len(records) - 1) / span_s
     elif check == "throughput" or check == "ramp":
         standardized["concurrency"] = int(first["users"])
-    elif check == "sessions":  # a level: that many sessions at once, each idle between its turns
-        standardized["concurrency"] = int(first["sessions"])
     else:
         standardized["concurrency"] = max(1, peak_in_flight(records))
     if check == "throughput" and int(params.get("shared_prefix_tokens") or 0):
@@ -197,7 +195,8 @@ def _load(stage: str, number: int, records: Sequence[RequestRecord], params: dic
             "num_users_per_group": users,
             "num_prefixes": 1,
         }
-    if check == "sessions":  # one system prompt shared by the level's sessions
+    if check == "sessions":  # a level's sessions share one system prompt; idle between turns, they seldom
+        # overlap, so its concurrency is the peak in flight measured, its sessions the prefix's users
         standardized["prefix"] = {
             "prefix_len": {"distribution": "fixed", "value": int(params["system_tokens"])},
             "num_groups": 1,

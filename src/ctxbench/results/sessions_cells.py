@@ -23,6 +23,12 @@ def session_tokens(data: SessionsFile) -> int:
     return longest + int(data.spec["max_tokens"])
 
 
+def returning_tokens(data: SessionsFile) -> int:
+    """The most context a returning turn needed found: its previous prompt and reply, as the server counted
+    them."""
+    return max((t.reusable_tokens or 0 for t in data.turns), default=0)
+
+
 def forecast_of(run: RunDir, data: SessionsFile) -> SessionsForecast | None:
     """The planner's forecast for this run where the engine's cache model is known: llama.cpp's slots and
     `--cache-ram` from its command with KV bytes a token from the model's shape; vLLM's block pool from the KV
@@ -44,7 +50,7 @@ def forecast_of(run: RunDir, data: SessionsFile) -> SessionsForecast | None:
         return None
     slots, host_bytes = cache_settings(list(manifest.engine.command))
     return sessions_forecast(
-        session_tokens=session_tokens(data),
+        session_tokens=returning_tokens(data) or session_tokens(data),
         slots=slots,
         host_cache_bytes=host_bytes,
         kv_bytes_per_token=shape.kv_bytes_per_token(KV_BYTES_PER_VALUE),
