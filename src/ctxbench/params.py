@@ -262,9 +262,8 @@ class SessionsParams(Strict):
         None,
         description="Recorded sessions to replay at their own times, instead of the levels (local JSONL).",
     )
-    trace_format: Literal["sessions", "mooncake"] = Field(
-        "sessions",
-        description="sessions (ctxbench's session trace) or mooncake (sessions found by hash ids).",
+    trace_format: Literal["sessions", "mooncake", "mlperf-agentic"] = Field(
+        "sessions", description="sessions (ctxbench's), mooncake (sessions by hash ids), mlperf-agentic."
     )
     block_tokens: int = Field(512, ge=1, le=65536, description="mooncake: tokens a hash id stands for.")
     max_sessions: int | None = Field(

@@ -214,3 +214,57 @@ def test_a_mooncake_trace_replays_as_sessions_at_its_own_times(tiny: TinyModel, 
     report = run_report(run)
     assert "| gap | turns | hit ratio |" in report and "| 1-5 s | 2 |" in report
     assert not audit_run(run).findings
+
+
+def test_mlperf_agentic_conversations_replay_by_their_lengths_and_delays(
+    tiny: TinyModel, tmp_path: Path
+) -> None:
+    # MLPerf Endpoints' agentic rows: a user turn, a tool call, its result 0.4 s later, a reply; a second
+    # conversation of one turn under the same system prompt.
+    call = [{"id": "c1", "type": "function", "function": {"name": "grep", "arguments": '{"q": "bug"}'}}]
+    rows = [
+        {
+            "conversation_id": "a",
+            "turn": 1,
+            "role": "user",
+            "content": "fix the parser " * 60,
+            "system": "Be brief.",
+        },
+        {"conversation_id": "a", "turn": 2, "role": "assistant", "content": None, "tool_calls": call},
+        {
+            "conversation_id": "a",
+            "turn": 3,
+            "role": "tool",
+            "delay_seconds": 0.4,
+            "tool_results": [{"tool_call_id": "c1", "content": "line 12: bad token " * 30}],
+        },
+        {"conversation_id": "a", "turn": 4, "role": "assistant", "content": "Fixed the tokenizer."},
+        {
+            "conversation_id": "b",
+            "turn": 1,
+            "role": "user",
+            "content": "summarise the log " * 40,
+            "system": "Be brief.",
+            "max_completion_tokens": 12,
+        },
+    ]
+    trace = tmp_path / "agentic.jsonl"
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    run = run_one(
+        tmp_path,
+        f'[checks.sessions]\ntrace = "{trace}"\ntrace_format = "mlperf-agentic"\nstagger_s = 0.2\n',
+        DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]"),
+    )
+    counter = HfTokenCounter.from_path(tiny.tokenizer_dir)
+    records = {r.request_id: r for r in run.records()}
+    first, tool, other = (records[f"sessions-trace-{n}-t{t}"] for n, t in ((0, 1), (0, 2), (1, 1)))
+    assert len(records) == 3 and all(r.ok for r in records.values())
+    # each reply as long as the recorded one (the tool call, then the answer), else the row's max tokens
+    assert first.max_tokens == counter.count_many([json.dumps(call)])[0]
+    assert tool.max_tokens == counter.count_many(["Fixed the tokenizer."])[0] and other.max_tokens == 12
+    assert float(tool.labels["gap_s"]) >= 0.4  # MLPerf's delay_seconds after the previous reply
+    assert (other.enqueued_ns - first.enqueued_ns) / 1e9 >= 0.2 - 0.001  # the conversations' stagger
+    data = SessionsFile.load(run.path)
+    # the tool turn found its whole previous prompt in the slot (the random model's reply, re-read, may vary)
+    assert data is not None and (data.turns[1].cached_tokens or 0) >= (metrics.prompt_tokens(first) or 1)
+    assert not audit_run(run).findings

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ctxbench.checks.session_trace import read_session_trace, sessions_of_mooncake
+from ctxbench.checks.session_trace import read_session_trace, sessions_of_mlperf_agentic, sessions_of_mooncake
 from ctxbench.checks.trace import TraceFileError
+from ctxbench.engines.models import tiny_model
 from ctxbench.params import SessionsParams
 from ctxbench.plan import pool_sessions_forecast, sessions_forecast
 from ctxbench.sessions_file import SessionsFile, SessionTurn, level_summary
+from ctxbench.text.tokens import HfTokenCounter
 
 
 def turn(
@@ -128,3 +130,52 @@ def test_a_mooncake_trace_becomes_sessions_by_its_growing_hash_ids(tmp_path: Pat
     assert second.shared_prefix == "mooncake-1" and third.shared_prefix is None
     # a trace replaces the levels: its sessions run as they were recorded, one level
     assert SessionsParams(sessions=[1, 2], trace=trace).request_count() == 0
+
+
+def test_mlperf_agentic_conversations_become_sessions_by_their_lengths(tmp_path: Path) -> None:
+    # Rows as mlcommons/endpoints' AgenticInferenceDataset reads them (user, assistant, tool; delay_seconds)
+    counter = HfTokenCounter.from_path(tiny_model().tokenizer_dir)
+    call = [{"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}]
+    rows = [
+        {"_type": "dataset_metadata", "version": 1},
+        {
+            "conversation_id": "a",
+            "turn": 1,
+            "role": "user",
+            "content": "fix the bug " * 20,
+            "system": "be brief",
+        },
+        {"conversation_id": "a", "turn": 2, "role": "assistant", "content": None, "tool_calls": call},
+        {
+            "conversation_id": "a",
+            "turn": 3,
+            "role": "tool",
+            "tool_results": [{"tool_call_id": "c1", "content": "x " * 50}],
+            "delay_seconds": 1.5,
+        },
+        {"conversation_id": "a", "turn": 4, "role": "assistant", "content": "done " * 7},
+        {
+            "conversation_id": "b",
+            "turn": 1,
+            "role": "user",
+            "content": "hello",
+            "system": "be brief",
+            "max_completion_tokens": 40,
+        },
+    ]
+    trace = tmp_path / "agentic.jsonl"
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    a, b = sessions_of_mlperf_agentic(trace, counter, stagger_s=2.0)
+    first, tool = a.turns
+    assert first.new_tokens == counter.count_many(["fix the bug " * 20])[0] and first.at_s == 0.0
+    assert first.output_tokens == counter.count_many([json.dumps(call)])[0]  # the recorded reply: a tool call
+    assert tool.new_tokens == counter.count_many(["x " * 50])[0] and (tool.at_s, tool.gap_s) == (None, 1.5)
+    assert tool.output_tokens == counter.count_many(["done " * 7])[0]
+    # no recorded reply: the row's max tokens; the second conversation starts stagger_s later
+    assert b.turns[0].output_tokens == 40 and b.turns[0].at_s == 2.0
+    assert a.shared_prefix == b.shared_prefix is not None and a.shared_prefix_tokens >= 1
+    trace.write_text('{"conversation_id": "a", "turn": 1, "role": "system", "content": "x"}\n')
+    with pytest.raises(
+        TraceFileError, match=r"agentic.jsonl:1: role is 'system'; give user, assistant or tool"
+    ):
+        sessions_of_mlperf_agentic(trace, counter)

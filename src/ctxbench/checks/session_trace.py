@@ -22,10 +22,14 @@ shares with an earlier session's first turn are its shared prefix.
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from ..text.tokens import TokenCounter
 from .trace import TraceFileError, read_trace
 
 
@@ -156,6 +160,106 @@ def sessions_of_mooncake(
         prefix = f"mooncake-{'-'.join(map(str, head.hash_ids[:shared]))}" if shared else None
         sessions.append(RecordedSession(f"m{number}", prefix, shared * block_tokens, tuple(turns)))
     return sessions[:max_sessions] if max_sessions else sessions
+
+
+# MLPerf Endpoints' agentic dataset, as mlcommons/endpoints reads it:
+# src/inference_endpoint/dataset_manager/agentic_inference_dataset.py,
+# commit 593295d688012eef24ddb90be34fd1c1de1a687e.
+MLPERF_ROLES = ("user", "assistant", "tool")
+MLPERF_DEFAULT_MAX_TOKENS = 128  # its default when a conversation names none
+
+
+def sessions_of_mlperf_agentic(
+    path: Path, counter: TokenCounter, stagger_s: float = 0.0, max_sessions: int | None = None
+) -> list[RecordedSession]:
+    """MLPerf Endpoints' agentic conversations (JSONL rows: conversation_id, turn, role user / assistant /
+    tool, content, system, tool_calls, tool_results, delay_seconds, max tokens) as sessions, by their lengths
+    and timings, not their text. A client row (user or tool) is a turn: its new text as long as its content
+    (a tool row: its tool results' contents), counted with the deployment's tokenizer; its reply as long as
+    the recorded assistant row after it (content and tool calls), else the row's max tokens, else 128, as
+    MLPerf's default; sent `delay_seconds` after the previous reply (MLPerf's tool and user time). A
+    conversation's `system` text is its shared prefix (conversations with the same text share it). The
+    conversations start `stagger_s` apart, in the file's order."""
+    rows: dict[str, list[tuple[int, dict[str, Any], str]]] = {}
+    for _, entry, where in _json_lines(path):
+        if entry.get("_type") == "dataset_metadata":
+            continue
+        conversation = entry.get("conversation_id")
+        if (
+            not isinstance(conversation, str | int)
+            or isinstance(conversation, bool)
+            or str(conversation) == ""
+        ):
+            raise TraceFileError(f"{where}: conversation_id is {conversation!r}; give a non-empty string")
+        if entry.get("role") not in MLPERF_ROLES:
+            raise TraceFileError(f"{where}: role is {entry.get('role')!r}; give user, assistant or tool")
+        rows.setdefault(str(conversation), []).append((_whole(entry, "turn", where, 1), entry, where))
+    if not rows:
+        raise TraceFileError(f"{path}: no conversation rows; one JSON object a line")
+    sessions = []
+    for index, (name, turns) in enumerate(list(rows.items())[: max_sessions or None]):
+        ordered = [entry for _, entry, _ in sorted(turns, key=lambda t: t[0])]
+        system = next(
+            (e["system"] for e in ordered if isinstance(e.get("system"), str) and e["system"]), None
+        )
+        budget = next((_max_tokens(e) for e in ordered if e["role"] == "user" and _max_tokens(e)), None)
+        recorded: list[RecordedTurn] = []
+        for position, entry in enumerate(ordered):
+            if entry["role"] == "assistant":
+                continue
+            reply = next((e for e in ordered[position + 1 :] if e["role"] == "assistant"), None)
+            output = counter.count_many([_text(reply)])[0] if reply else 0
+            new = max(1, counter.count_many([_text(entry)])[0])
+            output = output or _max_tokens(entry) or budget or MLPERF_DEFAULT_MAX_TOKENS
+            delay = entry.get("delay_seconds")
+            gap = float(delay) if isinstance(delay, int | float) and not isinstance(delay, bool) else 0.0
+            at, after = (index * stagger_s, None) if not recorded else (None, gap)
+            recorded.append(RecordedTurn(new, max(1, output), at, after))
+        if not recorded:
+            continue
+        prefix = None if system is None else "mlperf-" + hashlib.sha256(system.encode()).hexdigest()[:12]
+        tokens = counter.count_many([system])[0] if system else 0
+        sessions.append(RecordedSession(name, prefix, max(tokens, 1) if prefix else 0, tuple(recorded)))
+    return sessions
+
+
+def _text(entry: dict[str, Any]) -> str:
+    """What a row says: its content, its tool calls (as JSON) or its tool results' contents."""
+    parts = [entry["content"]] if isinstance(entry.get("content"), str) else []
+    if isinstance(entry.get("tool_calls"), list):
+        parts.append(json.dumps(entry["tool_calls"]))
+    results = entry.get("tool_results")
+    if isinstance(results, list):
+        parts += [str(r.get("content", "")) for r in results if isinstance(r, dict)]
+    return "\n".join(parts)
+
+
+def _max_tokens(entry: dict[str, Any]) -> int | None:
+    for key in ("max_new_tokens", "max_completion_tokens", "max_tokens"):
+        value = entry.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any], str]]:
+    try:
+        lines = path.expanduser().read_text().splitlines()
+    except OSError as exc:
+        raise TraceFileError(
+            f"{path}: cannot read the trace ({exc.strerror}); give a local JSONL file"
+        ) from None
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            entry = json.loads(text)
+        except ValueError as exc:
+            raise TraceFileError(f"{where}: not JSON ({exc}); each line is one object") from None
+        if not isinstance(entry, dict):
+            raise TraceFileError(f"{where}: a line is a JSON object")
+        yield number, entry, where
 
 
 def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:

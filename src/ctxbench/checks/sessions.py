@@ -33,7 +33,7 @@ from ..text.haystack import (
     turn_overhead_tokens,
 )
 from .base import Check, RunContext
-from .session_trace import RecordedTurn, read_session_trace, sessions_of_mooncake
+from .session_trace import RecordedTurn, read_session_trace, sessions_of_mlperf_agentic, sessions_of_mooncake
 
 UNIT = "sessions"
 QUESTION = "Continue the task: given the newest output above, what is the next step, and why?"
@@ -91,6 +91,9 @@ def trace_plans(ctx: RunContext, params: SessionsParams) -> list[Plan]:
     assert params.trace is not None
     if params.trace_format == "mooncake":
         recorded = sessions_of_mooncake(params.trace, params.block_tokens, params.max_sessions)
+    elif params.trace_format == "mlperf-agentic":
+        stagger = params.stagger_s or 0.0
+        recorded = sessions_of_mlperf_agentic(params.trace, ctx.counter, stagger, params.max_sessions)
     else:
         recorded = read_session_trace(params.trace, params.max_sessions)
     prompts: dict[str, dict[str, str]] = {}
