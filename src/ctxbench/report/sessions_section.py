@@ -124,17 +124,21 @@ def draw_sessions(data: SessionsFile, forecast: SessionsForecast | None, stem: P
     if forecast is not None and forecast.held is not None:
         left.axvline(forecast.held, linestyle="--", color="grey", label=f"forecast holds {forecast.held}")
         left.legend(fontsize=7)
+    left.set_xticks([level.sessions for level in levels])
     left.set_xlabel("sessions at once")
     left.set_ylabel("returning turns' hit ratio")
     left.set_ylim(-0.05, 1.05)
     for sessions in sorted({t.sessions for t in turns}):
         mine = [t for t in turns if t.sessions == sessions]
-        right.scatter([t.gap_s for t in mine], [t.hit for t in mine], s=12, label=f"{sessions} sessions")
+        label = f"{sessions} session{'s' * (sessions != 1)}"
+        right.scatter([t.gap_s for t in mine], [t.hit for t in mine], s=12, label=label)
+    # from no gap at all: a fixed gap is one column, not a zoom on its jitter
+    right.set_xlim(0, 1.15 * max((t.gap_s or 0.0 for t in turns), default=0.0) or 1.0)
     right.set_xlabel("gap before the turn, s")
     right.set_ylabel("hit ratio")
     right.set_ylim(-0.05, 1.05)
     if turns:
-        right.legend(fontsize=7)
+        right.legend(fontsize=7, loc="center left")
     fig.tight_layout()
     fig.savefig(stem.with_suffix(".png"))
     fig.savefig(stem.with_suffix(".svg"), metadata={"Date": None})  # no date: a rebuilt report is identical
