@@ -84,6 +84,8 @@ def sessions_section(read: RunRead) -> list[str]:
         f"{spec['hit_threshold']:.0%}.",
         f"- Measured: {summary_words(data)}.",
         f"- {forecast_words(forecast)[0].upper()}{forecast_words(forecast)[1:]}{counted(forecast)}.",
+        "- Which tier served a returning turn (GPU, host RAM, recomputed): not reported; neither llama.cpp "
+        "nor vLLM says so per request. Its TTFT beside the first turns' tells a restore from a recompute.",
         "",
         markdown_table(rows, COLUMNS),
     ]
@@ -117,6 +119,7 @@ def draw_sessions(data: SessionsFile, forecast: SessionsForecast | None, stem: P
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "ctxbench"  # the same ids each time: a rebuilt SVG is identical
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2))
