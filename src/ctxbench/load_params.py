@@ -30,6 +30,15 @@ class SloParams(Strict):
         return self
 
 
+class AskParams(Strict):
+    """Recall under load: `questions` fresh documents of `length` tokens, a fact planted in each, asked one at
+    a time alone and then as many more while the level's users keep up their load, each answer scored."""
+
+    length: Tokens = Field(1024, description="Each question's document, in tokens.")
+    questions: int = Field(4, ge=1, le=256, description="Questions alone, and as many under load.")
+    max_tokens: int = Field(32, ge=1, le=4096, description="Each answer's budget.")
+
+
 class ThroughputParams(Strict):
     """Closed-loop users at each level; `prompt_tokens` counts the whole prompt, shared prefix included."""
 
@@ -68,6 +77,9 @@ class ThroughputParams(Strict):
     search_probes: int = Field(8, ge=2, le=32)
     search_tolerance: float = Field(0.1, gt=0, le=1)  # rate: stop when broken / met <= 1 + this
     search_repeats: int = Field(1, ge=1, le=20)
+    # Recall under load: retrieval questions asked alone, then inside the load at the level the search
+    # found (else the highest of `levels`), scored (checks/recall_under_load.py).
+    ask: AskParams | None = None
     ignore_eos: bool = True  # every request writes `output_tokens`, so levels compare like with like
     # The users of a level spread over this many client processes; their records come back to this one, which
     # writes them. One process's loop reaches each socket later the more streams it holds
@@ -87,7 +99,14 @@ class ThroughputParams(Strict):
             else sum(self.levels) * (self.requests_per_user + self.warmup_requests)
         )
         relative = len(self.rates_of_capacity) * (self.requests_per_rate or 0)
-        return closed + sum(self.requests_at(rate) for rate in self.rates) + relative + self._search_count()
+        asked = 2 * self.ask.questions if self.ask is not None else 0  # the load beside them is not counted
+        return (
+            closed
+            + sum(self.requests_at(rate) for rate in self.rates)
+            + relative
+            + self._search_count()
+            + asked
+        )
 
     def _search_count(self) -> int:
         """The search's requests when known: users doubling from the first level (what bracketing probes;

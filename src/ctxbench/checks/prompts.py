@@ -103,6 +103,7 @@ class PromptMaker:
         self.params = params
         self.file_prompts = None if params.source in QUESTIONS else read_prompts(Path(params.source))
         self.pool = prose
+        self.prose = prose  # fresh prose whatever the source: recall under load's documents
         if params.source == "code":
             snippets = [CodeGenerator(request_seed(*scope, "code", i)).snippet() for i in range(512)]
             counts = counter.count_many([SEPARATOR + s for s in snippets])  # joined as paragraphs are

@@ -29,6 +29,8 @@ from .base import Check, RunContext
 from .closed_loop import extra_body, run_user, users_in_processes
 from .open_loop import rate_summary, rate_unit, run_rate
 from .prompts import PromptMaker
+from .recall_under_load import UNIT as ASK_UNIT
+from .recall_under_load import ask_level, run_recall_under_load
 
 
 def level_unit(users: int, repeat: int = 0) -> str:
@@ -179,6 +181,15 @@ async def run_throughput(
             measure = (lambda u, k: levels.users(int(u), k)) if params.search == "users" else levels.rate
             summary["search"] = await search(params, start, measure)
         levels.save()
+    asked_at = ask_level(params, summary) if params.ask is not None else None
+    if params.ask is not None and asked_at is not None and ASK_UNIT not in levels.done:
+        snapshot(ASK_UNIT, "before")
+        summary["ask"] = await run_recall_under_load(
+            client, prompts, prompts.prose, params, params.ask, run, scope, asked_at, on_request
+        )
+        snapshot(ASK_UNIT, "after")
+        levels.save()
+        run.mark_completed(ASK_UNIT)
     return summary
 
 
@@ -228,7 +239,10 @@ class ThroughputCheck(Check[ThroughputParams]):
     needs_limit = False
 
     def stage(self, labels: Mapping[str, str]) -> str | None:
-        """A closed-loop level or an open-loop rate, and a search's repeat of either; warm-up left out."""
+        """A closed-loop level or an open-loop rate, and a search's repeat of either; warm-up left out; the
+        questions and load of recall under load, a stage of their own."""
+        if labels.get("ask"):
+            return f"throughput-ask-u{labels['users']}"
         if labels.get("warmup") == "1":
             return None
         again = f"-rep{labels['repeat']}" if labels.get("repeat") else ""

@@ -181,6 +181,18 @@ EVIDENCE_COLUMNS: tuple[Column, ...] = (
         ),
     ),
     Column(
+        "ask",
+        "many users: recall under load",
+        MANY_USERS,
+        glance="many users, recall under load",
+        guide=Guide(
+            "Keeps finding a planted fact under the load its users can be given",
+            "questions of its `ask` length at the level its search found (else its highest level), beside as "
+            "many asked alone; few questions give wide intervals (the cell gives them)",
+            lower_is_better=False,
+        ),
+    ),
+    Column(
         "trace",
         "trace replay",
         TRAFFIC,

@@ -24,7 +24,7 @@ from ..run_files import MANIFEST_FILE, NIAH_LOG
 from ..store import RunDir
 from .cell import MISSING, Cell
 from .cost import price_of
-from .load_cells import open_loop_cell, slo_cell, throughput_cells
+from .load_cells import ask_cell, open_loop_cell, slo_cell, throughput_cells
 from .retrieval import task_results
 from .sessions_cells import sessions_cell
 from .traffic_cells import fidelity_cell, returning_cell, trace_cell
@@ -52,6 +52,7 @@ class Row:
     throughput_cost: Cell = MISSING
     open_loop: Cell = MISSING
     slo: Cell = MISSING
+    ask: Cell = MISSING
     trace: Cell = MISSING
     returning: Cell = MISSING
     sessions: Cell = MISSING
@@ -215,6 +216,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     cells.update(throughput_cells(results, run, gpus, price))
     cells.update(open_loop_cell(results, run))
     cells.update(slo_cell(results, run))
+    cells.update(ask_cell(results, run))
     cells.update(trace_cell(results, run))
     cells.update(returning_cell(results, run))
     cells.update(sessions_cell(results, run))
