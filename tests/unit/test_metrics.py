@@ -192,3 +192,14 @@ def test_ttft_splits_into_the_engines_prefill_and_the_rest() -> None:
     # a rest shorter than the prefill, or than half a second, is no news
     quick = record([300, 310], completion=2).model_copy(update={"server_timings": {"prompt_ms": 100.0}})
     assert metrics.ttft_outside_prefill_s(quick) == pytest.approx(0.2) and ttft_split_note([quick]) == []
+
+
+def test_a_table_cell_stays_on_one_line_whatever_the_answer_holds() -> None:
+    # a random-weight model answered "6ark 1837\x1c..." in a demo run: str.splitlines (and Markdown readers)
+    # end a line there, and the requests table lost a column in that row
+    from ctxbench.report.tables import cell, markdown_table
+
+    answer = "a|b\rc\x1cd\x85e\u2028f\ng"
+    assert cell(answer) == "a\\|b c d e f g"
+    table = markdown_table([["x", answer]], ["id", "answer"])
+    assert len(table.splitlines()) == 3

@@ -62,7 +62,9 @@ def ttft_split_note(records: Sequence[RequestRecord]) -> list[str]:
 
 
 def cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """One table cell: its pipes escaped, and every character that ends a line (a model's answer may hold \\r,
+    \\x1c or \\u2028, not only \\n) a space, so that a row stays one line."""
+    return " ".join(text.replace("|", "\\|").splitlines())
 
 
 def request_row(record: RequestRecord, answer_chars: int = 60) -> tuple[str, ...]:
