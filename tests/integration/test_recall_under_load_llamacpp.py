@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctxbench.audits.prefix_cache import audit_run
-from ctxbench.report.run_report import run_report
+from ctxbench.report.run_report import claims_summary, run_report
 from ctxbench.results.evidence import collect
 from ctxbench.text.haystack import Needle
 
@@ -60,5 +60,6 @@ def test_questions_are_asked_alone_then_inside_the_load_and_scored_from_their_an
     audit = audit_run(run)
     assert not audit.findings
     assert "### Recall under load" in run_report(run)
+    assert any(line.startswith("recall under load: ") for line in claims_summary(run))
     (row,) = collect(tmp_path / "results")
     assert row.ask.text.startswith("recall ") and "under 2 users' load" in row.ask.text
