@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..check_files import ThroughputFile
+from ..check_files import Stats, ThroughputFile
 from ..checks.recall_under_load import ask_text
 from ..plan import cost_per_million
 from ..slo_search import search_text
+from ..stats import samples_for_upper
 from ..store import RunDir
 from .cell import Cell
 
@@ -57,7 +58,8 @@ def open_loop_cell(results: Path, run: RunDir) -> dict[str, Cell]:
         best = rates[max(kept)]
         p99 = best.ttft_s.p99
         parts.append(
-            f"kept up with {max(kept):g} req/s (TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s)"
+            f"kept up with {max(kept):g} req/s (TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s"
+            f"{p99_bound_text(best.ttft_s)})"
         )
     else:
         parts.append("kept up with none of the rates offered")
@@ -103,3 +105,16 @@ def ask_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     loaded = asked["loaded"]
     value = loaded["found"] / loaded["asked"] if loaded["asked"] else None
     return {"ask": Cell(ask_text(asked), source, value, scored=(loaded["found"], loaded["asked"]))}
+
+
+def p99_bound_text(stats: Stats) -> str:
+    """The p99's 95% upper end beside it: ", <= 0.41 at 95%", ", too few to bound (6 of 368)", or "" for a
+    figure recorded before bounds were."""
+    if stats.p99_ci is None or stats.p99 is None:
+        return ""
+    high = stats.p99_ci[1]
+    return (
+        f", too few to bound ({stats.n} of {samples_for_upper(0.99)})"
+        if high is None
+        else f", <= {high:.2f} at 95%"
+    )
