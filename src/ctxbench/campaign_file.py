@@ -57,6 +57,18 @@ def load_campaign(path: Path, *, check_paths: bool = True) -> Campaign:
             f"{_where(path, text, ('checks', 'trace', 'file'))}: {str(trace.file)!r} is not a file. Give the "
             "local path of a Mooncake-format JSONL trace (examples/mooncake-sample.jsonl is one)."
         )
+    sessions = campaign.checks.sessions
+    if (
+        check_paths
+        and sessions is not None
+        and sessions.trace is not None
+        and not sessions.trace.expanduser().is_file()
+    ):
+        raise CampaignFileError(
+            f"{_where(path, text, ('checks', 'sessions', 'trace'))}: {str(sessions.trace)!r} is not a file. "
+            'Give the local path of recorded sessions (docs/campaigns.md, "Session traces"), or leave trace '
+            "out to run the levels of `sessions`."
+        )
     return campaign
 
 

@@ -77,6 +77,17 @@ def fit_warnings(deployment: Deployment, checks: Checks) -> list[str]:
             f"ramp end {ramp.end} + {ramp.max_tokens} output tokens does not fit the {slot}-token slot: its "
             "last turns will be refused"
         )
+    sessions = checks.sessions
+    if (
+        sessions is not None
+        and sessions.trace is None
+        and sessions.longest_prompt() + sessions.max_tokens > slot
+    ):
+        warnings.append(
+            f"sessions grow to about {sessions.longest_prompt()} tokens + {sessions.max_tokens} output "
+            f"tokens, more than the {slot}-token slot: their last turns will be refused (set `context`, or "
+            "fewer turns)"
+        )
     trace = checks.trace
     if trace is not None:
         try:

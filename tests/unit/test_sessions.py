@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from ctxbench.campaign_file import load_campaign
 from ctxbench.checks.session_trace import read_session_trace, sessions_of_mlperf_agentic, sessions_of_mooncake
 from ctxbench.checks.trace import TraceFileError
 from ctxbench.engines.models import tiny_model
+from ctxbench.errors import CampaignFileError
 from ctxbench.params import SessionsParams
 from ctxbench.plan import pool_sessions_forecast, sessions_forecast
+from ctxbench.preflight import fit_warnings
 from ctxbench.sessions_file import SessionsFile, SessionTurn, level_summary
 from ctxbench.text.tokens import HfTokenCounter
 
@@ -179,3 +182,39 @@ def test_mlperf_agentic_conversations_become_sessions_by_their_lengths(tmp_path:
         TraceFileError, match=r"agentic.jsonl:1: role is 'system'; give user, assistant or tool"
     ):
         sessions_of_mlperf_agentic(trace, counter)
+
+
+SESSIONS_CAMPAIGN = """
+[campaign]
+name = "s"
+results = "{results}"
+
+[checks.sessions]
+{table}
+
+[[deployments]]
+name = "two-slots"
+engine = "llamacpp"
+model = "ctxbench:tiny"
+ctx_size = 4096
+parallel = 2
+tokenizer = "server"
+"""
+
+
+def test_a_missing_session_trace_is_refused_naming_its_key_and_sessions_too_long_are_warned(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.toml"
+    missing = tmp_path / "nope.jsonl"
+    path.write_text(SESSIONS_CAMPAIGN.format(results=tmp_path / "r", table=f'trace = "{missing}"'))
+    with pytest.raises(
+        CampaignFileError, match=r"c.toml:\d+: checks.sessions.trace: .*nope.jsonl' is not a file"
+    ):
+        load_campaign(path)
+    # 8 turns of 2K over a 1K system prompt cannot fit a 2048-token slot: the dry run says so first
+    path.write_text(SESSIONS_CAMPAIGN.format(results=tmp_path / "r", table="turns = 8"))
+    campaign = load_campaign(path)
+    (deployment,) = campaign.deployments
+    warnings = fit_warnings(deployment, campaign.checks_for(deployment))
+    assert any(w.startswith("sessions grow to about ") and "2048-token slot" in w for w in warnings), warnings

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..chat_client import ChatClient
+from ..check_files import ThroughputFile, _Open
 from ..load_params import AskParams, ThroughputParams
 from ..records import CacheIntent, RequestRecord
 from ..stats import wilson
@@ -122,37 +123,61 @@ async def run_recall_under_load(
 
     loaded, *_ = await asyncio.gather(questions(), *(user(u) for u in range(users)))
     assert loaded is not None
-    return {
-        "users": users,
-        "length": ask.length,
-        "alone": _score(alone),
-        "loaded": _score(loaded),
-        "load_requests": len(load),
-        "load_failed": sum(not r.ok for r in load),
-        "attempt": run.attempt,
-    }
+    return RecallUnderLoad(
+        users=users,
+        length=ask.length,
+        alone=_score(alone),
+        loaded=_score(loaded),
+        load_requests=len(load),
+        load_failed=sum(not r.ok for r in load),
+        attempt=run.attempt,
+    ).model_dump(mode="json")
 
 
-def _score(answers: list[tuple[RequestRecord, bool]]) -> dict[str, Any]:
+class AskScore(_Open):
+    found: int
+    asked: int
+    failed: int
+    interval: tuple[float, float]  # Wilson 95%
+    request_ids: list[str]
+
+    def text(self) -> str:
+        return f"{self.found}/{self.asked} [{self.interval[0]:.2f}, {self.interval[1]:.2f}]"
+
+
+class RecallUnderLoad(_Open):
+    """`throughput.json`'s `ask`: the questions alone and under the load of `users`, scored."""
+
+    users: int
+    length: int
+    alone: AskScore
+    loaded: AskScore
+    load_requests: int
+    load_failed: int
+    attempt: int = 1
+
+    @classmethod
+    def of(cls, data: ThroughputFile | None) -> RecallUnderLoad | None:
+        """The run's recall under load, where its throughput check asked it."""
+        asked = (data.model_extra or {}).get("ask") if data is not None else None
+        return cls.model_validate(asked) if asked else None
+
+    def text(self) -> str:
+        """'recall 3/4 [0.30, 0.95] under 2 users' load, 4/4 [0.51, 1.00] alone (1024-token documents)'."""
+        return (
+            f"recall {self.loaded.text()} under {self.users} users' load, {self.alone.text()} alone "
+            f"({self.length}-token documents)"
+        )
+
+
+def _score(answers: list[tuple[RequestRecord, bool]]) -> AskScore:
     found = sum(ok for _, ok in answers)
     interval = wilson(found, len(answers))
-    return {
-        "found": found,
-        "asked": len(answers),
-        "failed": sum(not r.ok for r, _ in answers),
-        "interval": None if interval is None else [interval.low, interval.high],
-        "request_ids": [r.request_id for r, _ in answers],
-    }
-
-
-def ask_text(data: dict[str, Any]) -> str:
-    """'recall 3/4 [0.30, 0.95] under 2 users' load, 4/4 [0.51, 1.00] alone (1K documents)'."""
-
-    def part(score: dict[str, Any]) -> str:
-        low, high = score["interval"] or (0.0, 0.0)
-        return f"{score['found']}/{score['asked']} [{low:.2f}, {high:.2f}]"
-
-    return (
-        f"recall {part(data['loaded'])} under {data['users']} users' load, {part(data['alone'])} alone "
-        f"({data['length']}-token documents)"
+    assert interval is not None  # at least one question: `AskParams.questions` >= 1
+    return AskScore(
+        found=found,
+        asked=len(answers),
+        failed=sum(not r.ok for r, _ in answers),
+        interval=(interval.low, interval.high),
+        request_ids=[r.request_id for r, _ in answers],
     )

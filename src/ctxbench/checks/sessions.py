@@ -102,7 +102,9 @@ def trace_plans(ctx: RunContext, params: SessionsParams) -> list[Plan]:
         system = None
         if session.shared_prefix is not None:
             key = session.shared_prefix
-            system = prompts.setdefault(key, system_prompt(ctx, session.shared_prefix_tokens, "trace", key))
+            if key not in prompts:  # built once: every session naming it shares the same text
+                prompts[key] = system_prompt(ctx, session.shared_prefix_tokens, "trace", key)
+            system = prompts[key]
         shared = lead_tokens(ctx.counter, [system] if system else [])
         plans.append(Plan(number, f"{TRACE_UNIT}-{number}", system, shared, session.turns))
     return plans

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import decode_stall, metrics
 from ..check_files import CapacityFile, Steady, ThroughputFile, TraceFile
-from ..checks.recall_under_load import ask_text
+from ..checks.recall_under_load import RecallUnderLoad
 from ..counters import counter_deltas, reported_text
 from ..plan import cost_per_million
 from ..ramp_table import RAMP_TABLE, run_rows
@@ -116,16 +116,17 @@ def throughput_section(read: RunRead) -> list[str]:
 
 def _ask_lines(data: ThroughputFile) -> list[str]:
     """Recall under load beside recall alone (`checks/recall_under_load.py`)."""
-    asked = (data.model_extra or {}).get("ask")
-    if not asked:
+    asked = RecallUnderLoad.of(data)
+    if asked is None:
         return []
+    text = asked.text()
     return [
         "",
         "### Recall under load",
         "",
-        f"- {ask_text(asked)[0].upper()}{ask_text(asked)[1:]}: one fresh document at a time, a fact planted "
-        f"at evenly spread depths, scored as the needle check scores it, with 95% Wilson intervals; "
-        f"{asked['load_requests']} load requests ({asked['load_failed']} failed) ran beside the questions "
+        f"- {text[0].upper()}{text[1:]}: one fresh document at a time, a fact planted at evenly "
+        "spread depths, scored as the needle check scores it, with 95% Wilson intervals; "
+        f"{asked.load_requests} load requests ({asked.load_failed} failed) ran beside the questions "
         "(`labels.ask` = alone, loaded or load).",
     ]
 

@@ -14,7 +14,7 @@ from ..check_files import (
     TraceFile,
 )
 from ..checks.catalog import CHECKS
-from ..checks.recall_under_load import ask_text
+from ..checks.recall_under_load import RecallUnderLoad
 from ..counters import reported_text
 from ..records import RequestRecord, requests_line
 from ..results.sessions_cells import forecast_of, forecast_words, summary_words
@@ -244,9 +244,9 @@ def claims_summary(run: RunDir) -> list[str]:
             "SLO search: "
             + (f"not searched: {found['skipped']}" if "skipped" in found else search_text(found))
         )
-    asked = (data.model_extra or {}).get("ask")
-    if asked:
-        lines.append(f"recall under load: {ask_text(asked).removeprefix('recall ')}")
+    asked = RecallUnderLoad.of(data)
+    if asked is not None:
+        lines.append(f"recall under load: {asked.text().removeprefix('recall ')}")
     lines += _traffic_summary(run)
     fidelity = FidelityFile.load(run.path)
     if fidelity is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..check_files import Stats, ThroughputFile
-from ..checks.recall_under_load import ask_text
+from ..checks.recall_under_load import RecallUnderLoad
 from ..plan import cost_per_million
 from ..slo_search import search_text
 from ..stats import samples_for_upper
@@ -97,14 +97,14 @@ def slo_cell(results: Path, run: RunDir) -> dict[str, Cell]:
 def ask_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     """Recall under load beside recall alone (`checks/recall_under_load.py`); its value the share found under
     load, so a reading ranks the deployments that keep it."""
-    data = ThroughputFile.load(run.path)
-    asked = data.model_extra.get("ask") if data is not None and data.model_extra else None
-    if not asked:
+    asked = RecallUnderLoad.of(ThroughputFile.load(run.path))
+    if asked is None:
         return {}
     source = str(ThroughputFile.path_in(run.path).relative_to(results))
-    loaded = asked["loaded"]
-    value = loaded["found"] / loaded["asked"] if loaded["asked"] else None
-    return {"ask": Cell(ask_text(asked), source, value, scored=(loaded["found"], loaded["asked"]))}
+    loaded = asked.loaded
+    return {
+        "ask": Cell(asked.text(), source, loaded.found / loaded.asked, scored=(loaded.found, loaded.asked))
+    }
 
 
 def p99_bound_text(stats: Stats) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from ..engines.kinds import find_engine
 from ..engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
@@ -69,9 +70,9 @@ def vllm_kv_tokens(log: Path) -> int | None:
     return int(found.group(1).replace(",", "")) if found else None
 
 
-def gaps_words(spec: dict[str, object]) -> str:
-    scale = float(spec["time_scale"])  # type: ignore[arg-type]
-    gap = float(spec["gap_s"]) * scale  # type: ignore[arg-type]
+def gaps_words(spec: dict[str, Any]) -> str:
+    scale = float(spec["time_scale"])
+    gap = float(spec["gap_s"]) * scale
     scaled = f", time scale x{scale:g}" if scale != 1 else ""
     return f"{spec['gap']} {gap:g} s gaps{scaled}"
 
