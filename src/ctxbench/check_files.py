@@ -1,13 +1,11 @@
 """The summary file each check writes in its run directory, one pydantic model per file: its name
 (`FILE`), `load(run_path)` (None where the run has none) and `save(run_path)`. Writers build the model,
 readers (evidence, the reports, the page, the export) go through it; nobody indexes the JSON by hand.
-
-The figures in them are frozen when measured (the policy in docs/results-format.md, "Derived figures"):
-a report reads them back and never recomputes them, so a later change to a formula cannot silently change
-a recorded figure. Fields that readers read are typed; everything else a check wrote (its parameters'
-dump, request ids, figures kept for people) stays as written (`extra="allow"`), so files from any earlier
-ctxbench load. Fields that came later have defaults: the control and the trial's `control` flag (absent
-from the first H200 runs), a level's `steady` (levels measured before it), `search` and the open loop.
+The figures in them are frozen when measured (docs/results-format.md, "Derived figures"): a report reads
+them back and never recomputes them (only a percentile's interval missing from a run recorded before
+intervals is derived from its requests). Fields readers read are typed; the rest a check wrote stays as
+written (`extra="allow"`), so files from any earlier ctxbench load. Fields that came later have defaults:
+the control and the trial's `control` flag, a level's `steady`, `search`, the open loop, the intervals.
 """
 
 from __future__ import annotations
@@ -46,14 +44,17 @@ class CheckFile(_Open):
 
 
 class Stats(_Open):
-    """A figure over requests (`metrics.Stats`): None where no request had it."""
+    """A figure over requests (`metrics.Stats`): None where no request had it; each `pNN_ci` the percentile's
+    95% interval (`stats.quantile_bounds`, an end too few requests give None)."""
 
     n: int = 0
     mean: float | None = None
     p50: float | None = None
     p90: float | None = None
     p99: float | None = None
-    p99_ci: tuple[float | None, float | None] | None = None  # 95% interval; None: recorded before it
+    p50_ci: tuple[float | None, float | None] | None = None
+    p90_ci: tuple[float | None, float | None] | None = None
+    p99_ci: tuple[float | None, float | None] | None = None
 
 
 # --- capacity.json -----------------------------------------------------------------------------------

@@ -324,8 +324,8 @@ def throughput(
         goodput_per_s=per_s(good),
         ttft_s=Distribution.of((ttft_s(r) for r in ok), bounds=True),
         tpot_s=Distribution.of((tpot_s(r) for r in ok), bounds=True),
-        decode_rate=Distribution.of(decode_rate(r) for r in ok),
-        queue_s=Distribution.of(queue_s(r) for r in records),
+        decode_rate=Distribution.of((decode_rate(r) for r in ok), bounds=True),
+        queue_s=Distribution.of((queue_s(r) for r in records), bounds=True),
         tokens_per_chunk=Distribution.of(tokens_per_chunk(r) for r in ok),
     )
 

@@ -61,9 +61,18 @@ def in_flight(records: Sequence[RequestRecord]) -> list[tuple[int, int]]:
     return steps
 
 
-def steady_state(records: Sequence[RequestRecord], tolerance: float = TOLERANCE) -> Steady | None:
-    """The level's steady-state figures (the module's rule), or None without a window (no records, or no
-    count held long enough)."""
+@dataclass(frozen=True)
+class _Window:
+    plateau: int
+    first: int  # ns: the level's first send
+    last: int  # ns: its last end
+    start: int  # ns: the steady window's
+    end: int
+
+
+def _window(records: Sequence[RequestRecord], tolerance: float) -> _Window | None:
+    """The level's steady window (the module's rule), or None without one (no records, or no count held long
+    enough)."""
     steps = in_flight(records)
     if len(steps) < 2:
         return None
@@ -78,9 +87,25 @@ def steady_state(records: Sequence[RequestRecord], tolerance: float = TOLERANCE)
     floor = max(1, math.ceil((1 - tolerance) * plateau))
     inside = [i for i, (_, count) in enumerate(steps) if count >= floor]
     start, end = steps[inside[0]][0], steps[inside[-1] + 1][0]
-    window = (end - start) / NS
-    if window <= 0:
+    return _Window(plateau, first, last, start, end) if end > start else None
+
+
+def steady_requests(records: Sequence[RequestRecord], tolerance: float = TOLERANCE) -> list[RequestRecord]:
+    """The successful requests sent inside the level's steady window: those its TTFT and TPOT are over."""
+    window = _window(records, tolerance)
+    if window is None:
+        return []
+    return [r for r in records if r.ok and window.start <= r.sent_ns <= window.end]
+
+
+def steady_state(records: Sequence[RequestRecord], tolerance: float = TOLERANCE) -> Steady | None:
+    """The level's steady-state figures (the module's rule), or None without a window (no records, or no
+    count held long enough)."""
+    w = _window(records, tolerance)
+    if w is None:
         return None
+    start, end = w.start, w.end
+    window = (end - start) / NS
     ok = [r for r in records if r.ok]
     tokens = 0.0
     for record in ok:
@@ -88,15 +113,15 @@ def steady_state(records: Sequence[RequestRecord], tolerance: float = TOLERANCE)
         if produced is not None and record.chunks:
             share = produced.tokens / len(record.chunks)
             tokens += share * sum(1 for c in record.chunks if start <= c.arrived_ns <= end)
-    sent = [r for r in ok if start <= r.sent_ns <= end]
+    sent = steady_requests(records, tolerance)
     return Steady(
-        plateau=plateau,
-        start_s=(start - first) / NS,
+        plateau=w.plateau,
+        start_s=(start - w.first) / NS,
         window_s=window,
-        cut_s=(last - first) / NS - window,
+        cut_s=(w.last - w.first) / NS - window,
         requests=len(sent),
         output_tokens_per_s=tokens / window,
         requests_per_s=sum(1 for r in ok if start <= r.end_ns <= end) / window,
-        ttft_s=Distribution.of(ttft_s(r) for r in sent),
-        tpot_s=Distribution.of(tpot_s(r) for r in sent),
+        ttft_s=Distribution.of((ttft_s(r) for r in sent), bounds=True),
+        tpot_s=Distribution.of((tpot_s(r) for r in sent), bounds=True),
     )

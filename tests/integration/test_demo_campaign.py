@@ -17,8 +17,12 @@ from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
 from ctxbench.check_files import FidelityFile
 from ctxbench.engines.models import TinyModel
+from ctxbench.metrics import ttft_s
+from ctxbench.records import RequestRecord
+from ctxbench.report.tables import bounded_text
 from ctxbench.results.llmd_report import run_reports
 from ctxbench.results.llmd_schema import VERSIONS, load_report
+from ctxbench.stats import quantile_bounds
 from ctxbench.store import RunDir
 
 pytestmark = pytest.mark.engine
@@ -81,9 +85,33 @@ def test_the_demo_campaign_sends_each_request_once_and_fresh(tmp_path: Path, tin
     # the many-users levels as MLPerf Endpoints reports them: a point per level, measured from its records
     report = (run.path / "report.md").read_text()
     assert_tables_are_whole(report)
+    assert_percentiles_are_bounded(report, data["levels"], records)
     view = report.split("### As MLPerf Endpoints reports it")[1].split("###")[0]
     assert f"Not an MLPerf result: {len(data['levels'])} point(s)" in view
     assert (run.path / "endpoints-pareto.png").stat().st_size > 0 and "endpoints-pareto.png" in view
+
+
+def assert_percentiles_are_bounded(
+    report: str, levels: dict[str, dict], records: list[RequestRecord]
+) -> None:
+    """Each closed-loop level's TTFT p50 / p90 / p99 in the report with its 95% interval, as the run recorded
+    them from the level's requests; 3 requests a user give no p99 an upper end (368 needed)."""
+    closed = report.split("### Closed loop")[1].split("###")[0]
+    rows = {
+        cells[0]: cells
+        for line in closed.splitlines()
+        if (cells := [c.strip() for c in line.strip().strip("|").split("|")])[0].isdigit()
+    }
+    assert sorted(rows) == sorted(levels), rows
+    for users, level in levels.items():
+        stored, mine = level["ttft_s"], set(level["request_ids"])
+        ttfts = [t for r in records if r.request_id in mine and r.ok and (t := ttft_s(r)) is not None]
+        for q, key in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
+            assert tuple(stored[f"{key}_ci"]) == quantile_bounds(ttfts, q), (users, key)
+        ttft = rows[users][5].split(" / ")
+        assert ttft == [bounded_text(stored[q], stored[f"{q}_ci"]) for q in ("p50", "p90", "p99")], users
+        assert ttft[2].endswith(", too few]"), ttft  # p99 of 3 x users requests
+        assert "too few" not in ttft[0] or int(users) * 3 < 6, ttft  # p50 has both ends from 6 requests
 
 
 def assert_exports_say_what_ran(run: RunDir, model: str) -> None:

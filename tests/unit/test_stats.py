@@ -62,3 +62,24 @@ def test_an_end_the_values_cannot_reach_is_none_and_the_count_needed_is_said() -
     assert quantile_bounds([], 0.5) == (None, None)
     low, high = quantile_bounds([float(v) for v in range(1, 101)], 0.5)
     assert (low, high) == (40.0, 61.0)  # the textbook ranks for a median of 100 at 95%
+
+
+def test_a_percentile_is_written_with_its_interval_or_says_too_few() -> None:
+    from ctxbench.check_files import Stats
+    from ctxbench.report.tables import percentile_text, stats_text
+
+    values = [float(v) for v in range(1, 101)]  # 100 values: p50 and p90 bounded, p99 has no upper end
+    low, high = quantile_bounds(values, 0.5)
+    assert percentile_text(values, 0.5) == f"50.500 [{low:.3f}, {high:.3f}]"
+    assert low is not None and high is not None and low < 50.5 < high
+    assert percentile_text(values, 0.99, 1).endswith(", too few]")
+    assert percentile_text([2.0], 0.5) == "2.000 [too few]"  # one value: no end at all
+    assert percentile_text([None, None], 0.5) == "n/a"
+    # a recorded figure keeps its recorded value and interval; one recorded before intervals gets its
+    # interval from the requests it was measured over, never a recomputed value
+    recorded = Stats(
+        n=100, p50=50.0, p90=90.0, p99=99.0, p50_ci=(1.0, 2.0), p90_ci=(3.0, None), p99_ci=(4.0, None)
+    )
+    assert stats_text(recorded, values, 0) == "50 [1, 2] / 90 [3, too few] / 99 [4, too few]"
+    older = Stats(n=100, p50=50.0, p90=90.0, p99=99.0)
+    assert stats_text(older, values, 1, (0.5,)) == f"50.0 [{low:.1f}, {high:.1f}]"

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import decode_stall, metrics
+from ..arrivals import lateness_s
 from ..check_files import CapacityFile, Steady, ThroughputFile, TraceFile
 from ..checks.recall_under_load import RecallUnderLoad
 from ..counters import counter_deltas, reported_text
@@ -14,12 +15,13 @@ from ..plan import cost_per_million
 from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
 from ..results.cost import price_of
+from ..steady import steady_requests
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
 from .endpoints_view import endpoints_lines, measured_records
 from .run_read import RunRead
 from .slo_section import search_lines
-from .tables import fmt, markdown_table, p99_upper_text, relative
+from .tables import BOUNDS_NOTE, fmt, markdown_table, recorded_text, relative, stats_text
 
 
 def throughput_section(read: RunRead) -> list[str]:
@@ -42,7 +44,8 @@ def throughput_section(read: RunRead) -> list[str]:
     )
     rows = []
     for users, level in data.levels_sorted():
-        ok = [r for r in measured_records(level, users, read.records) if r.ok]
+        measured = measured_records(level, users, read.records)
+        ok = [r for r in measured if r.ok]
         cost = cost_per_million(price, gpus, level.window_s, level.output_tokens)
         rate, per_step = metrics.spec_acceptance(deltas.get(f"throughput-u{users}", {}))
         rows.append(
@@ -52,13 +55,11 @@ def throughput_section(read: RunRead) -> list[str]:
                 fmt(level.output_tokens_per_s, 1),
                 fmt(level.requests_per_s),
                 f"{level.goodput_requests} ({fmt(level.goodput_per_s)}/s)",
-                f"{fmt(level.ttft_s.p50)} / {fmt(level.ttft_s.p99)}",
-                f"{p99_upper_text([metrics.ttft_s(r) for r in ok])} / "
-                f"{p99_upper_text([metrics.tpot_s(r) for r in ok], 4)}",
-                f"{fmt(level.tpot_s.p50, 4)} / {fmt(level.tpot_s.p99, 4)}",
-                *_steady_cells(level.steady),
-                fmt(level.decode_rate.p50, 1),
-                f"{fmt(level.queue_s.p50, 4)} / {fmt(level.queue_s.p99, 4)}",
+                stats_text(level.ttft_s, [metrics.ttft_s(r) for r in ok]),
+                stats_text(level.tpot_s, [metrics.tpot_s(r) for r in ok], 4),
+                *_steady_cells(level.steady, measured),
+                stats_text(level.decode_rate, [metrics.decode_rate(r) for r in ok], 1, (0.5,)),
+                stats_text(level.queue_s, [metrics.queue_s(r) for r in measured], 4, (0.5, 0.99)),
                 fmt(level.tokens_per_chunk.mean),
                 "n/a" if rate is None else f"{rate:.0%} ({fmt(per_step)} a step)",
                 "n/a" if cost is None else f"${cost:.2f}",
@@ -70,13 +71,12 @@ def throughput_section(read: RunRead) -> list[str]:
         "output tok/s",
         "req/s",
         "goodput",
-        "TTFT p50/p99 s",
-        "p99 95% upper end TTFT/TPOT s",
-        "TPOT p50/p99 s",
+        "TTFT p50 / p90 / p99 s",
+        "TPOT p50 / p90 / p99 s",
         "steady output tok/s (cut)",
-        "steady TTFT p50/p99 s",
-        "decode/user p50",
-        "client queue p50/p99 s",
+        "steady TTFT p50 / p90 / p99 s",
+        "decode/user p50 tok/s",
+        "client queue p50 / p99 s",
         "tokens/chunk",
         "draft acceptance",
         "$/M output",
@@ -98,10 +98,10 @@ def throughput_section(read: RunRead) -> list[str]:
         f"Each user sends the next request when the previous ends; each user's first "
         f"{spec.get('warmup_requests')} request(s) are warm-up, recorded and excluded. Steady: the same "
         "level over the window where (nearly) all its users were in flight, ramp-up and drain cut "
-        '(docs/metrics.md, "Steady state"); the other columns are the whole level\'s. The p99 upper end is '
-        "that of its 95% distribution-free interval: a p99 of fewer than 368 requests has none (too few), "
-        "and the SLO search judges a p99 limit by it unless told otherwise. Draft acceptance "
-        "from `/metrics` (`metrics.jsonl`).",
+        '(docs/metrics.md, "Steady state"); the other columns are the whole level\'s. '
+        + BOUNDS_NOTE
+        + " The SLO search judges a p99 limit by its upper end unless told otherwise. Draft acceptance from "
+        "`/metrics` (`metrics.jsonl`).",
         "",
         markdown_table(rows, columns),
     ]
@@ -131,14 +131,15 @@ def _ask_lines(data: ThroughputFile) -> list[str]:
     ]
 
 
-def _steady_cells(steady: Steady | None) -> list[str]:
-    """The steady-state columns of a level, "not computed" for levels recorded before it or without one."""
+def _steady_cells(steady: Steady | None, measured: Sequence[RequestRecord]) -> list[str]:
+    """The steady-state columns of a level (its TTFT over the requests sent inside its window, the rule of
+    `steady.steady_requests`), "not computed" for levels recorded before it or without one."""
     if steady is None:
         return ["not computed", ""]
     return [
         f"{fmt(steady.output_tokens_per_s, 1)} ({fmt(steady.cut_s, 1)} s of "
         f"{fmt(steady.cut_s + steady.window_s, 1)} cut)",
-        f"{fmt(steady.ttft_s.p50)} / {fmt(steady.ttft_s.p99)}",
+        stats_text(steady.ttft_s, [metrics.ttft_s(r) for r in steady_requests(measured)]),
     ]
 
 
@@ -159,9 +160,10 @@ def _open_loop_lines(
     for key, line in sorted(data.rates.items(), key=lambda item: float(item[0])):
         rate = float(key)
         if line.skipped is not None:
-            rows.append([f"{rate:g}", line.skipped, *[""] * 10])
+            rows.append([f"{rate:g}", line.skipped, *[""] * 9])
             continue
-        ok = [r for r in records if _measured_at_rate(r, key) and r.ok]
+        measured = [r for r in records if _measured_at_rate(r, key)]
+        ok = [r for r in measured if r.ok]
         cost = cost_per_million(price, gpus, line.window_s, line.output_tokens)
         verdict = "SATURATED" if line.saturated else "kept up"
         if line.client_behind:
@@ -174,11 +176,9 @@ def _open_loop_lines(
                 fmt(line.requests_per_s),
                 fmt(line.output_tokens_per_s, 1),
                 f"{line.goodput_requests} ({fmt(line.goodput_per_s)}/s)",
-                f"{fmt(line.ttft_s.p50)} / {fmt(line.ttft_s.p99)}",
-                f"{p99_upper_text([metrics.ttft_s(r) for r in ok])} / "
-                f"{p99_upper_text([metrics.tpot_s(r) for r in ok], 4)}",
-                f"{fmt(line.tpot_s.p50, 4)} / {fmt(line.tpot_s.p99, 4)}",
-                f"{fmt(line.lateness_p50_s, 4)} / {fmt(line.lateness_p99_s, 4)}",
+                stats_text(line.ttft_s, [metrics.ttft_s(r) for r in ok]),
+                stats_text(line.tpot_s, [metrics.tpot_s(r) for r in ok], 4),
+                _lateness_text(line.lateness_p50_s, line.lateness_p99_s, measured),
                 fmt(line.lag_growth),
                 verdict + ("" if cost is None else f"; ${cost:.2f}/M output"),
             ]
@@ -190,10 +190,9 @@ def _open_loop_lines(
         "completed req/s",
         "output tok/s",
         "goodput",
-        "TTFT p50/p99 s",
-        "p99 95% upper end TTFT/TPOT s",
-        "TPOT p50/p99 s",
-        "client late p50/p99 s",
+        "TTFT p50 / p90 / p99 s",
+        "TPOT p50 / p90 / p99 s",
+        "client late p50 / p99 s",
         "lag growth s/s",
         "verdict",
     ]
@@ -208,6 +207,12 @@ def _open_loop_lines(
         "",
         markdown_table(rows, columns),
     ]
+
+
+def _lateness_text(p50: float | None, p99: float | None, records: Sequence[RequestRecord]) -> str:
+    """The client's recorded lateness p50 / p99 (sent - due), each with its 95% interval over the records."""
+    late = [lateness_s(r) for r in records]
+    return f"{recorded_text(p50, 0.5, None, late, 4)} / {recorded_text(p99, 0.99, None, late, 4)}"
 
 
 def _measured_at_rate(record: RequestRecord, rate: str) -> bool:
@@ -366,6 +371,8 @@ def trace_section(read: RunRead) -> list[str]:
     spec = t.spec
     reported, expected = t.reported_cached_tokens, t.expected_cached_tokens
     ratio = f" ({t.cached_share:.0%} of it)" if t.cached_share is not None else ""
+    replayed = [r for r in read.records if r.labels.get("check") == "trace"]
+    ok = [r for r in replayed if r.ok]
     return [
         "",
         "## Trace replay",
@@ -373,9 +380,10 @@ def trace_section(read: RunRead) -> list[str]:
         f"`{spec.get('file')}` at {spec.get('time_scale')}x its times, {spec.get('block_tokens')}-token "
         f"blocks: {t.requests} requests ({t.failed} failed), {fmt(t.requests_per_s)} completed "
         f"req/s, {fmt(t.output_tokens_per_s, 1)} output tok/s.",
-        f"- TTFT p50/p99 {fmt(t.ttft_s.p50)} / {fmt(t.ttft_s.p99)} s; TPOT p50/p99 "
-        f"{fmt(t.tpot_s.p50, 4)} / {fmt(t.tpot_s.p99, 4)} s; client late p99 "
-        f"{fmt(t.lateness_p99_s, 4)} s; lag growth {fmt(t.lag_growth)} s/s.",
+        f"- TTFT p50 / p90 / p99 {stats_text(t.ttft_s, [metrics.ttft_s(r) for r in ok])} s; TPOT "
+        f"{stats_text(t.tpot_s, [metrics.tpot_s(r) for r in ok], 4)} s; client late p50 / p99 "
+        f"{_lateness_text(t.lateness_p50_s, t.lateness_p99_s, replayed)} s; lag growth "
+        f"{fmt(t.lag_growth)} s/s. " + BOUNDS_NOTE,
         f"- Prefix cache: the trace's shared blocks imply {expected} cached tokens (an unbounded cache); the "
         f"server reported {reported_text(reported)}{ratio}. Of "
         f"{t.sharing_requests} requests whose leading blocks an earlier request had sent, "

@@ -28,7 +28,7 @@ from ..records import RequestRecord
 from ..results.evidence import Row
 from ..store import RunDir
 from .figure_layout import plot_figure
-from .tables import fmt, markdown_table
+from .tables import fmt, markdown_table, percentile_text
 
 RULES = "mlcommons/endpoints_policies endpoints_rules.md (v1.0 draft, 2026-05-05, commit 00135a0)"
 MIN_POINTS = 7  # §5.3: 1 + 3 + 3
@@ -48,6 +48,11 @@ class EndpointsPoint:
     @property
     def tps_per_user(self) -> float | None:
         return None if not self.tpot_p90_ms else 1000 / self.tpot_p90_ms
+
+
+def _p90_text(values: Iterable[float | None]) -> str:
+    """A P90 in milliseconds with its 95% interval (`tables.percentile_text`)."""
+    return percentile_text([v * 1000 for v in values if v is not None], 0.9, 1)
 
 
 def _p90_ms(values: Iterable[float | None]) -> float | None:
@@ -110,20 +115,22 @@ def endpoints_lines(data: ThroughputFile, records: Sequence[RequestRecord], run_
     if not points:
         return []
     front = {p.concurrency for p in pareto(points)}
-    rows = [
-        [
-            str(p.concurrency),
-            str(p.completed),
-            fmt(p.window_s, 1),
-            fmt(p.system_tps, 1),
-            fmt(p.tpot_p90_ms, 1),
-            fmt(p.tps_per_user, 1),
-            fmt(p.ttft_p90_ms, 1),
-            fmt(p.ttft_token_p90_ms, 1),
-            "yes" if p.concurrency in front else "no",
-        ]
-        for p in points
-    ]
+    rows = []
+    for p, (users, level) in zip(points, data.levels_sorted(), strict=True):
+        ok = [r for r in measured_records(level, users, records) if r.ok]
+        rows.append(
+            [
+                str(p.concurrency),
+                str(p.completed),
+                fmt(p.window_s, 1),
+                fmt(p.system_tps, 1),
+                _p90_text(metrics.tpot_s(r) for r in ok),
+                fmt(p.tps_per_user, 1),
+                _p90_text(metrics.first_text_s(r) for r in ok),
+                _p90_text(metrics.ttft_s(r) for r in ok),
+                "yes" if p.concurrency in front else "no",
+            ]
+        )
     columns = [
         "concurrency",
         "completed",
@@ -150,7 +157,8 @@ def endpoints_lines(data: ThroughputFile, records: Sequence[RequestRecord], run_
         "tokens over the level's window, `tps_per_user` = 1000 / `tpot_p90_ms` (the P90 of per-request "
         "TPOT), `ttft_p90_ms` to the first non-empty fragment of any kind, beside ctxbench's TTFT p90 to the "
         'first token event. The front is the step curve of §5.2 (docs/metrics.md, "MLPerf Endpoints"). '
-        + ("Not an MLPerf result: " + "; ".join(caveats) + "." if caveats else ""),
+        "Each P90 is followed by its 95% interval (an upper end needs 36 requests; MLPerf's early stopping "
+        "asks 64). " + ("Not an MLPerf result: " + "; ".join(caveats) + "." if caveats else ""),
         "",
         markdown_table(rows, columns),
     ] + ([] if figure is None else ["", f"![the Pareto front]({figure.name}) ({figure.stem}.svg)"])

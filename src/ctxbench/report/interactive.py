@@ -224,6 +224,7 @@ def _many_users_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, An
                     "name": row.deployment,
                     "x": users,
                     "y": [level.ttft_s.p50 for _, level in levels],
+                    **_interval_bars([(level.ttft_s.p50, level.ttft_s.p50_ci) for _, level in levels]),
                 }
             )
         offered = [
@@ -238,6 +239,7 @@ def _many_users_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, An
                     "name": row.deployment,
                     "x": [rate for rate, _ in offered],
                     "y": [line.ttft_s.p99 for _, line in offered],
+                    **_interval_bars([(line.ttft_s.p99, line.ttft_s.p99_ci) for _, line in offered]),
                     "text": ["saturated" if line.saturated else "kept up" for _, line in offered],
                     "mode": "lines+markers+text",
                     "textposition": "top center",
@@ -369,3 +371,24 @@ def interactive_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, An
 def figures_json(figures: list[dict[str, Any]]) -> str:
     """The figures as JSON that is safe inside a <script> element."""
     return json.dumps(figures).replace("</", "<\\/")
+
+
+def _interval_bars(
+    points: Sequence[tuple[float | None, tuple[float | None, float | None] | None]],
+) -> dict[str, Any]:
+    """Plotly error bars for percentiles from their 95% intervals (an end too few requests give is drawn
+    as none); nothing for figures recorded before the intervals were."""
+    if not any(ci is not None for _, ci in points):
+        return {}
+
+    def reach(value: float | None, end: float | None) -> float | None:
+        return None if value is None or end is None else abs(end - value)
+
+    return {
+        "error_y": {
+            "type": "data",
+            "symmetric": False,
+            "array": [reach(v, ci[1] if ci else None) for v, ci in points],
+            "arrayminus": [reach(v, ci[0] if ci else None) for v, ci in points],
+        }
+    }

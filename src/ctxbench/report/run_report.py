@@ -28,7 +28,15 @@ from .counters import counters_section
 from .glance import glance_section
 from .run_read import RunRead
 from .sections import CHECK_SECTIONS
-from .tables import fmt, markdown_table, relative, request_row, ttft_split_note
+from .tables import (
+    bounded_text,
+    fmt,
+    markdown_table,
+    percentile_text,
+    relative,
+    request_row,
+    ttft_split_note,
+)
 
 
 def _retried(records: Sequence[RequestRecord]) -> str:
@@ -99,7 +107,8 @@ def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
         "## Requests",
         "",
         f"{requests_line(records)}{_retried(records)}. "
-        f"TTFT p50 {fmt(summary.ttft_s.p50)} s; decode p50 {fmt(summary.decode_rate.p50, 1)} tokens/s "
+        f"TTFT p50 {percentile_text([metrics.ttft_s(r) for r in records if r.ok], 0.5)} s; decode p50 "
+        f"{percentile_text([metrics.decode_rate(r) for r in records if r.ok], 0.5, 1)} tokens/s "
         f"(output tokens from {', '.join(sorted(summary.output_tokens_source)) or 'n/a'}).",
         "",
         markdown_table([request_row(r) for r in records]),
@@ -210,7 +219,7 @@ def claims_summary(run: RunDir) -> list[str]:
             "many users: "
             + ", ".join(
                 f"{users} user(s) {fmt(level.output_tokens_per_s, 1)} output tok/s (TTFT p50 "
-                f"{fmt(level.ttft_s.p50)} s)"
+                f"{bounded_text(level.ttft_s.p50, level.ttft_s.p50_ci)} s)"
                 for users, level in data.levels_sorted()
             )
         )
@@ -233,7 +242,7 @@ def claims_summary(run: RunDir) -> list[str]:
                     if line.skipped is not None
                     else ("SATURATED" if line.saturated else "kept up")
                     + (", CLIENT BEHIND" if line.client_behind else "")
-                    + f" (TTFT p99 {fmt(line.ttft_s.p99)} s)"
+                    + f" (TTFT p99 {bounded_text(line.ttft_s.p99, line.ttft_s.p99_ci)} s)"
                 )
                 for rate, line in data.rates_sorted()
             )
@@ -260,7 +269,8 @@ def _traffic_summary(run: RunDir) -> list[str]:
     t = TraceFile.load(run.path)
     if t is not None:
         lines.append(
-            f"trace: {t.requests - t.failed}/{t.requests} ok, TTFT p99 {fmt(t.ttft_s.p99)} s; "
+            f"trace: {t.requests - t.failed}/{t.requests} ok, TTFT p99 "
+            f"{bounded_text(t.ttft_s.p99, t.ttft_s.p99_ci)} s; "
             f"cached tokens in usage {reported_text(t.reported_cached_tokens)}, implied "
             f"{t.expected_cached_tokens}"
         )

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..slo_search import breach_text, slo_text
-from .tables import fmt, markdown_table
+from .tables import bounded_text, fmt, markdown_table
 
 
 def _figures(data: Mapping[str, Any], by: str, level: float, run: int) -> Mapping[str, Any] | None:
@@ -40,8 +40,8 @@ def search_lines(data: Mapping[str, Any]) -> list[str]:
                 str(number),
                 f"{probe['level']:g}" + (f" (repeat {run})" if run else ""),
                 "met" if probe["met"] else "broke: " + "; ".join(breach_text(b) for b in probe["breaches"]),
-                fmt(level.get("ttft_s", {}).get("p99")),
-                fmt(level.get("tpot_s", {}).get("p99"), 4),
+                bounded_text(level.get("ttft_s", {}).get("p99"), level.get("ttft_s", {}).get("p99_ci")),
+                bounded_text(level.get("tpot_s", {}).get("p99"), level.get("tpot_s", {}).get("p99_ci"), 4),
                 fmt(share),
                 fmt(level.get("output_tokens_per_s"), 1),
             ]
@@ -62,6 +62,7 @@ def search_lines(data: Mapping[str, Any]) -> list[str]:
         f"{found['stopped']}. Highest level within the SLO: {answer}.",
         "",
         markdown_table(
-            rows, ["probe", unit, "SLO", "TTFT p99 s", "TPOT p99 s", "goodput share", "output tok/s"]
+            rows,
+            ["probe", unit, "SLO", "TTFT p99 s [95%]", "TPOT p99 s [95%]", "goodput share", "output tok/s"],
         ),
     ]

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import metrics
+from ..check_files import Stats
 from ..counters import reported_text
 from ..records import RequestRecord
-from ..stats import quantile_bounds, samples_for_upper
+from ..stats import percentile, quantile_bounds, samples_for_upper
 
 COLUMNS = (
     "request",
@@ -126,13 +127,59 @@ def relative(path: Path) -> str:
     return path.name
 
 
-def p99_upper_text(values: Sequence[float | None], digits: int = 3) -> str:
-    """The upper end of a p99's 95% interval (`stats.quantile_bounds`) as a table cell: "<= 0.85", or
-    "too few (9 of 368)" where the values cannot bound it."""
+# The percentiles every latency column gives, each with its 95% interval (`percentiles_text`).
+QUANTILES = (0.5, 0.9, 0.99)
+BOUNDS_NOTE = (
+    "Each percentile is followed by its 95% distribution-free interval [low, high] (order statistics, "
+    '`stats.quantile_bounds`); "too few" marks an end the requests cannot give: an upper end needs '
+    + ", ".join(f"{samples_for_upper(q)} for p{round(q * 100)}" for q in QUANTILES)
+    + " (a p99 of 9 requests has none)."
+)
+
+
+def percentile_text(values: Sequence[float | None], q: float, digits: int = 3) -> str:
+    """One percentile (0 < q < 1) with its 95% interval: "0.412 [0.398, 0.431]", "1.830 [1.200, too few]"
+    where the values reach no upper end, "n/a" without values."""
     present = [v for v in values if v is not None]
-    if not present:
+    bounds = quantile_bounds(present, q) if present else None
+    return bounded_text(percentile(present, q * 100), bounds, digits)
+
+
+def bounded_text(value: float | None, bounds: Sequence[float | None] | None, digits: int = 3) -> str:
+    """A percentile and its 95% interval as `percentile_text` writes them; without `bounds` (a figure
+    recorded before they were) the value alone."""
+    if value is None:
         return "n/a"
-    _, high = quantile_bounds(present, 0.99)
-    if high is None:
-        return f"too few ({len(present)} of {samples_for_upper(0.99)})"
-    return f"<= {fmt(high, digits)}"
+    if bounds is None:
+        return fmt(value, digits)
+    low, high = bounds
+    if low is None and high is None:
+        return f"{fmt(value, digits)} [too few]"
+    ends = ["too few" if end is None else fmt(end, digits) for end in (low, high)]
+    return f"{fmt(value, digits)} [{ends[0]}, {ends[1]}]"
+
+
+def recorded_text(
+    value: float | None,
+    q: float,
+    bounds: Sequence[float | None] | None,
+    values: Sequence[float | None],
+    digits: int = 3,
+) -> str:
+    """A recorded percentile (never recomputed: check_files) with its recorded 95% interval, or, for a
+    figure recorded before intervals were, the interval of `values` (the requests it was measured over)."""
+    if bounds is None:
+        present = [v for v in values if v is not None]
+        bounds = quantile_bounds(present, q) if present else None
+    return bounded_text(value, bounds, digits)
+
+
+def stats_text(
+    stats: Stats, values: Sequence[float | None], digits: int = 3, quantiles: Sequence[float] = QUANTILES
+) -> str:
+    """p50 / p90 / p99 of a recorded figure, each with its 95% interval (`recorded_text`)."""
+    names = [(q, f"p{round(q * 100)}") for q in quantiles]
+    return " / ".join(
+        recorded_text(getattr(stats, name), q, getattr(stats, f"{name}_ci"), values, digits)
+        for q, name in names
+    )

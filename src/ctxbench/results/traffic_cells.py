@@ -10,6 +10,7 @@ from ..check_files import FidelityFile, ReturningFile, TraceFile
 from ..counters import counter_deltas
 from ..store import RunDir
 from .cell import Cell
+from .load_cells import p99_bound_text
 
 
 def trace_cell(results: Path, run: RunDir) -> dict[str, Cell]:
@@ -25,7 +26,7 @@ def trace_cell(results: Path, run: RunDir) -> dict[str, Cell]:
         hits = f"{served} ({t.sharing_served}/{t.sharing_requests} returning prefixes served)"
     text = (
         f"{t.requests - t.failed}/{t.requests} ok, "
-        f"TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s, {hits}"
+        f"TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s{p99_bound_text(t.ttft_s)}; {hits}"
     )
     return {"trace": Cell(text, str(TraceFile.path_in(run.path).relative_to(results)), share)}
 
