@@ -11,7 +11,7 @@ from ..plan import ReturnForecast, returning_forecast
 from ..results.calibration import shape_of
 from ..run_files import Manifest
 from .run_read import RunRead
-from .tables import fmt, markdown_table, relative
+from .tables import fmt, markdown_table, recorded_text, relative
 
 
 def forecast_of(manifest: Manifest, data: ReturningFile) -> ReturnForecast | None:
@@ -85,6 +85,7 @@ def returning_section(read: RunRead) -> list[str]:
             f". Eviction begins: from the slots once {slots} other prompts pass between a conversation's "
             f"turns; from the host cache {beyond}"
         )
+    talks = data.conversations
     return [
         "",
         "## Returning users",
@@ -93,8 +94,10 @@ def returning_section(read: RunRead) -> list[str]:
         f"then {spec['filler_requests']} fresh prompts of {spec['filler_tokens'] or spec['context']} tokens "
         "from other users; then each conversation returns with one more question, and a fresh prompt of the "
         "same length is prefilled beside it. Cached: at least 90% of the history reported cached on return.",
-        f"- Measured: {verdicts}; TTFT median immediate {fmt(data.ttft_immediate_s)} s, on return "
-        f"{fmt(data.ttft_return_s)} s, fresh {fmt(data.ttft_fresh_s)} s.",
+        f"- Measured: {verdicts}; TTFT median (95% interval over the conversations) immediate "
+        f"{recorded_text(data.ttft_immediate_s, 0.5, None, [c.ttft_immediate_s for c in talks])} s, on "
+        f"return {recorded_text(data.ttft_return_s, 0.5, None, [c.ttft_return_s for c in talks])} s, "
+        f"fresh {recorded_text(data.ttft_fresh_s, 0.5, None, [c.ttft_fresh_s for c in talks])} s.",
         f"- {predicted[0].upper()}{predicted[1:]}.",
         "",
         markdown_table(rows, columns),

@@ -10,7 +10,7 @@ from ..plan import SessionsForecast
 from ..results.sessions_cells import forecast_of, forecast_words, gaps_words, summary_words
 from ..sessions_file import HELD_SHARE, SessionsFile
 from .run_read import RunRead
-from .tables import fmt, markdown_table, relative
+from .tables import fmt, markdown_table, recorded_text, relative
 
 COLUMNS = [
     "sessions",
@@ -20,8 +20,8 @@ COLUMNS = [
     f"held (>= {HELD_SHARE:.0%})",
     "hit ratio",
     "re-prefill tok",
-    "TTFT first s",
-    "TTFT returning s",
+    "TTFT first p50 s",
+    "TTFT returning p50 s",
     "longest prompt tok",
     "mean gap s",
     "holds",
@@ -48,24 +48,26 @@ def sessions_section(read: RunRead) -> list[str]:
         return []
     spec = data.spec
     forecast = forecast_of(run, data)
-    rows = [
-        [
-            str(level.sessions),
-            str(level.turns),
-            str(level.failed),
-            str(level.returning),
-            "not reported" if level.held_turns is None else str(level.held_turns),
-            "not reported" if level.hit_ratio is None else f"{level.hit_ratio:.0%}",
-            "not reported" if level.reprefill_tokens is None else str(level.reprefill_tokens),
-            fmt(level.ttft_first_s),
-            fmt(level.ttft_return_s),
-            "n/a" if level.longest_context is None else str(level.longest_context),
-            fmt(level.mean_gap_s, 2),
-            "not reported" if level.holds is None else "yes" if level.holds else "no",
-            _forecast_cell(forecast, level.sessions),
-        ]
-        for level in data.levels
-    ]
+    rows = []
+    for level in data.levels:
+        mine = [t for t in data.turns if t.sessions == level.sessions and t.ok]
+        rows.append(
+            [
+                str(level.sessions),
+                str(level.turns),
+                str(level.failed),
+                str(level.returning),
+                "not reported" if level.held_turns is None else str(level.held_turns),
+                "not reported" if level.hit_ratio is None else f"{level.hit_ratio:.0%}",
+                "not reported" if level.reprefill_tokens is None else str(level.reprefill_tokens),
+                recorded_text(level.ttft_first_s, 0.5, None, [t.ttft_s for t in mine if t.turn == 1]),
+                recorded_text(level.ttft_return_s, 0.5, None, [t.ttft_s for t in mine if t.turn > 1]),
+                "n/a" if level.longest_context is None else str(level.longest_context),
+                fmt(level.mean_gap_s, 2),
+                "not reported" if level.holds is None else "yes" if level.holds else "no",
+                _forecast_cell(forecast, level.sessions),
+            ]
+        )
     scaled = (
         f" Gaps are compressed by the time scale x{spec['time_scale']:g}: a real session idles "
         f"{1 / spec['time_scale']:g} times longer."
@@ -81,7 +83,8 @@ def sessions_section(read: RunRead) -> list[str]:
         f"{spec['turn_tokens']} new tokens and a reply of {spec['max_tokens']}, with {gaps_words(spec)} "
         f"between turns.{scaled} A returning turn's hit ratio is its cached tokens over its whole previous "
         f"context (prompt and reply as the server counted them); a level holds at "
-        f"{spec['hit_threshold']:.0%}.",
+        f"{spec['hit_threshold']:.0%}. TTFT medians with their 95% intervals (docs/metrics.md, "
+        '"Intervals").',
         f"- Measured: {summary_words(data)}.",
         f"- {forecast_words(forecast)[0].upper()}{forecast_words(forecast)[1:]}{counted(forecast)}.",
         "- Which tier served a returning turn (GPU, host RAM, recomputed): not reported; neither llama.cpp "
