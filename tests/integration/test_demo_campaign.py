@@ -20,6 +20,7 @@ from ctxbench.engines.models import TinyModel
 from ctxbench.metrics import ttft_s
 from ctxbench.records import RequestRecord
 from ctxbench.report.tables import bounded_text
+from ctxbench.results.endpoints_summary import ResultSummary, export_endpoints
 from ctxbench.results.llmd_report import run_reports
 from ctxbench.results.llmd_schema import VERSIONS, load_report
 from ctxbench.stats import quantile_bounds
@@ -82,6 +83,20 @@ def test_the_demo_campaign_sends_each_request_once_and_fresh(tmp_path: Path, tin
     fidelity = FidelityFile.load(run.path)
     assert fidelity is not None and fidelity.failures() == [] and fidelity.cold_noise() == [], fidelity
     assert_exports_say_what_ran(run, Path(tiny.gguf).name)
+    # MLPerf Endpoints' result_summary.json: one per closed-loop level (the demo's rates are constant, a
+    # pattern upstream has none of), each with the level's own request counts
+    exported = [
+        ResultSummary.model_validate_json(p.read_text())
+        for p in export_endpoints(tmp_path / "results", tmp_path / "endpoints")
+    ]
+    by_users = {
+        config["load_pattern"]["target_concurrency"]: s
+        for s in exported
+        if "-rep" not in (config := s.run_config or {})["ctxbench"]["stage"]
+    }
+    assert sorted(by_users) == sorted(int(u) for u in data["levels"]), sorted(by_users)
+    for users, level in data["levels"].items():
+        assert by_users[int(users)].n_samples_completed == level["requests"] - level["failed"], users
     # the many-users levels as MLPerf Endpoints reports them: a point per level, measured from its records
     report = (run.path / "report.md").read_text()
     assert_tables_are_whole(report)

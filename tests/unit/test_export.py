@@ -186,6 +186,11 @@ def test_the_export_command_writes_both_formats_and_names_a_bad_one(tmp_path: Pa
     done = run_main([*args, "--llmd-version", "0.2.1"])
     assert done.exit_code == 0 and "v0.2.1: 5 file(s)" in done.output, done.output
     assert all(json.loads(f.read_text())["version"] == "0.2.1" for f in (tmp_path / "b21").rglob("*.json"))
+    many = str(RECORDED / "h200-many-users")
+    done = run_main(
+        ["export", "--results", many, "--format", "mlperf-endpoints", "--out", str(tmp_path / "ep")]
+    )
+    assert done.exit_code == 0 and "result_summary.json: 8 file(s)" in done.output, done.output
     bad = run_main([*args, "--llmd-version", "0.3"])
     assert bad.exit_code == 2 and "--llmd-version '0.3'" in bad.output
     bad = run_main(["export", "--results", results, "--format", "csv", "--out", str(tmp_path / "x")])

@@ -176,7 +176,8 @@ def export(
     out: Annotated[
         Path | None,
         typer.Option(
-            help="summary: the JSON file to write; llm-d-report: the directory (one file per stage)."
+            help="summary: the JSON file to write; llm-d-report, mlperf-endpoints: the directory (one file "
+            "per stage)."
         ),
     ] = None,
     results: ResultsOption = Path("results"),
@@ -184,8 +185,9 @@ def export(
         str,
         typer.Option(
             "--format",
-            help="summary (ctxbench's own run summary, versioned) or llm-d-report (llm-d-benchmark's report, "
-            "a file per stage of every run).",
+            help="summary (ctxbench's own run summary, versioned), llm-d-report (llm-d-benchmark's report, "
+            "a file per stage of every run) or mlperf-endpoints (MLPerf Endpoints' result_summary.json, one "
+            "per many-users level and Poisson rate).",
         ),
     ] = "summary",
     llmd_version: Annotated[
@@ -206,18 +208,24 @@ def export(
     if schema:
         print(json.dumps(Summary.model_json_schema(), indent=2))
         return
-    if kind not in ("summary", "llm-d-report"):
-        raise UsageError(f"--format {kind!r}: give summary or llm-d-report")
+    if kind not in ("summary", "llm-d-report", "mlperf-endpoints"):
+        raise UsageError(f"--format {kind!r}: give summary, llm-d-report or mlperf-endpoints")
     if llmd_version not in ("0.2", "0.2.1"):
         raise UsageError(f"--llmd-version {llmd_version!r}: give 0.2 or 0.2.1")
     if out is None:
-        raise UsageError("--out: give the file (summary) or the directory (llm-d-report) to write")
+        raise UsageError("--out: give the file (summary) or the directory (llm-d-report, mlperf-endpoints)")
     if not list((results / "runs").glob("*/manifest.json")):
         raise UsageError(f"no runs under {results / 'runs'} (--results): give the directory that holds them")
     if kind == "summary":
         out.parent.mkdir(parents=True, exist_ok=True)
         summarize(results).save(out)
         console.print(f"summary: {out}")
+        return
+    if kind == "mlperf-endpoints":
+        from ..results.endpoints_summary import export_endpoints
+
+        files = export_endpoints(results, out)
+        console.print(f"MLPerf Endpoints result_summary.json: {len(files)} file(s) under {out}")
         return
     from ..results.llmd_report import export_llmd
     from ..results.llmd_schema import Version

@@ -1,0 +1,194 @@
+"""MLPerf Endpoints' `result_summary.json`, one per many-users stage: each closed-loop level as a run of
+their `concurrency` load pattern, each Poisson open-loop rate as one of their `poisson` pattern, so a reader
+of MLPerf Endpoints results (or their own tooling) can put ctxbench's points beside theirs.
+
+The shape is upstream's `Report` (mlcommons/endpoints `src/inference_endpoint/metrics/report.py`, the struct
+`Report.to_json` serializes, `accuracy` dropped) and its series rollup (`_series_to_metric_dict`), read at the
+commits in `UPSTREAM`; tests/fixtures/endpoints_upstream_shape.json digests them and
+tests/unit/test_endpoints_summary.py holds this module's model to it. Their definitions, followed here:
+- times in integer nanoseconds; `ttft` to the first non-empty fragment of any kind (`metrics.first_text_s`,
+  as the run report's MLPerf view), `tpot` ctxbench's TPOT, `latency` issue to the last byte (E2E),
+  `output_sequence_lengths` the server's output tokens;
+- percentiles at upstream's grid (`PERCENTILES`) by NumPy's `method="lower"` (an observed value, not
+  interpolated: unlike every other ctxbench percentile), keyed as Python writes the float ("99.0");
+  `median` the "50.0" one, `std_dev` the sample standard deviation, a histogram over log-spaced edges;
+- `qps` completed / duration and `tps` output tokens / duration over the stage's window (first send to
+  last end: ctxbench's window), `legacy_loadgen_window_duration_ns` null (not the LoadGen window);
+- `test_started_at` 0, as upstream writes it ("TODO: surface session_started_ns"); `version` names the
+  tool that measured (ctxbench), `git_sha` its commit; `run_config` the load pattern as upstream's
+  `LoadPattern` names it, and a `ctxbench` section saying which run, stage and deployment it is.
+Not written: upstream's `early_stopping` estimates (LoadGen's method at 99% confidence, not computed
+here; the run report gives distribution-free 95% intervals instead), accuracy, and constant-rate
+open-loop rates (upstream has no such load pattern).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from .. import __version__, metrics
+from ..records import RequestRecord
+from ..run_files import MANIFEST_FILE, Manifest
+from ..store import RunDir
+from .llmd_report import stages
+
+UPSTREAM = {
+    "repository": "mlcommons/endpoints",
+    "report": "src/inference_endpoint/metrics/report.py@03cd909097caf5b7afb13daaa82dee5c6f439806",
+    "percentiles": "src/inference_endpoint/async_utils/services/metrics_aggregator/registry.py"
+    "@021c223cd202d56a797d90cd6cc40864ca4ef573",
+    "load_pattern": "src/inference_endpoint/config/schema.py (LoadPattern)",
+}
+FILE = "result_summary.json"
+PERCENTILES = (99.9, 99.0, 97.0, 95.0, 90.0, 80.0, 75.0, 50.0, 25.0, 10.0, 5.0, 1.0)
+HISTOGRAM_BUCKETS = 10
+NS = metrics.NS
+
+
+class Histogram(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    buckets: list[tuple[float, float]]
+    counts: list[int]
+
+
+class Series(BaseModel):
+    """One metric's rollup, as `_series_to_metric_dict` shapes it (what upstream's `display` reads)."""
+
+    model_config = ConfigDict(extra="forbid")
+    total: int
+    min: int
+    max: int
+    median: float
+    avg: float
+    std_dev: float
+    percentiles: dict[str, float]
+    histogram: Histogram
+
+
+class LoadPattern(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["concurrency", "poisson"]
+    target_concurrency: int | None = None
+    target_qps: float | None = None
+
+
+class ResultSummary(BaseModel):
+    """`result_summary.json`: upstream's `Report` without `accuracy`."""
+
+    model_config = ConfigDict(extra="forbid")
+    version: str
+    git_sha: str | None
+    test_started_at: int
+    n_samples_issued: int
+    n_samples_completed: int
+    n_samples_failed: int
+    duration_ns: int | None
+    state: str
+    complete: bool
+    ttft: dict[str, Any]
+    tpot: dict[str, Any]
+    latency: dict[str, Any]
+    output_sequence_lengths: dict[str, Any]
+    legacy_loadgen_window_duration_ns: int | None = None
+    qps: float | None = None
+    tps: float | None = None
+    run_config: dict[str, Any] | None = None
+
+
+def series(values: Sequence[int]) -> dict[str, Any]:
+    """The rollup of integer samples, {} without any (upstream's empty series)."""
+    if not values:
+        return {}
+    ordered = sorted(values)
+    n, total = len(ordered), sum(ordered)
+    avg = total / n
+    std_dev = math.sqrt(sum((v - avg) ** 2 for v in ordered) / (n - 1)) if n > 1 else 0.0
+    percentiles = {str(p): float(ordered[math.floor((n - 1) * p / 100)]) for p in PERCENTILES}
+    low = max(float(ordered[0]), 1.0)
+    high = max(float(ordered[-1]), low * 10.0)
+    step = (math.log(high) - math.log(low)) / HISTOGRAM_BUCKETS
+    edges = [math.exp(math.log(low) + i * step) for i in range(HISTOGRAM_BUCKETS + 1)]
+    counts = [0] * HISTOGRAM_BUCKETS
+    for value in ordered:  # clipped into the edges' range, as upstream does
+        index = bisect.bisect_right(edges, min(max(value, edges[0]), edges[-1])) - 1
+        counts[min(max(index, 0), HISTOGRAM_BUCKETS - 1)] += 1
+    return Series(
+        total=total,
+        min=ordered[0],
+        max=ordered[-1],
+        median=percentiles["50.0"],
+        avg=avg,
+        std_dev=std_dev,
+        percentiles=percentiles,
+        histogram=Histogram(buckets=list(zip(edges, edges[1:], strict=False)), counts=counts),
+    ).model_dump(mode="json")
+
+
+def _ns(values: Sequence[float | None]) -> list[int]:
+    return [round(v * NS) for v in values if v is not None]
+
+
+def summary_of(
+    stage: str, records: Sequence[RequestRecord], manifest: Manifest, run_id: str, arrival: str
+) -> ResultSummary | None:
+    """One many-users stage as `result_summary.json`, or None for a stage upstream has no pattern for."""
+    first = records[0].labels
+    if first.get("mode") == "open":
+        if arrival != "poisson":
+            return None
+        pattern = LoadPattern(type="poisson", target_qps=float(first["rate"]))
+    else:
+        pattern = LoadPattern(type="concurrency", target_concurrency=int(first["users"]))
+    ok = [r for r in records if r.ok]
+    window_ns = max(r.end_ns for r in records) - min(r.sent_ns for r in records)
+    lengths = [n.tokens for r in ok if (n := metrics.output_tokens(r)) is not None]
+    duration = window_ns / NS if window_ns > 0 else None
+    return ResultSummary(
+        version=f"ctxbench {__version__}",
+        git_sha=manifest.model_extra.get("git_revision") if manifest.model_extra else None,
+        test_started_at=0,
+        n_samples_issued=len(records),
+        n_samples_completed=len(ok),
+        n_samples_failed=len(records) - len(ok),
+        duration_ns=window_ns if window_ns > 0 else None,
+        state="complete",
+        complete=True,
+        ttft=series(_ns([metrics.first_text_s(r) for r in ok])),
+        tpot=series(_ns([metrics.tpot_s(r) for r in ok])),
+        latency=series(_ns([metrics.e2e_s(r) for r in ok])),
+        output_sequence_lengths=series(lengths),
+        qps=None if duration is None else len(ok) / duration,
+        tps=None if duration is None or not lengths else sum(lengths) / duration,
+        run_config={
+            "load_pattern": pattern.model_dump(exclude_none=True),
+            "ctxbench": {"run_id": run_id, "stage": stage, "deployment": manifest.deployment},
+        },
+    )
+
+
+def export_endpoints(results: Path, out: Path) -> list[Path]:
+    """Every run's many-users stages under `results/runs` as `out/<run_id>/<stage>/result_summary.json`
+    (upstream writes one per run directory); the files written."""
+    written = []
+    for path in sorted((results / "runs").glob(f"*/{MANIFEST_FILE}")):
+        run = RunDir(path.parent)
+        manifest = Manifest.load(run.path)
+        arrival = str((manifest.check_parameters.get("throughput") or {}).get("arrival", "poisson"))
+        for stage, records in stages(run.records()).items():
+            if not stage.startswith(("throughput-u", "throughput-r")):
+                continue
+            summary = summary_of(stage, records, manifest, run.run_id, arrival)
+            if summary is None:
+                continue
+            target = out / run.run_id / stage / FILE
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(summary.model_dump(mode="json"), indent=2) + "\n")
+            written.append(target)
+    return written
