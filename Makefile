@@ -35,7 +35,8 @@ test: demo-model vllm-cpu
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
-# The fast tier while iterating: lint, types and the unit tests, no engine build (about 3 minutes on 2 cores).
+# The fast tier while iterating: lint, types and the unit tests, no engine build, no subprocess of ctxbench
+# (about 50 s on 2 cores; tests/cli runs the CLI's own processes, in `make test`).
 # `make test` stays the complete suite that CI runs.
 test-unit: $(INSTALLED)
 	$(BIN)/ruff check src tests benchmarks

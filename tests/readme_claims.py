@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"
-TEST_FILE = re.compile(r"(?:tests/(?:unit|integration)/)?(test_\w+\.py)")
+TEST_FILE = re.compile(r"(?:tests/(?:unit|cli|integration)/)?(test_\w+\.py)")
 
 
 def works_rows() -> list[tuple[str, str]]:
@@ -25,10 +25,10 @@ def works_rows() -> list[tuple[str, str]]:
 
 
 def named_files(status: str) -> list[Path]:
-    """The test files a status names, each found under tests/unit or tests/integration (a bare name is
-    looked up in both)."""
+    """The test files a status names, each found under tests/unit, tests/cli or tests/integration (a bare
+    name is looked up in each)."""
     out = []
     for name in TEST_FILE.findall(status):
-        found = [ROOT / "tests" / tier / name for tier in ("integration", "unit")]
+        found = [ROOT / "tests" / tier / name for tier in ("integration", "unit", "cli")]
         out.append(next((path for path in found if path.exists()), found[0]))
     return out

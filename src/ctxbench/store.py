@@ -122,6 +122,20 @@ def git_revision(package: Path | None = None) -> str | None:
     return head.stdout.strip() + ("-dirty" if changed.returncode == 1 else "")
 
 
+_PARSED: dict[tuple[str, int, int], tuple[RequestRecord, ...]] = {}
+_PARSED_FILES = 4
+_PARSED_BYTES = 64 << 20
+
+
+def _parse(text: str) -> Iterator[RequestRecord]:
+    for line in text.splitlines():
+        if line.strip():
+            try:
+                yield RequestRecord.model_validate_json(line)
+            except ValueError:
+                continue
+
+
 class RunDir:
     """One run's directory. Create it with `RunDir.create(results, run_id)`.
 
@@ -221,15 +235,24 @@ class RunDir:
             self._syncer.wait()
 
     def records(self) -> Iterator[RequestRecord]:
-        """Every complete record written so far (a torn last line from a crash is skipped)."""
-        if not self.requests_path.exists():
+        """Every complete record written so far (a torn last line from a crash is skipped). A report reads a
+        run's records a dozen times (evidence, glance, sections, audit, exports): the parsed records of the
+        last few files (up to 64 MiB each) are kept while the file is unchanged (size, modification time)."""
+        try:
+            stat = self.requests_path.stat()
+        except FileNotFoundError:
             return
-        for line in self.requests_path.read_text().splitlines():
-            if line.strip():
-                try:
-                    yield RequestRecord.model_validate_json(line)
-                except ValueError:
-                    continue
+        if stat.st_size > _PARSED_BYTES:  # a file this large is streamed, never held
+            yield from _parse(self.requests_path.read_text())
+            return
+        key = (str(self.requests_path.resolve()), stat.st_size, stat.st_mtime_ns)
+        parsed = _PARSED.pop(key, None)
+        if parsed is None:
+            parsed = tuple(_parse(self.requests_path.read_text()))
+        _PARSED[key] = parsed  # the most recent last
+        while len(_PARSED) > _PARSED_FILES:
+            del _PARSED[next(iter(_PARSED))]
+        yield from parsed
 
     def manifest(self) -> Manifest:
         """The run's manifest, as every reader sees it (run_files.Manifest)."""

@@ -43,6 +43,17 @@ def test_records_round_trip_and_a_torn_last_line_is_skipped(tmp_path: Path) -> N
     assert list(run.records())[0] == a_record("one")
 
 
+def test_records_are_parsed_once_while_the_file_is_unchanged(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "run-1")
+    run.append(a_record("one"))
+    first, again = list(run.records()), list(RunDir(run.path).records())
+    assert again[0] is first[0]  # a second reader, even through another RunDir, gets the parsed records
+    run.append(a_record("two"))  # the file grew: read again, the new record included
+    assert [r.request_id for r in run.records()] == ["one", "two"]
+    run.requests_path.write_text(a_record("new").model_dump_json() + "\n")  # rewritten: its own records
+    assert [r.request_id for r in run.records()] == ["new"]
+
+
 def test_manifest_is_replaced_whole(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path, "run-1")
     run.write_manifest({"started_at": "t0"})
