@@ -197,3 +197,13 @@ def test_the_export_command_writes_both_formats_and_names_a_bad_one(tmp_path: Pa
     assert bad.exit_code == 2 and "--format 'csv'" in bad.output
     schema = run_main(["export", "--schema"])
     assert json.loads(schema.output)["properties"]["summary_version"]["const"] == 1
+
+
+def test_every_format_is_one_exporter_and_the_command_names_each(tmp_path: Path) -> None:
+    from ctxbench.results.exports import EXPORTERS, FORMATS
+
+    assert set(EXPORTERS) == set(FORMATS) and all(name == e.name for name, e in EXPORTERS.items())
+    bad = run_main(["export", "--results", str(RECORDED / "h200-run1"), "--format", "csv", "--out", "x"])
+    assert bad.exit_code == 2 and all(name in bad.output for name in FORMATS), bad.output
+    missing = run_main(["export", "--results", str(RECORDED / "h200-run1"), "--format", "mlperf-endpoints"])
+    assert missing.exit_code == 2 and "--out: give the directory" in missing.output, missing.output

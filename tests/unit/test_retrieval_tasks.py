@@ -172,6 +172,13 @@ def test_a_records_labels_carry_its_scoring() -> None:
         True,
     )
     assert question_from_labels({}) is None
+    # an item may hold a comma (a name "Smith, J."): the labels keep it whole and score it so
+    comma = Question("q", ("Smith, J.", "Yuki"), ("Doe, A.",), words=True)
+    back = question_from_labels(answer_labels(comma))
+    assert back is not None and (back.expected, back.forbidden) == (comma.expected, comma.forbidden)
+    # records written before the lists: comma-separated items still read
+    older = question_from_labels({"expected": "KQZTA,BLOPR", "forbidden": "XYZAB", "match": "words"})
+    assert older is not None and (older.expected, older.forbidden) == (("KQZTA", "BLOPR"), ("XYZAB",))
 
 
 def test_the_single_task_draws_the_seeds_needle_as_before() -> None:

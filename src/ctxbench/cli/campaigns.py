@@ -13,6 +13,7 @@ from ..config import (
 from ..counters import reported_text
 from ..errors import EXIT_FAILED, EXIT_UNREACHABLE, UsageError
 from ..report.run_page import write_run_report
+from ..results.exports import EXPORTERS, FORMATS, exporter, writing
 from ..store import RunDir
 from .common import (
     ResultsOption,
@@ -176,19 +177,13 @@ def export(
     out: Annotated[
         Path | None,
         typer.Option(
-            help="summary: the JSON file to write; llm-d-report, mlperf-endpoints: the directory (one file "
-            "per stage)."
+            help=f"The file ({writing('file')}) or the directory ({writing('directory')}) to write."
         ),
     ] = None,
     results: ResultsOption = Path("results"),
     kind: Annotated[
         str,
-        typer.Option(
-            "--format",
-            help="summary (ctxbench's own run summary, versioned), llm-d-report (llm-d-benchmark's report, "
-            "a file per stage of every run) or mlperf-endpoints (MLPerf Endpoints' result_summary.json, one "
-            "per many-users level and Poisson rate).",
-        ),
+        typer.Option("--format", help="; ".join(f"{e.name}: {e.what}" for e in EXPORTERS.values()) + "."),
     ] = "summary",
     llmd_version: Annotated[
         str,
@@ -203,36 +198,21 @@ def export(
     """Write the runs under --results in a format other tools read (docs/results-format.md, "Exports")."""
     import json
 
-    from ..results.summary import Summary, summarize
+    from ..results.summary import Summary
 
     if schema:
         print(json.dumps(Summary.model_json_schema(), indent=2))
         return
-    if kind not in ("summary", "llm-d-report", "mlperf-endpoints"):
-        raise UsageError(f"--format {kind!r}: give summary, llm-d-report or mlperf-endpoints")
+    chosen = exporter(kind)
+    if chosen is None:
+        raise UsageError(f"--format {kind!r}: give {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     if llmd_version not in ("0.2", "0.2.1"):
         raise UsageError(f"--llmd-version {llmd_version!r}: give 0.2 or 0.2.1")
     if out is None:
-        raise UsageError("--out: give the file (summary) or the directory (llm-d-report, mlperf-endpoints)")
+        raise UsageError(f"--out: give the {chosen.out_is} to write ({chosen.name})")
     if not list((results / "runs").glob("*/manifest.json")):
         raise UsageError(f"no runs under {results / 'runs'} (--results): give the directory that holds them")
-    if kind == "summary":
-        out.parent.mkdir(parents=True, exist_ok=True)
-        summarize(results).save(out)
-        console.print(f"summary: {out}")
-        return
-    if kind == "mlperf-endpoints":
-        from ..results.endpoints_summary import export_endpoints
-
-        files = export_endpoints(results, out)
-        console.print(f"MLPerf Endpoints result_summary.json: {len(files)} file(s) under {out}")
-        return
-    from ..results.llmd_report import export_llmd
-    from ..results.llmd_schema import Version
-
-    version: Version = "0.2.1" if llmd_version == "0.2.1" else "0.2"
-    written = export_llmd(results, out, version)
-    console.print(f"llm-d report v{version}: {len(written)} file(s) under {out}")
+    console.print(chosen.write(results, out, "0.2.1" if llmd_version == "0.2.1" else "0.2"))
 
 
 @app.command("audit-cache")

@@ -24,6 +24,7 @@ it, so an answer that names it can only have read the planted sentence.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections.abc import Sequence
@@ -231,14 +232,22 @@ def expected_text(question: Question) -> str:
 
 def answer_labels(question: Question) -> dict[str, str]:
     """What a record's labels carry so that its answer can be scored again from the record alone: the
-    single fact's `needle_value` as always, else the expected and forbidden items and how they match."""
+    single fact's `needle_value` as always, else the expected and forbidden items (each a JSON list, so an
+    item may hold any character) and how they match."""
     if len(question.expected) == 1 and not question.forbidden and not question.words:
         return {"needle_value": question.expected[0]}
     return {
-        "expected": ",".join(question.expected),
-        "forbidden": ",".join(question.forbidden),
+        "expected": json.dumps(list(question.expected)),
+        "forbidden": json.dumps(list(question.forbidden)),
         "match": "words" if question.words else "numbers",
     }
+
+
+def _items(text: str) -> tuple[str, ...]:
+    """A label's items: a JSON list, or (records written before lists) comma-separated."""
+    if text.startswith("["):
+        return tuple(str(item) for item in json.loads(text))
+    return tuple(x for x in text.split(",") if x)
 
 
 def question_from_labels(labels: dict[str, str]) -> Question | None:
@@ -246,8 +255,8 @@ def question_from_labels(labels: dict[str, str]) -> Question | None:
     if labels.get("needle_value"):
         return Question("", (labels["needle_value"],))
     if labels.get("expected"):
-        forbidden = tuple(x for x in labels.get("forbidden", "").split(",") if x)
-        return Question("", tuple(labels["expected"].split(",")), forbidden, labels.get("match") == "words")
+        expected, forbidden = _items(labels["expected"]), _items(labels.get("forbidden", ""))
+        return Question("", expected, forbidden, labels.get("match") == "words")
     return None
 
 
