@@ -293,31 +293,6 @@ class TraceFile(CheckFile):
         return reported / expected if reported is not None and expected else None
 
 
-# --- returning.json ----------------------------------------------------------------------------------
-
-
-class Conversation(_Open):
-    conversation: int
-    history_tokens: int
-    cached_on_return: int | None
-    ttft_immediate_s: float | None
-    ttft_return_s: float | None
-    ttft_fresh_s: float | None
-    verdict: str  # cached | recomputed | not reported | failed
-
-
-class ReturningFile(CheckFile):
-    """Returning users: each conversation's verdict and TTFTs, and their medians."""
-
-    FILE: ClassVar[str] = "returning.json"
-    spec: dict[str, Any]
-    conversations: list[Conversation]
-    verdicts: dict[str, int]
-    ttft_immediate_s: float | None
-    ttft_return_s: float | None
-    ttft_fresh_s: float | None
-
-
 # --- fidelity.json -----------------------------------------------------------------------------------
 
 

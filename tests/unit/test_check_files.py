@@ -14,10 +14,10 @@ from ctxbench.check_files import (
     CapacityFile,
     CheckFile,
     NeedleFile,
-    ReturningFile,
     ThroughputFile,
     TraceFile,
 )
+from ctxbench.checks.returning_file import ReturningFile
 
 MODELS: tuple[type[CheckFile], ...] = (CapacityFile, NeedleFile, ThroughputFile, TraceFile, ReturningFile)
 RUNS = sorted(

@@ -13,35 +13,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from .. import metrics
 from ..chat_client import ChatClient
-from ..check_files import ReturningFile
 from ..params import ReturningParams
 from ..records import CacheIntent, RequestRecord
 from ..store import RunDir
 from ..text.haystack import UnitPool, build_haystack, lead_tokens, request_seed, turn_overhead_tokens
 from .base import Check, RunContext
+from .returning_file import Conversation, ReturningFile, Verdict
 
 UNIT = "returning"
 QUESTION = "In two sentences, what does the newest part of this archive say?"
 Phase = Literal["build", "immediate", "filler", "return", "fresh"]
-Verdict = Literal["cached", "partly cached", "recomputed", "not reported", "failed"]
-
-
-@dataclass(frozen=True)
-class Conversation:
-    conversation: int
-    history_tokens: int  # what the return can reuse: the immediate return's prompt
-    return_tokens: int | None
-    cached_on_return: int | None
-    ttft_build_s: float | None
-    ttft_immediate_s: float | None
-    ttft_return_s: float | None
-    ttft_fresh_s: float | None
-    verdict: Verdict
 
 
 def verdict_of(cached: int | None, history: int, ok: bool) -> Verdict:
@@ -63,7 +48,7 @@ async def run_returning(
     run: RunDir,
     scope: tuple[str, ...],
     on_request: Callable[[RequestRecord], None] | None = None,
-) -> dict[str, Any]:
+) -> ReturningFile:
     """Build, fill, return, compare; one request at a time. Returns (and writes) `returning.json`."""
     extra = {"temperature": 0.0, "ignore_eos": True}
     lead = lead_tokens(pool.counter)
@@ -140,7 +125,7 @@ async def run_returning(
             )
         )
     summary = returning_summary(conversations, params, run.attempt)
-    ReturningFile.model_validate(summary).save(run.path)
+    summary.save(run.path)
     return summary
 
 
@@ -151,7 +136,7 @@ def _prompt(record: RequestRecord) -> int:
 
 def returning_summary(
     conversations: list[Conversation], params: ReturningParams, attempt: int
-) -> dict[str, Any]:
+) -> ReturningFile:
     def median(values: list[float | None]) -> float | None:
         present = [v for v in values if v is not None]
         return metrics.percentile(present, 50)
@@ -159,15 +144,15 @@ def returning_summary(
     verdicts: dict[str, int] = {}
     for c in conversations:
         verdicts[c.verdict] = verdicts.get(c.verdict, 0) + 1
-    return {
-        "spec": params.model_dump(mode="json"),
-        "conversations": [asdict(c) for c in conversations],
-        "verdicts": verdicts,
-        "ttft_immediate_s": median([c.ttft_immediate_s for c in conversations]),
-        "ttft_return_s": median([c.ttft_return_s for c in conversations]),
-        "ttft_fresh_s": median([c.ttft_fresh_s for c in conversations]),
-        "attempt": attempt,
-    }
+    return ReturningFile(
+        spec=params.model_dump(mode="json"),
+        conversations=conversations,
+        verdicts=verdicts,
+        ttft_immediate_s=median([c.ttft_immediate_s for c in conversations]),
+        ttft_return_s=median([c.ttft_return_s for c in conversations]),
+        ttft_fresh_s=median([c.ttft_fresh_s for c in conversations]),
+        attempt=attempt,
+    )
 
 
 class ReturningCheck(Check[ReturningParams]):

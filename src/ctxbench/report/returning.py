@@ -3,7 +3,7 @@ fresh prefill, and the planner's forecast beside the measurement."""
 
 from __future__ import annotations
 
-from ..check_files import ReturningFile
+from ..checks.returning_file import ReturningFile
 from ..engines.kinds import find_engine
 from ..engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
 from ..errors import CalibrationError

@@ -9,12 +9,12 @@ from ..check_files import (
     CapacityFile,
     FidelityFile,
     NeedleFile,
-    ReturningFile,
     ThroughputFile,
     TraceFile,
 )
 from ..checks.catalog import CHECKS
 from ..checks.recall_under_load import RecallUnderLoad
+from ..checks.returning_file import ReturningFile
 from ..counters import reported_text
 from ..records import RequestRecord, requests_line
 from ..results.sessions_cells import forecast_of, forecast_words, summary_words

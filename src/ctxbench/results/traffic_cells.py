@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..check_files import FidelityFile, ReturningFile, TraceFile
+from ..check_files import FidelityFile, TraceFile
+from ..checks.returning_file import ReturningFile
 from ..counters import counter_deltas
 from ..store import RunDir
 from .cell import Cell
