@@ -108,9 +108,9 @@ async def test_a_ramp_can_ask_a_multi_key_question_each_turn(
     for turn in turns:
         assert turn.record is not None
         labels = turn.record.labels
-        assert labels["task"] == "multi_key" and len(labels["forbidden"].split(",")) == 4
         question = question_from_labels(labels)
-        assert question is not None and question.score(turn.record.text) == turn.recall
+        assert labels["task"] == "multi_key" and question is not None and len(question.forbidden) == 4
+        assert question.score(turn.record.text) == turn.recall
         assert turn.record.usage is not None and turn.record.usage.prompt_tokens == int(
             labels["planned_tokens"]
         )
