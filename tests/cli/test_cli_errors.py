@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import io
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from processes import ctxbench
 
 from ctxbench.errors import EXIT_UNREACHABLE, EXIT_USAGE, UsageError, check_url
 from ctxbench.text.arithmetic import write_problems
@@ -23,12 +22,6 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def ctxbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ctxbench", *args], capture_output=True, text=True, timeout=120, cwd=cwd
-    )
 
 
 def extra_for(command: str, tmp_path: Path) -> list[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from bad_server import bad_server
+from processes import ctxbench
 
 from ctxbench.engines.models import tiny_model
 from ctxbench.errors import EXIT_FAILED, EXIT_INTERRUPTED
@@ -44,19 +45,13 @@ def arguments(command: str, url: str, tmp_path: Path) -> list[str]:
     )
 
 
-def ctxbench(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ctxbench", *args], capture_output=True, text=True, timeout=300, cwd=cwd
-    )
-
-
 @pytest.mark.parametrize("mode", ["404", "500", "html", "silent"])
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_command_whose_requests_failed_exits_1_naming_what_the_server_answered(
     command: str, mode: str, tmp_path: Path
 ) -> None:
     with bad_server(mode) as url:
-        done = ctxbench(arguments(command, url, tmp_path), tmp_path)
+        done = ctxbench(*arguments(command, url, tmp_path), cwd=tmp_path)
     assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr and "Warning" not in done.stderr
     assert done.stderr.startswith("error: ") and "request(s) failed" in done.stderr, done.stderr
@@ -72,11 +67,19 @@ def test_a_command_whose_requests_failed_exits_1_naming_what_the_server_answered
 
 def test_a_server_without_a_tokenizer_or_a_limit_is_named_with_its_answer(tmp_path: Path) -> None:
     with bad_server("html") as url:
-        counted = ctxbench(["capacity", "--url", url, "--model", "m", "--results", str(tmp_path)], tmp_path)
+        counted = ctxbench("capacity", "--url", url, "--model", "m", "--results", str(tmp_path), cwd=tmp_path)
+        tokenizer = str(tiny_model().tokenizer_dir)
         limited = ctxbench(
-            ["capacity", "--url", url, "--model", "m", "--results", str(tmp_path)]
-            + ["--tokenizer", str(tiny_model().tokenizer_dir)],
-            tmp_path,
+            "capacity",
+            "--url",
+            url,
+            "--model",
+            "m",
+            "--results",
+            str(tmp_path),
+            "--tokenizer",
+            tokenizer,
+            cwd=tmp_path,
         )
     assert counted.returncode == EXIT_FAILED and "Traceback" not in counted.stderr
     assert f"{url}/tokenize answered HTTP 200 (text/html)" in counted.stderr
@@ -90,8 +93,16 @@ def test_a_stream_that_never_ends_is_a_recorded_timeout_after_the_read_timeout(t
     # 1,800 s read timeout, which no flag set.
     with bad_server("no_done") as url:
         done = ctxbench(
-            ["probe", "--url", url, "--model", "m", "--results", str(tmp_path / "r"), "--read-timeout", "1"],
-            tmp_path,
+            "probe",
+            "--url",
+            url,
+            "--model",
+            "m",
+            "--results",
+            str(tmp_path / "r"),
+            "--read-timeout",
+            "1",
+            cwd=tmp_path,
         )
     assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
     assert "request(s) failed, first: timeout" in done.stderr, done.stderr
@@ -145,7 +156,7 @@ def test_a_probe_only_campaign_needs_no_tokenizer(tmp_path: Path) -> None:
             f'[campaign]\nname = "p"\nresults = "{tmp_path / "results"}"\n[checks.probe]\n'
             f'[[deployments]]\nname = "gateway"\nengine = "external"\nurls = ["{url}"]\nserved_name = "m"\n'
         )
-        done = ctxbench(["run", str(campaign)], tmp_path)
+        done = ctxbench("run", str(campaign), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     (manifest,) = (tmp_path / "results" / "runs").glob("*/manifest.json")
     assert json.loads(manifest.read_text())["tokenizer"] == "none: no check of this run counts tokens"

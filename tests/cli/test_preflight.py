@@ -6,12 +6,12 @@ markup, and a log (output that is not a terminal) gets whole lines and a progres
 from __future__ import annotations
 
 import io
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from processes import ctxbench
 from rich.console import Console
 
 from ctxbench.campaign import failure_lines
@@ -19,12 +19,6 @@ from ctxbench.cli.progress import PlainProgress
 from ctxbench.errors import EXIT_OK, EXIT_USAGE, EngineNotReady
 
 GOOD_TRACE = '{"timestamp": 0, "input_length": 100, "output_length": 4, "hash_ids": [1]}\n'
-
-
-def ctxbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ctxbench", *args], capture_output=True, text=True, timeout=120, cwd=cwd
-    )
 
 
 def campaign(tmp_path: Path, deployment: str, trace: str = GOOD_TRACE) -> Path:
