@@ -18,7 +18,7 @@ from ctxbench.engines.models import TinyModel
 from ctxbench.params import FidelityParams
 from ctxbench.report.fidelity_section import drift_by_position, fidelity_section
 from ctxbench.report.run_read import RunRead
-from ctxbench.results.evidence import status_of
+from ctxbench.results.evidence import Facts, status_of
 from ctxbench.run_files import Manifest
 from ctxbench.store import RunDir
 from ctxbench.text.haystack import UnitPool
@@ -103,5 +103,5 @@ async def test_an_altered_cached_answer_fails_the_check(
             assert (path.verdict, path.first_divergence) == ("diverged", 2), (length, path)
     failures = data.failures()
     assert failures and len(failures) == sum(not p.holds for _, p in cached), failures
-    status, reasons = status_of({"fidelity_failures": failures}, random_weights=False)
+    status, reasons = status_of(Facts(fidelity_failures=failures), random_weights=False)
     assert status == "failed" and reasons[0].startswith(f"the cache changed the answer: {failures[0]}")

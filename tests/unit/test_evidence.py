@@ -11,12 +11,12 @@ import pytest
 from ctxbench.plan import cost_per_million
 from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.report.campaign import inline_code, write_campaign_report
-from ctxbench.results.evidence import collect, status_of
+from ctxbench.results.evidence import Facts, collect, status_of
 from ctxbench.results.retrieval import TaskResult
 from ctxbench.store import RunDir
 
 H200_RUN = Path(__file__).parents[2] / "docs" / "gpu-validation" / "h200-run1"
-ALL = {"checks": {"capacity", "needle", "ramp"}, "recall_shared": (2, 2)}
+ALL: dict[str, object] = {"checks": {"capacity", "needle", "ramp"}, "ramp_with_two_users": True}
 
 
 def _found(k: int, n: int) -> list[TaskResult]:
@@ -25,7 +25,9 @@ def _found(k: int, n: int) -> list[TaskResult]:
 
 
 def test_complete_evidence_is_validated() -> None:
-    assert status_of({**ALL, "capacity_holds": True, "retrieval": _found(3, 3)}, random_weights=False) == (
+    assert status_of(
+        Facts(**{**ALL, "capacity_holds": True, "retrieval": _found(3, 3)}), random_weights=False
+    ) == (
         "validated",
         (),
     )
@@ -33,7 +35,7 @@ def test_complete_evidence_is_validated() -> None:
 
 def test_a_failed_capacity_fails_the_row_whatever_else_holds() -> None:
     status, reasons = status_of(
-        {**ALL, "capacity_holds": False, "retrieval": _found(3, 3)}, random_weights=False
+        Facts(**{**ALL, "capacity_holds": False, "retrieval": _found(3, 3)}), random_weights=False
     )
     assert status == "failed" and reasons == ("the capacity claim does not hold",)
 
@@ -58,7 +60,7 @@ def test_a_failed_capacity_fails_the_row_whatever_else_holds() -> None:
 )
 def test_each_rule_makes_the_row_provisional_and_says_why(facts: dict[str, object], reason: str) -> None:
     status, reasons = status_of(
-        {**ALL, "capacity_holds": True, "retrieval": _found(3, 3), **facts}, random_weights=False
+        Facts(**{**ALL, "capacity_holds": True, "retrieval": _found(3, 3), **facts}), random_weights=False
     )
     assert status == "provisional" and reason in reasons
 
@@ -66,7 +68,9 @@ def test_each_rule_makes_the_row_provisional_and_says_why(facts: dict[str, objec
 def test_a_prompt_the_server_did_not_see_fails_the_row_and_names_the_counts() -> None:
     message = "server counted 3 tokens, planned 2048 (-2045, beyond the tolerance of 20): the server ..."
     status, reasons = status_of(
-        {**ALL, "capacity_holds": True, "retrieval": _found(0, 0), "not_planned": [message, message]},
+        Facts(
+            **{**ALL, "capacity_holds": True, "retrieval": _found(0, 0), "not_planned": [message, message]}
+        ),
         random_weights=False,
     )
     assert status == "failed"
@@ -78,7 +82,7 @@ def test_a_prompt_the_server_did_not_see_fails_the_row_and_names_the_counts() ->
 
 def test_random_weights_are_always_provisional() -> None:
     status, reasons = status_of(
-        {**ALL, "capacity_holds": True, "retrieval": _found(3, 3)}, random_weights=True
+        Facts(**{**ALL, "capacity_holds": True, "retrieval": _found(3, 3)}), random_weights=True
     )
     assert status == "provisional" and reasons == ("random weights: recall is noise",)
 
@@ -203,7 +207,8 @@ def test_requests_the_server_refused_fail_the_row_and_name_the_first() -> None:
     # Issue 51: a many-users level whose every request got HTTP 400 read PROVISIONAL; the campaign exited 0.
     refused = [_failed("tput-u1-user0-0", 400, "throughput"), _failed("tput-u1-user0-1", 400, "throughput")]
     status, reasons = status_of(
-        {**ALL, "capacity_holds": True, "retrieval": _found(3, 3), "refused": refused}, random_weights=False
+        Facts(**{**ALL, "capacity_holds": True, "retrieval": _found(3, 3), "refused": refused}),
+        random_weights=False,
     )
     assert status == "failed"
     assert reasons[0].startswith(

@@ -8,7 +8,7 @@ import pytest
 from ctxbench.check_files import FidelityFile
 from ctxbench.fidelity import compare, smallest_margin
 from ctxbench.records import TokenLogprob
-from ctxbench.results.evidence import status_of
+from ctxbench.results.evidence import Facts, status_of
 
 
 def answer(*tokens: tuple[int, float, float]) -> list[TokenLogprob]:
@@ -96,11 +96,11 @@ def fidelity(cold: str, warm: str) -> FidelityFile:
 def test_a_cached_path_that_diverged_fails_the_deployment_where_cold_is_deterministic() -> None:
     data = fidelity("bitwise identical", "diverged")
     assert data.failures() == ["warm at 512 tokens: diverged"]  # the load path is batching, reported apart
-    status, reasons = status_of({"fidelity_failures": data.failures()}, random_weights=False)
+    status, reasons = status_of(Facts(**{"fidelity_failures": data.failures()}), random_weights=False)
     assert status == "failed" and reasons[0].startswith("the cache changed the answer: warm at 512 tokens")
     # Random weights: nearly flat answers, where numerics flip tokens (an H100 at 256K and 1M): reported, no
     # verdict on the cache.
-    status, reasons = status_of({"fidelity_failures": data.failures()}, random_weights=True)
+    status, reasons = status_of(Facts(**{"fidelity_failures": data.failures()}), random_weights=True)
     assert status == "provisional" and reasons[0].startswith(
         "the cache did not give the cold answer: warm at 512"
     )
@@ -109,5 +109,5 @@ def test_a_cached_path_that_diverged_fails_the_deployment_where_cold_is_determin
 def test_where_cold_is_not_deterministic_the_comparisons_are_no_verdict() -> None:
     data = fidelity("same tokens, within tolerance", "diverged")
     assert data.failures() == [] and data.cold_noise() == ["512 tokens: same tokens, within tolerance"]
-    status, reasons = status_of({"fidelity_noise": data.cold_noise()}, random_weights=False)
+    status, reasons = status_of(Facts(**{"fidelity_noise": data.cold_noise()}), random_weights=False)
     assert status == "provisional" and any(r.startswith("not deterministic cold at 512") for r in reasons)

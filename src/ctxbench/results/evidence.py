@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 from .. import decode_stall, metrics
 from ..check_files import CapacityFile, FidelityFile, NeedleFile
@@ -25,7 +25,7 @@ from ..store import RunDir
 from .cell import MISSING, Cell
 from .cost import price_of
 from .load_cells import ask_cell, open_loop_cell, slo_cell, throughput_cells
-from .retrieval import task_results
+from .retrieval import TaskResult, task_results
 from .sessions_cells import sessions_cell
 from .traffic_cells import fidelity_cell, returning_cell, trace_cell
 
@@ -89,10 +89,9 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     manifest = run.manifest()
     price = price_of(manifest, price_per_gpu_hour)
     cells: dict[str, Cell] = {}
-    failed = manifest.failed.model_dump() if manifest.failed else None
-    facts: dict[str, object] = {"checks": set(manifest.checks), "failed": failed}
+    facts = Facts(checks=set(manifest.checks), failed=manifest.failed.error if manifest.failed else None)
     if not manifest.checks and manifest.check:
-        facts["adhoc"] = manifest.check
+        facts.adhoc = manifest.check
     capacity = CapacityFile.load(run.path)
     if capacity is not None and run.died_during() == "capacity":
         cells["capacity"] = Cell("not concluded: the engine died during it", _rel(results, run.path))
@@ -109,8 +108,8 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
             else f"FAILS: {_clause(capacity.near_limit_error or capacity.over_limit_outcome)}"
         )
         cells["capacity"] = Cell(text, _rel(results, CapacityFile.path_in(run.path)))
-        facts["capacity_holds"] = capacity.holds
-        facts["count_error"] = capacity.count_error_tokens
+        facts.capacity_holds = capacity.holds
+        facts.count_error = capacity.count_error_tokens
     needle = NeedleFile.load(run.path)
     if needle is not None:
         recall = needle.recall_by_length
@@ -122,11 +121,11 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         verdict = f"; {CONTROL_FAILED.format(length=control.length)}" if control and control.missed else ""
         by_task = task_results(needle)
         skipped = [t for t in needle.trials if t.skipped]
-        facts["needle_skipped"] = [f"{t.length} tokens: {(t.skipped or '').split(';')[0]}" for t in skipped]
+        facts.needle_skipped = [f"{t.length} tokens: {(t.skipped or '').split(';')[0]}" for t in skipped]
         if unplanned:
             text = f"FAILS: {len(unplanned)} prompt(s) not as planned ({_head(unplanned[0].error or '')})"
         elif n == 0 and skipped:
-            text = f"not run: {len(skipped)} prompt(s) skipped ({facts['needle_skipped'][0]})"  # type: ignore[index]
+            text = f"not run: {len(skipped)} prompt(s) skipped ({facts.needle_skipped[0]})"
         elif n == 0:
             unanswered = [t for t in needle.trials if t.error is not None]
             first = (unanswered[0].error or "").split(" (", 1)[0][:80] if unanswered else "nothing answered"
@@ -139,8 +138,8 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         cells["retrieval"] = Cell(
             text, _rel(results, run.path / NIAH_LOG), scored=(k, n) if complete else None
         )
-        facts["retrieval"] = by_task
-        facts["needle_count_errors"] = [
+        facts.retrieval = by_task
+        facts.needle_count_errors = [
             t.prompt_tokens - t.planned_tokens
             for t in needle.trials
             if t.planned_tokens and t.prompt_tokens and t.prompt_tokens != t.planned_tokens
@@ -153,13 +152,13 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         deployment=manifest.deployment or "",
         source_file=_rel(results, run.requests_path),
     )
-    facts["implausible"] = sum(1 for r in records if metrics.implausible(r) is not None)
-    facts["not_planned"] = [
+    facts.implausible = sum(1 for r in records if metrics.implausible(r) is not None)
+    facts.not_planned = [
         r.error.message for r in records if r.error is not None and r.error.kind == "prompt_not_planned"
     ]
-    facts["refused"] = [r for r in records if r.refused_by_server]
-    facts["template_warnings"] = template_warnings(manifest.chat_template or {})
-    facts["token_fallback"] = any(
+    facts.refused = [r for r in records if r.refused_by_server]
+    facts.template_warnings = template_warnings(manifest.chat_template or {})
+    facts.token_fallback = any(
         (out := metrics.output_tokens(r)) is not None and out.source != "usage" for r in records if r.ok
     )
     gpus = manifest.gpus
@@ -170,7 +169,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         scored = [r for r in mine if r["recall"]]
         k = sum(int(r["recall"]) for r in scored)
         cells[f"recall_{suffix}"] = Cell(f"{k}/{len(scored)}", RAMP_TABLE, scored=(k, len(scored)))
-        facts[f"recall_{suffix}"] = (k, len(scored))
+        facts.ramp_with_two_users = facts.ramp_with_two_users or users == 2
         last_turn = max(int(r["turn"]) for r in mine)
         last = [r for r in mine if int(r["turn"]) == last_turn and r["ttft_s"]]
         if last:
@@ -223,13 +222,13 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     fidelity = FidelityFile.load(run.path)
     if fidelity is not None:
         cells.update(fidelity_cell(results, run, fidelity))
-        facts["fidelity_failures"] = fidelity.failures()
-        facts["fidelity_noise"] = fidelity.cold_noise()
+        facts.fidelity_failures = fidelity.failures()
+        facts.fidelity_noise = fidelity.cold_noise()
     cells.update(_quality_cell(results, run.run_id))
     from ..audits.prefix_cache import audit_run
 
     audit = audit_run(run)
-    facts["cache_findings"] = len(audit.findings)
+    facts.cache_findings = len(audit.findings)
     status, reasons = status_of(facts, random_weights=manifest.random_weights)
     return Row(
         deployment=manifest.deployment if manifest.deployment is not None else run.run_id,
@@ -262,23 +261,45 @@ def _quality_cell(results: Path, run_id: str) -> dict[str, Cell]:
     }
 
 
-def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status, tuple[str, ...]]:
+@dataclass
+class Facts:
+    """What the status rules read (docs/validation.md), gathered while a row's cells are built; a fact no
+    check gave keeps its default."""
+
+    checks: set[str] = field(default_factory=set)
+    failed: str | None = None  # the deployment's failure, as the manifest says it
+    adhoc: str | None = None  # the one check an ad-hoc command ran
+    capacity_holds: bool | None = None
+    count_error: int | None = None  # the capacity prompt's count error, tokens
+    needle_skipped: list[str] = field(default_factory=list)
+    retrieval: list[TaskResult] = field(default_factory=list)
+    needle_count_errors: list[int] = field(default_factory=list)
+    implausible: int = 0  # records whose timing cannot be true
+    not_planned: list[str] = field(default_factory=list)
+    refused: list[RequestRecord] = field(default_factory=list)
+    template_warnings: list[str] = field(default_factory=list)
+    token_fallback: bool = False
+    ramp_with_two_users: bool = False
+    fidelity_failures: list[str] = field(default_factory=list)
+    fidelity_noise: list[str] = field(default_factory=list)
+    cache_findings: int = 0
+
+
+def status_of(facts: Facts, *, random_weights: bool) -> tuple[Status, tuple[str, ...]]:
     """The written rules of docs/validation.md, in order. Failed beats provisional beats validated."""
     reasons: list[str] = []
-    failed = facts.get("failed")
-    if isinstance(failed, dict):
-        first = (str(failed.get("error", "")).splitlines() or [""])[0].split(" Command: ")[0]
+    if facts.failed is not None:
+        first = (facts.failed.splitlines() or [""])[0].split(" Command: ")[0]
         return "failed", (f"the deployment failed: {_clause(first, 400)}",)
-    if facts.get("capacity_holds") is False:
+    if facts.capacity_holds is False:
         return "failed", ("the capacity claim does not hold",)
-    not_planned = facts.get("not_planned")
-    if isinstance(not_planned, list) and not_planned:
+    if facts.not_planned:
         return "failed", (
-            f"{len(not_planned)} prompt(s) were not what was planned, first: {_head(not_planned[0])}; "
-            "no figure or recall speaks for the planned lengths",
-            *(facts.get("template_warnings") or []),  # type: ignore[misc]
+            f"{len(facts.not_planned)} prompt(s) were not what was planned, first: "
+            f"{_head(facts.not_planned[0])}; no figure or recall speaks for the planned lengths",
+            *facts.template_warnings,
         )
-    refused = cast(list[RequestRecord], facts.get("refused") or [])
+    refused = facts.refused
     if refused:
         one = refused[0]
         said = _clause(one.error.message if one.error else "", 160)
@@ -289,7 +310,7 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
             f"{one.request_id} (HTTP {one.http_status}): {said}; "
             "nothing measured speaks for what the server refused: fix what was sent and run again",
         )
-    changed = cast(list[str], facts.get("fidelity_failures") or [])
+    changed = facts.fidelity_failures
     if changed and random_weights:
         # A random model's answers are nearly flat (the cold answer's top 5 within tenths of a nat), so the
         # cached path's numerics flip tokens: reported, not a verdict on the cache (docs/metrics.md).
@@ -302,16 +323,16 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
             f"the cache changed the answer: {'; '.join(changed)} (the engine answers the same prompt "
             "bit for bit cold; the run report's cache fidelity section has both answers)",
         )
-    checks = facts.get("checks") or set()
-    adhoc = facts.get("adhoc")
+    checks = facts.checks
+    adhoc = facts.adhoc
     if adhoc:  # `ctxbench needle` and the like: one check asked for, the others not missing but not asked
         checks = {adhoc}
         reasons.append(f"the {adhoc} check alone (an ad-hoc command): the other claims were not checked")
     else:
         for check in ("capacity", "needle", "ramp"):
-            if check not in checks:  # type: ignore[operator]
+            if check not in checks:
                 reasons.append(f"the {check} check did not run")
-    for task in facts.get("retrieval") or []:  # type: ignore[attr-defined]
+    for task in facts.retrieval:
         named = "" if task.alone else f" ({task.task})"
         if task.control is not None and task.control.missed:
             reasons.append(
@@ -320,32 +341,29 @@ def status_of(facts: dict[str, object], *, random_weights: bool) -> tuple[Status
             )
         elif task.found < task.scored:
             reasons.append(f"one-shot retrieval{named} {task.found}/{task.scored} is below n/n")
-    skipped = facts.get("needle_skipped")
-    if isinstance(skipped, list) and skipped:
+    skipped = facts.needle_skipped
+    if skipped:
         reasons.append(f"{len(skipped)} needle prompt(s) skipped, not scored: {skipped[0]}")
-    if facts.get("cache_findings"):
-        reasons.append(f"the cache audit has {facts['cache_findings']} finding(s) (`ctxbench audit-cache`)")
-    if facts.get("implausible"):
+    if facts.cache_findings:
+        reasons.append(f"the cache audit has {facts.cache_findings} finding(s) (`ctxbench audit-cache`)")
+    if facts.implausible:
         reasons.append(
-            f"{facts['implausible']} record(s) have a timing that cannot be true, left out of every figure "
+            f"{facts.implausible} record(s) have a timing that cannot be true, left out of every figure "
             "(the run report names them)"
         )
-    for noise in cast(list[str], facts.get("fidelity_noise") or []):
+    for noise in facts.fidelity_noise:
         reasons.append(f"not deterministic cold at {noise}: the cache fidelity comparisons are not a verdict")
-    if facts.get("token_fallback"):
+    if facts.token_fallback:
         reasons.append("some token counts came from a fallback, not the server's usage")
-    errors: list[int] = [
-        *cast(list[int], facts.get("needle_count_errors") or []),
-        *[cast(int, e) for e in [facts.get("count_error")] if e],
-    ]
+    errors = [*facts.needle_count_errors, *([facts.count_error] if facts.count_error else [])]
     if errors:
         worst = max(errors, key=abs)
         reasons.append(
             f"{len(errors)} planned prompt length(s) differ from the server's count (by up to {worst:+d} "
             "tokens, within the tolerance; docs/metrics.md)"
         )
-    reasons.extend(facts.get("template_warnings") or [])  # type: ignore[arg-type]
-    if "ramp" in checks and "recall_shared" not in facts:  # type: ignore[operator]
+    reasons.extend(facts.template_warnings)
+    if "ramp" in checks and not facts.ramp_with_two_users:
         reasons.append("the conversation ramp did not run with 2 users")
     if random_weights:
         reasons.append("random weights: recall is noise")
