@@ -71,18 +71,22 @@ def breaches(level: Mapping[str, Any], slo: SloParams) -> list[Breach]:
     out = []
     if level.get("saturated"):
         out.append(Breach("saturated"))
-    for limit, bound in (("ttft_p99_s", slo.ttft_p99_s), ("tpot_p99_s", slo.tpot_p99_s)):
+    limits: tuple[tuple[Limit, float | None], ...] = (
+        ("ttft_p99_s", slo.ttft_p99_s),
+        ("tpot_p99_s", slo.tpot_p99_s),
+    )
+    for limit, bound in limits:
         figures = level[limit.removesuffix("_p99_s") + "_s"]
         value, interval = figures["p99"], figures.get("p99_ci")
         if bound is None or value is None:
             continue
         if slo.judged_by == "upper_bound" and interval is not None:  # (None: a level recorded before bounds)
             if interval[1] is None:
-                out.append(Breach(limit, None, bound, samples=figures["n"]))  # type: ignore[arg-type]
+                out.append(Breach(limit, None, bound, samples=figures["n"]))
                 continue
             value = interval[1]
         if value > bound:
-            out.append(Breach(limit, value, bound))  # type: ignore[arg-type]
+            out.append(Breach(limit, value, bound))
     if slo.goodput_fraction is not None:
         share = level["goodput_requests"] / requests
         if share < slo.goodput_fraction:
@@ -165,10 +169,11 @@ async def search(params: ThroughputParams, start: float, measure: Measure) -> di
     met, broken = bracket(pairs)
     runs = [not probe["breaches"] for probe in probes if probe["level"] == met]
     repeats: list[dict[str, Any]] = []
-    for run in range(1, params.search_repeats if met is not None else 1):
-        broke = breaches(await measure(met, run), params.slo)  # type: ignore[arg-type]
-        repeats.append({"run": run, "met": not broke, "breaches": [asdict(b) for b in broke]})
-        runs.append(not broke)
+    if met is not None:  # the level found, repeated
+        for run in range(1, params.search_repeats):
+            broke = breaches(await measure(met, run), params.slo)
+            repeats.append({"run": run, "met": not broke, "breaches": [asdict(b) for b in broke]})
+            runs.append(not broke)
     return {
         "by": params.search,
         "slo": params.slo.model_dump(mode="json"),

@@ -131,6 +131,7 @@ def _validated(model: type[ParamsT], flags: dict[str, str], **values: object) ->
 def _default(model: type[BaseModel], key: str) -> Any:
     """A parameter's default as the campaign file's model states it: a flag's default is never a copy."""
     field = model.model_fields[key]
+    # pydantic types default_factory as taking the validated data or nothing; ctxbench's take nothing
     return field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
 
 

@@ -89,6 +89,7 @@ def params_flags(model: type[BaseModel], *names: str) -> Callable[[F], F]:
 
         keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[at:]]
         parameters = own[:at] + generated + keyword
+        # typer reads a function's __signature__, which a plain function type does not declare
         with_spec.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
         with_spec.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": None}
         del with_spec.__wrapped__  # typer reads the signature above, not the command's

@@ -150,16 +150,16 @@ class EngineServer:
 
     def start(self) -> EngineServer:
         """Launch and wait until ready; `ready_s` is launch -> ready (the cold start)."""
-        fixed = self.spec.port is not None
-        if fixed and port_in_use(self.spec.port):  # type: ignore[arg-type]
+        fixed = self.spec.port
+        if fixed is not None and port_in_use(fixed):
             # Checked first: otherwise the other process would answer our health check.
             raise EngineNotReady(
                 f"port {self.spec.port} on 127.0.0.1 is already in use by another process; "
                 "choose another port, or leave the port unset and ctxbench picks a free one."
             )
-        attempts = 1 if fixed else _PORT_ATTEMPTS
+        attempts = 1 if fixed is not None else _PORT_ATTEMPTS
         for attempt in range(attempts):
-            self.port = self.spec.port if fixed else free_port()  # type: ignore[assignment]
+            self.port = fixed if fixed is not None else free_port()
             try:
                 self._launch_and_wait()
                 return self

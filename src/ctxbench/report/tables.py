@@ -72,7 +72,7 @@ def request_row(record: RequestRecord, answer_chars: int = 60) -> tuple[str, ...
     """One table row of per-request metrics; token counts that are not from `usage` are marked `~`."""
     out = metrics.output_tokens(record)
     out_text = "n/a" if out is None else f"{out.tokens}" + ("" if out.source == "usage" else "~")
-    status = "ok" if record.ok else f"failed: {record.error.kind}"  # type: ignore[union-attr]
+    status = "ok" if record.error is None else f"failed: {record.error.kind}"
     answer = record.text.strip()
     if len(answer) > answer_chars:
         answer = answer[:answer_chars] + "..."

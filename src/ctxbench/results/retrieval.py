@@ -21,8 +21,8 @@ class TaskResult:
     def text(self) -> str:
         """'multi_key 2/3 [0.21, 0.94]', and '(fails at the 1024-token control)' where its control missed."""
         interval = wilson(self.found, self.scored)
-        missed = self.control is not None and self.control.missed
-        control = f" (fails at the {self.control.length}-token control)" if missed else ""  # type: ignore[union-attr]
+        missed = self.control if self.control is not None and self.control.missed else None
+        control = f" (fails at the {missed.length}-token control)" if missed else ""
         if interval is None:  # every prompt of the task skipped or failed: nothing to count, never 0/0
             return f"{self.task} not scored{control}"
         return f"{self.task} {self.found}/{self.scored} [{interval.low:.2f}, {interval.high:.2f}]{control}"

@@ -198,6 +198,7 @@ def _model_proto(vocabulary: GgufVocabulary) -> bytes:
         model.pieces.add(piece=text, score=float(score), type=kind if NORMAL <= kind <= BYTE else NORMAL)
     if UNKNOWN not in vocabulary.types:  # sentencepiece needs one; llama.cpp never emits it for text
         model.pieces.add(piece="<ctxbench-unk>", score=0.0, type=UNKNOWN)
+    # the same generated module: TrainerSpec too is made at import time
     model.trainer_spec.model_type = model_pb2.TrainerSpec.BPE  # type: ignore[attr-defined]
     model.trainer_spec.byte_fallback = BYTE in vocabulary.types
     model.normalizer_spec.name = "identity"

@@ -88,11 +88,11 @@ class UnitPool:
             self._numbers = [numbers_in(text) for text in self.texts]
         if words and self._words is None:
             self._words = [words_in(text) for text in self.texts]
+        by_number, by_word = self._numbers or [], self._words or []
         return [
             i
             for i in range(len(self.texts))
-            if not (numbers and numbers & self._numbers[i])  # type: ignore[index]
-            and not (words and words & self._words[i])  # type: ignore[index]
+            if not (numbers and numbers & by_number[i]) and not (words and words & by_word[i])
         ]
 
     @classmethod

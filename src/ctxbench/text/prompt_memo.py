@@ -69,7 +69,8 @@ class PromptMemo:
         return {"markers": self.markers}
 
     def __setstate__(self, state: dict[str, tuple[str, ...]]) -> None:
-        self.__init__(state["markers"])  # type: ignore[misc]
+        # unpickling makes the object without __init__; running it again rebuilds what pickling left out
+        self.__init__(state["markers"])  # type: ignore[misc]  # mypy refuses calling __init__ on an instance
 
     def count(self, prompt: str, count_text: Callable[[str], int]) -> int:
         """`prompt`'s count, from the remembered prompt it shares the longest split prefix with, if any."""
