@@ -19,7 +19,7 @@ from ctxbench.check_files import FidelityFile
 from ctxbench.engines.models import TinyModel
 from ctxbench.metrics import ttft_s
 from ctxbench.records import RequestRecord
-from ctxbench.report.tables import bounded_text
+from ctxbench.render.tables import bounded_text
 from ctxbench.results.endpoints_summary import ResultSummary, export_endpoints
 from ctxbench.results.llmd_report import run_reports
 from ctxbench.results.llmd_schema import VERSIONS, load_report

@@ -16,8 +16,8 @@ from ctxbench.client import Client
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
 from ctxbench.params import FidelityParams
+from ctxbench.render.run_read import RunRead
 from ctxbench.report.fidelity_section import drift_by_position, fidelity_section
-from ctxbench.report.run_read import RunRead
 from ctxbench.results.evidence import Facts, status_of
 from ctxbench.run_files import Manifest
 from ctxbench.store import RunDir

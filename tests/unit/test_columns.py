@@ -7,8 +7,8 @@ import json
 import string
 from pathlib import Path
 
+from ctxbench.render.cell import MISSING, Cell
 from ctxbench.report.decide import Reading, _complete, readings
-from ctxbench.results.cell import MISSING, Cell
 from ctxbench.results.columns import COLUMN_GROUPS, COLUMNS, EVIDENCE_COLUMNS, REPEATED
 from ctxbench.results.evidence import Row
 from ctxbench.results.load_cells import open_loop_cell

@@ -173,7 +173,7 @@ def test_a_first_token_after_the_last_byte_cannot_be_true() -> None:
 
 def test_ttft_splits_into_the_engines_prefill_and_the_rest() -> None:
     # Seen at 1M on an H100: a question over the cached 1M document, TTFT 1.73 s, the engine's prefill 0.17 s.
-    from ctxbench.report.tables import COLUMNS, request_row, ttft_split_note
+    from ctxbench.render.tables import COLUMNS, request_row, ttft_split_note
 
     asked = record([1730, 1740, 1750], completion=3).model_copy(
         update={"server_timings": {"prompt_ms": 170.0}}
@@ -197,7 +197,7 @@ def test_ttft_splits_into_the_engines_prefill_and_the_rest() -> None:
 def test_a_table_cell_stays_on_one_line_whatever_the_answer_holds() -> None:
     # a random-weight model answered "6ark 1837\x1c..." in a demo run: str.splitlines (and Markdown readers)
     # end a line there, and the requests table lost a column in that row
-    from ctxbench.report.tables import cell, markdown_table
+    from ctxbench.render.tables import cell, markdown_table
 
     answer = "a|b\rc\x1cd\x85e\u2028f\ng"
     assert cell(answer) == "a\\|b c d e f g"

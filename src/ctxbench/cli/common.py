@@ -30,9 +30,9 @@ from ..errors import (
     validation_message,
 )
 from ..records import RequestRecord, requests_line
+from ..render.tables import request_lines
 from ..report.run_page import write_run_report
 from ..report.run_report import claims_summary
-from ..report.tables import request_lines
 from ..store import RunDir, new_run_id, safe_name
 from .progress import PlainProgress, progress
 

@@ -20,8 +20,8 @@ from ..counters import engine_counters, reported_text
 from ..params import CHECK_NAMES
 from ..ramp_table import attempt_of
 from ..records import RequestRecord
+from ..render.tables import markdown_table
 from ..store import RunDir
-from .tables import markdown_table
 
 NAMES = (
     "requests",

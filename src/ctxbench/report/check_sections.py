@@ -14,14 +14,14 @@ from ..counters import counter_deltas, reported_text
 from ..plan import cost_per_million
 from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
+from ..render.run_read import RunRead
+from ..render.tables import BOUNDS_NOTE, fmt, markdown_table, recorded_text, relative, stats_text
 from ..results.cost import price_of
 from ..steady import steady_requests
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
 from .endpoints_view import endpoints_lines, measured_records
-from .run_read import RunRead
 from .slo_section import search_lines
-from .tables import BOUNDS_NOTE, fmt, markdown_table, recorded_text, relative, stats_text
 
 
 def throughput_section(read: RunRead) -> list[str]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..counters import COUNTER_NAMES, counter_deltas
+from ..render.tables import markdown_table
 from ..store import RunDir
-from .tables import markdown_table
 
 
 def counters_section(run: RunDir) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..results.cell import MISSING, Cell
+from ..render.cell import MISSING, Cell
 from ..results.columns import EVIDENCE_COLUMNS, Column, Guide
 from ..results.evidence import Row
 

@@ -25,10 +25,10 @@ from typing import Any
 from .. import metrics
 from ..check_files import Level, ThroughputFile
 from ..records import RequestRecord
+from ..render.tables import fmt, markdown_table, percentile_text
 from ..results.evidence import Row
 from ..store import RunDir
 from .figure_layout import plot_figure
-from .tables import fmt, markdown_table, percentile_text
 
 RULES = "mlcommons/endpoints_policies endpoints_rules.md (v1.0 draft, 2026-05-05, commit 00135a0)"
 MIN_POINTS = 7  # §5.3: 1 + 3 + 3

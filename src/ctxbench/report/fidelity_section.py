@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..check_files import FidelityFile
 from ..records import RequestRecord
-from .run_read import RunRead
-from .tables import fmt, markdown_table, relative
+from ..render.run_read import RunRead
+from ..render.tables import fmt, markdown_table, relative
 
 
 def fidelity_section(read: RunRead) -> list[str]:

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from ..check_files import CapacityFile, NeedleFile, NeedleTrial
 from ..records import RequestRecord, requests_line
+from ..render.tables import cell as table_cell
 from ..results.columns import EVIDENCE_COLUMNS
 from ..results.evidence import Cell, Row, evidence_row
 from ..results.retrieval import task_results
 from ..store import RunDir
 from .check_sections import ramp_table_rows
-from .tables import cell as table_cell
 
 PASS, FAIL, MEASURED = "pass", "**FAIL**", "measured"
 NOISE, UNSCORED = "not judged: random weights", "not scored"

@@ -11,10 +11,10 @@ from pathlib import Path
 from ..check_files import NeedleFile, NeedleTrial
 from ..checks.needle import CONTROL_FAILED
 from ..counters import reported_text
+from ..render.run_read import RunRead
+from ..render.tables import fmt, markdown_table, relative
 from ..run_files import NIAH_LOG
 from ..stats import wilson
-from .run_read import RunRead
-from .tables import fmt, markdown_table, relative
 
 CURVE_FILE = "recall-by-depth"
 MULTI_DEPTH = (

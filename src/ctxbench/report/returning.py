@@ -8,10 +8,10 @@ from ..engines.kinds import find_engine
 from ..engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
 from ..errors import CalibrationError
 from ..plan import ReturnForecast, returning_forecast
+from ..render.run_read import RunRead
+from ..render.tables import fmt, markdown_table, recorded_text, relative
 from ..results.calibration import shape_of
 from ..run_files import Manifest
-from .run_read import RunRead
-from .tables import fmt, markdown_table, recorded_text, relative
 
 
 def forecast_of(manifest: Manifest, data: ReturningFile) -> ReturnForecast | None:

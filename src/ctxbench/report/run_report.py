@@ -17,6 +17,16 @@ from ..checks.recall_under_load import RecallUnderLoad
 from ..checks.returning_file import ReturningFile
 from ..counters import reported_text
 from ..records import RequestRecord, requests_line
+from ..render.run_read import RunRead
+from ..render.tables import (
+    bounded_text,
+    fmt,
+    markdown_table,
+    percentile_text,
+    relative,
+    request_row,
+    ttft_split_note,
+)
 from ..results.sessions_cells import forecast_of, forecast_words, summary_words
 from ..sessions_file import SessionsFile
 from ..slo_search import search_text
@@ -26,17 +36,7 @@ from .agreement import agreement_section
 from .check_sections import ramp_table_rows
 from .counters import counters_section
 from .glance import glance_section
-from .run_read import RunRead
 from .sections import CHECK_SECTIONS
-from .tables import (
-    bounded_text,
-    fmt,
-    markdown_table,
-    percentile_text,
-    relative,
-    request_row,
-    ttft_split_note,
-)
 
 
 def _retried(records: Sequence[RequestRecord]) -> str:

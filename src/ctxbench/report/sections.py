@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..render.run_read import RunRead
 from .check_sections import capacity_section, ramp_section, throughput_section, trace_section
 from .fidelity_section import fidelity_section
 from .needle_section import needle_section
 from .returning import returning_section
-from .run_read import RunRead
 from .sessions_section import sessions_section
 
 Section = Callable[[RunRead], list[str]]

@@ -20,9 +20,9 @@ from ..engines.chat_template import template_warnings
 from ..plan import cost_per_million
 from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
+from ..render.cell import MISSING, Cell
 from ..run_files import MANIFEST_FILE, NIAH_LOG
 from ..store import RunDir
-from .cell import MISSING, Cell
 from .cost import price_of
 from .load_cells import ask_cell, open_loop_cell, slo_cell, throughput_cells
 from .retrieval import TaskResult, task_results

@@ -8,10 +8,10 @@ from pathlib import Path
 from ..check_files import Stats, ThroughputFile
 from ..checks.recall_under_load import RecallUnderLoad
 from ..plan import cost_per_million
+from ..render.cell import Cell
 from ..slo_search import search_text
 from ..stats import samples_for_upper
 from ..store import RunDir
-from .cell import Cell
 
 
 def throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour: float) -> dict[str, Cell]:

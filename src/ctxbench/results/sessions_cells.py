@@ -11,10 +11,10 @@ from ..engines.kinds import find_engine
 from ..engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
 from ..errors import CalibrationError
 from ..plan import SessionsForecast, pool_sessions_forecast, sessions_forecast
+from ..render.cell import Cell
 from ..sessions_file import SessionsFile
 from ..store import RunDir
 from .calibration import shape_of
-from .cell import Cell
 from .traffic_cells import engine_hits
 
 

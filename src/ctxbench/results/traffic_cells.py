@@ -9,8 +9,8 @@ from pathlib import Path
 from ..check_files import FidelityFile, TraceFile
 from ..checks.returning_file import ReturningFile
 from ..counters import counter_deltas
+from ..render.cell import Cell
 from ..store import RunDir
-from .cell import Cell
 from .load_cells import p99_bound_text
 
 
