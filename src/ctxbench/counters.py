@@ -95,3 +95,10 @@ def counter_deltas(run: RunDir) -> dict[str, dict[str, float]]:
 def reported_text(value: float | None, digits: int = 0) -> str:
     """A figure the server may not have reported: "not reported", never 0."""
     return "not reported" if value is None else f"{value:.{digits}f}"
+
+
+def engine_hits(run: RunDir, check: str) -> str:
+    """ "; the server's prefix-cache counter: +N tokens" over one check, or "" where `/metrics` has none:
+    what stands beside a cached-token figure the server's `usage` did not report."""
+    hits = counter_deltas(run).get(check, {}).get("prefix_cache_hits")
+    return "" if hits is None else f"; the server's prefix-cache counter: +{hits:.0f} tokens"

@@ -17,6 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from .errors import CalibrationError
+from .plan import DenseShape
+
 MANIFEST_FILE = "manifest.json"
 NIAH_LOG = "niah.log"
 
@@ -80,3 +83,27 @@ class Manifest(_Open):
     @classmethod
     def load(cls, run_path: Path) -> Manifest:
         return cls.model_validate(json.loads((run_path / MANIFEST_FILE).read_text()))
+
+    def dense_shape(self) -> DenseShape:
+        """The model's shape as the run recorded it (a GGUF's), for the planner; a CalibrationError naming
+        what to give where the run has none."""
+        shape = self.model_shape
+        if shape is None:
+            raise CalibrationError(
+                "the run's manifest.json has no model_shape (runs of ctxbench before this planner "
+                "calibration, or a model that is not a GGUF); give the model's config.json with --config"
+            )
+        try:
+            return DenseShape(
+                n_layer=int(shape["n_layer"]),
+                n_embd=int(shape["n_embd"]),
+                n_head=int(shape["n_head"]),
+                n_head_kv=int(shape["n_head_kv"]),
+                head_dim=int(shape["head_dim"]),
+                n_ff=int(shape["n_ff"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CalibrationError(
+                f"the run's model_shape lacks {exc} (not a dense llama-style model?); give the "
+                "model's config.json with --config"
+            ) from None

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..render.cell import MISSING, Cell
-from ..results.columns import EVIDENCE_COLUMNS, Column, Guide
+from ..render.column import Column, Guide
+from ..results.columns import EVIDENCE_COLUMNS
 from ..results.evidence import Row
 
 

@@ -10,7 +10,6 @@ from ..errors import CalibrationError
 from ..plan import ReturnForecast, returning_forecast
 from ..render.run_read import RunRead
 from ..render.tables import fmt, markdown_table, recorded_text, relative
-from ..results.calibration import shape_of
 from ..run_files import Manifest
 
 
@@ -21,7 +20,7 @@ def forecast_of(manifest: Manifest, data: ReturningFile) -> ReturnForecast | Non
     if kind is None or not kind.cache_model_known or not manifest.engine.command:
         return None
     try:
-        shape = shape_of(manifest)
+        shape = manifest.dense_shape()
     except CalibrationError:  # no shape (not a GGUF, or an older manifest): no forecast
         return None
     slots, host_bytes = cache_settings(list(manifest.engine.command))

@@ -26,7 +26,6 @@ from .. import metrics
 from ..errors import CalibrationError
 from ..plan import DenseShape, predicted_prefill_s
 from ..records import RequestRecord
-from ..run_files import Manifest
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, read_telemetry
 
@@ -130,29 +129,6 @@ def engine_prefill_s(record: RequestRecord, new_tokens: int) -> float | None:
     return metrics.engine_prompt_s(record) if same else None
 
 
-def shape_of(manifest: Manifest) -> DenseShape:
-    shape = manifest.model_shape
-    if shape is None:
-        raise CalibrationError(
-            "the run's manifest.json has no model_shape (runs of ctxbench before this planner "
-            "calibration, or a model that is not a GGUF); give the model's config.json with --config"
-        )
-    try:
-        return DenseShape(
-            n_layer=int(shape["n_layer"]),
-            n_embd=int(shape["n_embd"]),
-            n_head=int(shape["n_head"]),
-            n_head_kv=int(shape["n_head_kv"]),
-            head_dim=int(shape["head_dim"]),
-            n_ff=int(shape["n_ff"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CalibrationError(
-            f"the run's model_shape lacks {exc} (not a dense llama-style model?); give the "
-            "model's config.json with --config"
-        ) from None
-
-
 def engine_kv_bytes(run: RunDir) -> float | None:
     """The KV cache the engine said it allocated (llama.cpp's log), summed over its device buffers."""
     log = run.path / "server.log"
@@ -176,7 +152,7 @@ def calibrate(
     if not runs:
         raise CalibrationError("no run directory given")
     manifest = runs[0].manifest()
-    shape = shape or shape_of(manifest)
+    shape = shape or manifest.dense_shape()
     prefills = [p for run in runs for p in solo_prefills(list(run.records()))]
     if not prefills:
         raise CalibrationError(

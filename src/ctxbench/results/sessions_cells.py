@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..counters import engine_hits
 from ..engines.kinds import find_engine
 from ..engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
 from ..errors import CalibrationError
@@ -14,8 +15,6 @@ from ..plan import SessionsForecast, pool_sessions_forecast, sessions_forecast
 from ..render.cell import Cell
 from ..sessions_file import SessionsFile
 from ..store import RunDir
-from .calibration import shape_of
-from .traffic_cells import engine_hits
 
 
 def session_tokens(data: SessionsFile) -> int:
@@ -46,7 +45,7 @@ def forecast_of(run: RunDir, data: SessionsFile) -> SessionsForecast | None:
     if kind is None or not kind.cache_model_known or not manifest.engine.command:
         return None
     try:
-        shape = shape_of(manifest)
+        shape = manifest.dense_shape()
     except CalibrationError:
         return None
     slots, host_bytes = cache_settings(list(manifest.engine.command))

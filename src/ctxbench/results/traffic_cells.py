@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..check_files import FidelityFile, TraceFile
 from ..checks.returning_file import ReturningFile
-from ..counters import counter_deltas
+from ..counters import engine_hits
 from ..render.cell import Cell
 from ..store import RunDir
 from .load_cells import p99_bound_text
@@ -30,13 +30,6 @@ def trace_cell(results: Path, run: RunDir) -> dict[str, Cell]:
         f"TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s{p99_bound_text(t.ttft_s)}; {hits}"
     )
     return {"trace": Cell(text, str(TraceFile.path_in(run.path).relative_to(results)), share)}
-
-
-def engine_hits(run: RunDir, check: str) -> str:
-    """ "; the server's prefix-cache counter: +N tokens" over one check, or "" where `/metrics` has none:
-    what stands beside a cached-token figure the server's `usage` did not report."""
-    hits = counter_deltas(run).get(check, {}).get("prefix_cache_hits")
-    return "" if hits is None else f"; the server's prefix-cache counter: +{hits:.0f} tokens"
 
 
 def returning_cell(results: Path, run: RunDir) -> dict[str, Cell]:
