@@ -17,7 +17,7 @@ from ctxbench.check_files import (
     ThroughputFile,
     TraceFile,
 )
-from ctxbench.checks.returning_file import ReturningFile
+from ctxbench.checks.returning.file import ReturningFile
 
 MODELS: tuple[type[CheckFile], ...] = (CapacityFile, NeedleFile, ThroughputFile, TraceFile, ReturningFile)
 RUNS = sorted(

@@ -19,6 +19,9 @@ from pydantic import BaseModel
 from ..chat_client import ChatClient
 from ..engines.limits import ContextLimit
 from ..errors import UsageError
+from ..render.cell import Cell
+from ..render.column import Column
+from ..render.run_read import RunRead
 from ..store import RunDir
 from ..text.haystack import UnitPool
 from ..text.tokens import TokenCounter
@@ -101,3 +104,22 @@ class Check(Protocol[P]):
         """Send its requests and record everything in `ctx.run` as it goes. The suite marks the check
         completed once it returned and the engine is still alive; finer units it marks itself."""
         ...
+
+    # What the reports read of it. A check whose folder holds them (`checks/returning/`: its section, its
+    # evidence column and cells, its console line) says so with `own_report`; the report, the evidence and
+    # the console take them from it. The others' still sit in report/ and results/ (docs/architecture.md,
+    # "Add a check"), moved one check at a time.
+    own_report: bool = False
+    columns: tuple[Column, ...] = ()  # its evidence columns, in the table's order
+
+    def section(self, read: RunRead) -> list[str]:
+        """Its section of the run report (nothing where the run has none of it)."""
+        return []
+
+    def cells(self, results: Path, run: RunDir) -> dict[str, Cell]:
+        """Its evidence cells, by column key (none where the run has none of it)."""
+        return {}
+
+    def console(self, run: RunDir) -> list[str]:
+        """Its lines of the console summary as a run ends."""
+        return []

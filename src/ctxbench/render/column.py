@@ -39,3 +39,12 @@ class Column:
     glance: str | None = None  # its line at a glance, as a figure measured (no written pass condition)
     repeated: tuple[str, int] | None = None  # (heading, digits) of its median over runs, in the repeats table
     guide: Guide | None = None  # how the decision guide reads it, in the columns' order; None: not read
+
+
+# The page's tables, one claim each, in the order the page draws them (results/columns.py `COLUMN_GROUPS`).
+CLAIMS_1_2 = "Claims 1 and 2: capacity and retrieval in a fresh document"
+CLAIM_3 = "Claim 3: the growing conversation"
+FIDELITY = "The cache is faithful: the same answer warm, partly cached and under load as cold"
+MANY_USERS = "Many users"
+TRAFFIC = "Traffic that comes back: a replayed trace, returning users"
+QUALITY = "Quality"

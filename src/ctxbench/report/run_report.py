@@ -14,7 +14,6 @@ from ..check_files import (
 )
 from ..checks.catalog import CHECKS
 from ..checks.recall_under_load import RecallUnderLoad
-from ..checks.returning_file import ReturningFile
 from ..counters import reported_text
 from ..records import RequestRecord, requests_line
 from ..render.run_read import RunRead
@@ -264,7 +263,8 @@ def claims_summary(run: RunDir) -> list[str]:
 
 
 def _traffic_summary(run: RunDir) -> list[str]:
-    """The console lines of a replayed trace, returning users and agent sessions."""
+    """The console lines of a replayed trace, the checks that hold their own (returning users) and agent
+    sessions."""
     lines = []
     t = TraceFile.load(run.path)
     if t is not None:
@@ -274,13 +274,8 @@ def _traffic_summary(run: RunDir) -> list[str]:
             f"cached tokens in usage {reported_text(t.reported_cached_tokens)}, implied "
             f"{t.expected_cached_tokens}"
         )
-    r = ReturningFile.load(run.path)
-    if r is not None:
-        verdicts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(r.verdicts.items()))
-        lines.append(
-            f"returning users: {verdicts}; TTFT on return {fmt(r.ttft_return_s)} s, fresh "
-            f"{fmt(r.ttft_fresh_s)} s"
-        )
+    for check in CHECKS:  # the checks whose folder holds their console line (checks/base.py)
+        lines += check.console(run) if check.own_report else []
     sessions = SessionsFile.load(run.path)
     if sessions is not None and sessions.levels:
         lines.append(

@@ -1,21 +1,22 @@
-"""Each check's section of the run report, one entry per check of `checks.catalog.CHECKS` (None: the check
-has no section of its own; its requests are in the report's requests table, or its results in the evidence
-report). The run report writes them in the catalog's order; a new check adds its entry here."""
+"""Each check's section of the run report, one per check of `checks.catalog.CHECKS`, in the catalog's order:
+the check's own (`Check.section`) where its folder holds it (`own_report`: returning users), else its entry
+in `SECTIONS` here (None: no section of its own; its requests are in the report's requests table, or its
+results in the evidence report). tests/unit/test_check_folders.py holds the two to cover every check once."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..checks.catalog import CHECKS
 from ..render.run_read import RunRead
 from .check_sections import capacity_section, ramp_section, throughput_section, trace_section
 from .fidelity_section import fidelity_section
 from .needle_section import needle_section
-from .returning import returning_section
 from .sessions_section import sessions_section
 
 Section = Callable[[RunRead], list[str]]
 
-CHECK_SECTIONS: dict[str, Section | None] = {
+SECTIONS: dict[str, Section | None] = {
     "probe": None,  # a handful of requests: the requests table shows each
     "capacity": capacity_section,
     "needle": needle_section,
@@ -23,7 +24,10 @@ CHECK_SECTIONS: dict[str, Section | None] = {
     "quality": None,  # a campaign-level table (quality.jsonl): the evidence report's column
     "throughput": throughput_section,
     "trace": trace_section,
-    "returning": returning_section,
     "sessions": sessions_section,
     "fidelity": fidelity_section,
+}
+
+CHECK_SECTIONS: dict[str, Section | None] = {
+    check.name: check.section if check.own_report else SECTIONS[check.name] for check in CHECKS
 }

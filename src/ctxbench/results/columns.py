@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..render.column import Column, Guide
+from ..checks.catalog import CHECKS
+from ..render.column import CLAIM_3, CLAIMS_1_2, FIDELITY, MANY_USERS, QUALITY, TRAFFIC, Column, Guide
 
-CLAIMS_1_2 = "Claims 1 and 2: capacity and retrieval in a fresh document"
-CLAIM_3 = "Claim 3: the growing conversation"
-FIDELITY = "The cache is faithful: the same answer warm, partly cached and under load as cold"
-MANY_USERS = "Many users"
-TRAFFIC = "Traffic that comes back: a replayed trace, returning users"
-QUALITY = "Quality"
+
+def _own(group: str) -> tuple[Column, ...]:
+    """The columns of `group` that checks declare in their own folder (`Check.columns`), catalog order."""
+    return tuple(c for check in CHECKS if check.own_report for c in check.columns if c.group == group)
+
 
 EVIDENCE_COLUMNS: tuple[Column, ...] = (
     Column("deployment", "deployment"),
@@ -168,18 +168,7 @@ EVIDENCE_COLUMNS: tuple[Column, ...] = (
             lower_is_better=False,
         ),
     ),
-    Column(
-        "returning",
-        "returning users",
-        TRAFFIC,
-        glance="returning users",
-        guide=Guide(
-            "Keeps a returning conversation's context after other users' traffic",
-            "at the conversations, context and filler traffic of its `[checks.returning]`; more traffic or "
-            "longer contexts push more out",
-            lower_is_better=False,
-        ),
-    ),
+    *_own(TRAFFIC),
     Column(
         "sessions",
         "agent sessions",

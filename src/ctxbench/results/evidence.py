@@ -15,6 +15,7 @@ from typing import Literal
 
 from .. import decode_stall, metrics
 from ..check_files import CapacityFile, FidelityFile, NeedleFile
+from ..checks.catalog import CHECKS
 from ..checks.needle import CONTROL_FAILED
 from ..engines.chat_template import template_warnings
 from ..plan import cost_per_million
@@ -27,7 +28,7 @@ from .cost import price_of
 from .load_cells import ask_cell, open_loop_cell, slo_cell, throughput_cells
 from .retrieval import TaskResult, task_results
 from .sessions_cells import sessions_cell
-from .traffic_cells import fidelity_cell, returning_cell, trace_cell
+from .traffic_cells import fidelity_cell, trace_cell
 
 Status = Literal["validated", "provisional", "failed"]
 
@@ -217,7 +218,8 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     cells.update(slo_cell(results, run))
     cells.update(ask_cell(results, run))
     cells.update(trace_cell(results, run))
-    cells.update(returning_cell(results, run))
+    for check in CHECKS:  # the checks whose folder holds their cells (checks/base.py)
+        cells.update(check.cells(results, run) if check.own_report else {})
     cells.update(sessions_cell(results, run))
     fidelity = FidelityFile.load(run.path)
     if fidelity is not None:

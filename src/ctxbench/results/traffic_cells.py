@@ -1,4 +1,5 @@
-"""The evidence cells of traffic that comes back: a replayed trace and returning users. Both rest on the
+"""The evidence cells of traffic that comes back: a replayed trace and the cache's fidelity (returning users'
+cell is in the check's folder, checks/returning/cell.py). They rest on the
 cached tokens a server reports in `usage`; where it reports none the cell says "not reported", never 0/N,
 carries no value (so no reading ranks it), and shows the engine's own prefix-cache counter beside it."""
 
@@ -7,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..check_files import FidelityFile, TraceFile
-from ..checks.returning_file import ReturningFile
 from ..counters import engine_hits
 from ..render.cell import Cell
 from ..store import RunDir
@@ -30,34 +30,6 @@ def trace_cell(results: Path, run: RunDir) -> dict[str, Cell]:
         f"TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s{p99_bound_text(t.ttft_s)}; {hits}"
     )
     return {"trace": Cell(text, str(TraceFile.path_in(run.path).relative_to(results)), share)}
-
-
-def returning_cell(results: Path, run: RunDir) -> dict[str, Cell]:
-    """Returning users: how many found their history cached, and the median TTFT on return against fresh.
-    Where the server reported no cached tokens the count is not reported (never 0/N) and has no value, so
-    no reading ranks it."""
-    data = ReturningFile.load(run.path)
-    if data is None:
-        return {}
-    source = str(ReturningFile.path_in(run.path).relative_to(results))
-    verdicts = data.verdicts
-    judged = sum(n for verdict, n in verdicts.items() if verdict not in ("not reported", "failed"))
-    cached = verdicts.get("cached", 0)
-    back, fresh = data.ttft_return_s, data.ttft_fresh_s
-    times = "" if back is None or fresh is None else f", TTFT {back:.2f} s on return vs {fresh:.2f} s fresh"
-    unreported = verdicts.get("not reported", 0)
-    if not judged and unreported:
-        text = f"cached tokens not reported ({unreported} returns){engine_hits(run, 'returning')}{times}"
-        return {"returning": Cell(text, source)}
-    total = len(data.conversations)
-    missing = f" ({unreported} not reported)" if unreported else ""
-    return {
-        "returning": Cell(
-            f"{cached}/{total} found their history cached{missing}{times}",
-            source,
-            cached,
-        )
-    }
 
 
 def fidelity_cell(results: Path, run: RunDir, data: FidelityFile) -> dict[str, Cell]:

@@ -13,16 +13,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
-from .. import metrics
-from ..chat_client import ChatClient
-from ..params import ReturningParams
-from ..records import CacheIntent, RequestRecord
-from ..store import RunDir
-from ..text.haystack import UnitPool, build_haystack, lead_tokens, request_seed, turn_overhead_tokens
-from .base import Check, RunContext
-from .returning_file import Conversation, ReturningFile, Verdict
+from ... import metrics
+from ...chat_client import ChatClient
+from ...params import ReturningParams
+from ...records import CacheIntent, RequestRecord
+from ...render.cell import Cell
+from ...render.run_read import RunRead
+from ...store import RunDir
+from ...text.haystack import UnitPool, build_haystack, lead_tokens, request_seed, turn_overhead_tokens
+from ..base import Check, RunContext
+from .cell import RETURNING_COLUMNS, returning_cells
+from .file import Conversation, ReturningFile, Verdict
+from .section import console_lines, returning_section
 
 UNIT = "returning"
 QUESTION = "In two sentences, what does the newest part of this archive say?"
@@ -174,6 +179,18 @@ class ReturningCheck(Check[ReturningParams]):
 
     async def run(self, ctx: RunContext, params: ReturningParams) -> None:
         await run_returning(ctx.client, ctx.pool, params, ctx.run, ctx.scope, on_request=ctx.advance)
+
+    own_report = True
+    columns = RETURNING_COLUMNS
+
+    def section(self, read: RunRead) -> list[str]:
+        return returning_section(read)
+
+    def cells(self, results: Path, run: RunDir) -> dict[str, Cell]:
+        return returning_cells(results, run)
+
+    def console(self, run: RunDir) -> list[str]:
+        return console_lines(run)
 
 
 RETURNING = ReturningCheck()

@@ -3,14 +3,15 @@ fresh prefill, and the planner's forecast beside the measurement."""
 
 from __future__ import annotations
 
-from ..checks.returning_file import ReturningFile
-from ..engines.kinds import find_engine
-from ..engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
-from ..errors import CalibrationError
-from ..plan import ReturnForecast, returning_forecast
-from ..render.run_read import RunRead
-from ..render.tables import fmt, markdown_table, recorded_text, relative
-from ..run_files import Manifest
+from ...engines.kinds import find_engine
+from ...engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
+from ...errors import CalibrationError
+from ...plan import ReturnForecast, returning_forecast
+from ...render.run_read import RunRead
+from ...render.tables import fmt, markdown_table, recorded_text, relative
+from ...run_files import Manifest
+from ...store import RunDir
+from .file import ReturningFile
 
 
 def forecast_of(manifest: Manifest, data: ReturningFile) -> ReturnForecast | None:
@@ -101,4 +102,16 @@ def returning_section(read: RunRead) -> list[str]:
         "",
         markdown_table(rows, columns),
         f"\nSource: `{relative(path)}` and `{relative(run.requests_path)}` (`labels.check = returning`).",
+    ]
+
+
+def console_lines(run: RunDir) -> list[str]:
+    """Its line of the console summary: the verdicts, and TTFT on return against fresh."""
+    data = ReturningFile.load(run.path)
+    if data is None:
+        return []
+    verdicts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(data.verdicts.items()))
+    return [
+        f"returning users: {verdicts}; TTFT on return {fmt(data.ttft_return_s)} s, fresh "
+        f"{fmt(data.ttft_fresh_s)} s"
     ]
