@@ -11,6 +11,8 @@ import pytest
 
 from ctxbench import metrics
 from ctxbench.audits.prefix_cache import audit_run
+from ctxbench.checks.sessions.cell import forecast_of
+from ctxbench.checks.sessions.file import SessionsFile
 from ctxbench.counters import counter_deltas
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
@@ -19,8 +21,6 @@ from ctxbench.params import Checks, SessionsParams
 from ctxbench.report.decide import readings
 from ctxbench.report.run_report import claims_summary, run_report
 from ctxbench.results.evidence import collect
-from ctxbench.results.sessions_cells import forecast_of
-from ctxbench.sessions_file import SessionsFile
 from ctxbench.store import RunDir
 from ctxbench.suite import run_suite
 from ctxbench.text.tokens import HfTokenCounter

@@ -17,6 +17,8 @@ from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
 from ctxbench.check_files import FidelityFile
+from ctxbench.checks.sessions.cell import forecast_of
+from ctxbench.checks.sessions.file import SessionsFile
 from ctxbench.counters import counter_deltas, engine_deltas
 from ctxbench.engines.vllm_cpu import VLLM_CPU_VERSION, vllm_cpu_python
 from ctxbench.report.decide import readings
@@ -24,8 +26,6 @@ from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import collect
 from ctxbench.results.llmd_report import run_reports
 from ctxbench.results.llmd_schema import VERSIONS, load_report
-from ctxbench.results.sessions_cells import forecast_of
-from ctxbench.sessions_file import SessionsFile
 from ctxbench.store import RunDir
 
 pytestmark = pytest.mark.vllm

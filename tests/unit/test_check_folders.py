@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 import ctxbench
 from ctxbench.checks.catalog import CHECKS
 from ctxbench.report.sections import CHECK_SECTIONS, SECTIONS
@@ -17,7 +19,7 @@ ROOT = Path(ctxbench.__file__).parent
 
 def test_every_check_has_its_section_from_one_place() -> None:
     own = {c.name for c in CHECKS if c.own_report}
-    assert own >= {"returning"}
+    assert own >= {"returning", "sessions"}
     assert set(SECTIONS) == {c.name for c in CHECKS} - own  # not both, not neither
     assert list(CHECK_SECTIONS) == [c.name for c in CHECKS]
     for check in CHECKS:
@@ -26,11 +28,19 @@ def test_every_check_has_its_section_from_one_place() -> None:
             assert all(column in EVIDENCE_COLUMNS for column in check.columns), check.name
 
 
-def test_nothing_outside_the_returning_folder_names_its_parts() -> None:
-    folder = ROOT / "checks" / "returning"
-    parts = re.compile(
-        r"checks\.returning\.|from \.returning\.|returning_(cells|section)\b|ReturningFile|RETURNING_COLUMNS"
-    )
+# What each folder holds, as a module outside it would name it
+PARTS = {
+    "returning": r"checks\.returning\.|returning_(cells|section)\b|ReturningFile|RETURNING_COLUMNS",
+    "sessions": (
+        r"checks\.sessions\.|sessions_(cells|section|file)\b|session_trace|SessionsFile|SESSIONS_COLUMNS"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PARTS))
+def test_nothing_outside_a_checks_folder_names_its_parts(name: str) -> None:
+    folder = ROOT / "checks" / name
+    parts = re.compile(PARTS[name] + rf"|from \.{name}\.")
     named = [
         f"{path.relative_to(ROOT)}: {line.strip()}"
         for path in ROOT.rglob("*.py")
@@ -39,3 +49,7 @@ def test_nothing_outside_the_returning_folder_names_its_parts() -> None:
         if parts.search(line)
     ]
     assert named == [], named
+
+
+def test_every_check_with_a_folder_is_held_here() -> None:
+    assert {c.name for c in CHECKS if c.own_report} == set(PARTS)

@@ -50,7 +50,7 @@ STAGES: list[tuple[str, ...]] = [
         "chat_client",
         "telemetry",
     ),
-    ("engines", "store", "run_files", "check_files", "sessions_file", "ramp_table", "counters", "render"),
+    ("engines", "store", "run_files", "check_files", "ramp_table", "counters", "render"),
     ("checks", "audits"),
     ("results",),
     ("report",),

@@ -26,8 +26,6 @@ from ..render.tables import (
     request_row,
     ttft_split_note,
 )
-from ..results.sessions_cells import forecast_of, forecast_words, summary_words
-from ..sessions_file import SessionsFile
 from ..slo_search import search_text
 from ..store import RunDir
 from ..telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
@@ -263,8 +261,8 @@ def claims_summary(run: RunDir) -> list[str]:
 
 
 def _traffic_summary(run: RunDir) -> list[str]:
-    """The console lines of a replayed trace, the checks that hold their own (returning users) and agent
-    sessions."""
+    """The console lines of a replayed trace and of the checks that hold their own (returning users, agent
+    sessions), in the catalog's order."""
     lines = []
     t = TraceFile.load(run.path)
     if t is not None:
@@ -276,11 +274,6 @@ def _traffic_summary(run: RunDir) -> list[str]:
         )
     for check in CHECKS:  # the checks whose folder holds their console line (checks/base.py)
         lines += check.console(run) if check.own_report else []
-    sessions = SessionsFile.load(run.path)
-    if sessions is not None and sessions.levels:
-        lines.append(
-            f"agent sessions: {summary_words(sessions)}; {forecast_words(forecast_of(run, sessions))}"
-        )
     return lines
 
 

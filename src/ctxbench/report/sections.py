@@ -1,7 +1,8 @@
-"""Each check's section of the run report, one per check of `checks.catalog.CHECKS`, in the catalog's order:
-the check's own (`Check.section`) where its folder holds it (`own_report`: returning users), else its entry
-in `SECTIONS` here (None: no section of its own; its requests are in the report's requests table, or its
-results in the evidence report). tests/unit/test_check_folders.py holds the two to cover every check once."""
+"""Each check's section of the run report, one per check of `checks.catalog.CHECKS`, in the catalog's
+order: the check's own (`Check.section`) where its folder holds it (`own_report`: returning users, agent
+sessions), else its entry in `SECTIONS` here (None: no section of its own; its requests are in the report's
+requests table, or its results in the evidence report). tests/unit/test_check_folders.py holds the two to
+cover every check once."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from ..render.run_read import RunRead
 from .check_sections import capacity_section, ramp_section, throughput_section, trace_section
 from .fidelity_section import fidelity_section
 from .needle_section import needle_section
-from .sessions_section import sessions_section
 
 Section = Callable[[RunRead], list[str]]
 
@@ -24,7 +24,6 @@ SECTIONS: dict[str, Section | None] = {
     "quality": None,  # a campaign-level table (quality.jsonl): the evidence report's column
     "throughput": throughput_section,
     "trace": trace_section,
-    "sessions": sessions_section,
     "fidelity": fidelity_section,
 }
 

@@ -170,18 +170,6 @@ EVIDENCE_COLUMNS: tuple[Column, ...] = (
     ),
     *_own(TRAFFIC),
     Column(
-        "sessions",
-        "agent sessions",
-        TRAFFIC,
-        glance="agent sessions",
-        guide=Guide(
-            "Keeps the most concurrent agent sessions' context through their idle gaps",
-            "at the system prompt, turn sizes and gaps of its `[checks.sessions]`; longer sessions or gaps "
-            "under more traffic need more cache (host RAM, offload); the planner's forecast stands beside it",
-            lower_is_better=False,
-        ),
-    ),
-    Column(
         "fidelity",
         "cache fidelity",
         FIDELITY,

@@ -27,7 +27,6 @@ from ..store import RunDir
 from .cost import price_of
 from .load_cells import ask_cell, open_loop_cell, slo_cell, throughput_cells
 from .retrieval import TaskResult, task_results
-from .sessions_cells import sessions_cell
 from .traffic_cells import fidelity_cell, trace_cell
 
 Status = Literal["validated", "provisional", "failed"]
@@ -220,7 +219,6 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     cells.update(trace_cell(results, run))
     for check in CHECKS:  # the checks whose folder holds their cells (checks/base.py)
         cells.update(check.cells(results, run) if check.own_report else {})
-    cells.update(sessions_cell(results, run))
     fidelity = FidelityFile.load(run.path)
     if fidelity is not None:
         cells.update(fidelity_cell(results, run, fidelity))

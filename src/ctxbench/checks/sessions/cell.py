@@ -7,14 +7,30 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..counters import engine_hits
-from ..engines.kinds import find_engine
-from ..engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
-from ..errors import CalibrationError
-from ..plan import SessionsForecast, pool_sessions_forecast, sessions_forecast
-from ..render.cell import Cell
-from ..sessions_file import SessionsFile
-from ..store import RunDir
+from ...counters import engine_hits
+from ...engines.kinds import find_engine
+from ...engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
+from ...errors import CalibrationError
+from ...plan import SessionsForecast, pool_sessions_forecast, sessions_forecast
+from ...render.cell import Cell
+from ...render.column import TRAFFIC, Column, Guide
+from ...store import RunDir
+from .file import SessionsFile
+
+SESSIONS_COLUMNS: tuple[Column, ...] = (
+    Column(
+        "sessions",
+        "agent sessions",
+        TRAFFIC,
+        glance="agent sessions",
+        guide=Guide(
+            "Keeps the most concurrent agent sessions' context through their idle gaps",
+            "at the system prompt, turn sizes and gaps of its `[checks.sessions]`; longer sessions or gaps "
+            "under more traffic need more cache (host RAM, offload); the planner's forecast stands beside it",
+            lower_is_better=False,
+        ),
+    ),
+)
 
 
 def session_tokens(data: SessionsFile) -> int:
@@ -100,7 +116,7 @@ def summary_words(data: SessionsFile) -> str:
     return f"{held}; every level run held (up to {max(level.sessions for level in data.levels)})"
 
 
-def sessions_cell(results: Path, run: RunDir) -> dict[str, Cell]:
+def sessions_cells(results: Path, run: RunDir) -> dict[str, Cell]:
     """The sessions held and the cliff, the forecast beside them. Where the server reported no cached tokens
     the cell says so (with the engine's counter over the check) and has no value, so no reading ranks it."""
     data = SessionsFile.load(run.path)
@@ -112,3 +128,11 @@ def sessions_cell(results: Path, run: RunDir) -> dict[str, Cell]:
         return {"sessions": Cell(text, source)}
     forecast = forecast_words(forecast_of(run, data))
     return {"sessions": Cell(f"{summary_words(data)} ({forecast})", source, float(data.held or 0))}
+
+
+def console_lines(run: RunDir) -> list[str]:
+    """Its line of the console summary: what held, and the planner's forecast."""
+    data = SessionsFile.load(run.path)
+    if data is None or not data.levels:
+        return []
+    return [f"agent sessions: {summary_words(data)}; {forecast_words(forecast_of(run, data))}"]

@@ -19,12 +19,15 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from .. import metrics
-from ..params import SessionsParams
-from ..records import CacheIntent, RequestRecord
-from ..sessions_file import SessionsFile, SessionsLevel, SessionTurn, level_summary
-from ..text.haystack import (
+from ... import metrics
+from ...params import SessionsParams
+from ...records import CacheIntent, RequestRecord
+from ...render.cell import Cell
+from ...render.run_read import RunRead
+from ...store import RunDir
+from ...text.haystack import (
     SEPARATOR,
     build_haystack,
     exact_body,
@@ -32,8 +35,11 @@ from ..text.haystack import (
     request_seed,
     turn_overhead_tokens,
 )
-from .base import Check, RunContext
-from .session_trace import RecordedTurn, read_session_trace, sessions_of_mlperf_agentic, sessions_of_mooncake
+from ..base import Check, RunContext
+from .cell import SESSIONS_COLUMNS, console_lines, sessions_cells
+from .file import SessionsFile, SessionsLevel, SessionTurn, level_summary
+from .recorded import RecordedTurn, read_session_trace, sessions_of_mlperf_agentic, sessions_of_mooncake
+from .section import sessions_section
 
 UNIT = "sessions"
 QUESTION = "Continue the task: given the newest output above, what is the next step, and why?"
@@ -317,6 +323,18 @@ class SessionsCheck(Check[SessionsParams]):
 
     async def run(self, ctx: RunContext, params: SessionsParams) -> None:
         await run_sessions(ctx, params)
+
+    own_report = True
+    columns = SESSIONS_COLUMNS
+
+    def section(self, read: RunRead) -> list[str]:
+        return sessions_section(read)
+
+    def cells(self, results: Path, run: RunDir) -> dict[str, Cell]:
+        return sessions_cells(results, run)
+
+    def console(self, run: RunDir) -> list[str]:
+        return console_lines(run)
 
 
 SESSIONS = SessionsCheck()

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..text.tokens import TokenCounter
-from .trace import TraceFileError, read_trace
+from ...text.tokens import TokenCounter
+from ..trace import TraceFileError, read_trace
 
 
 @dataclass(frozen=True)

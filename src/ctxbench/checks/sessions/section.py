@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..plan import SessionsForecast
-from ..render.run_read import RunRead
-from ..render.tables import fmt, markdown_table, recorded_text, relative
-from ..results.sessions_cells import forecast_of, forecast_words, gaps_words, summary_words
-from ..sessions_file import HELD_SHARE, SessionsFile
+from ...plan import SessionsForecast
+from ...render.run_read import RunRead
+from ...render.tables import fmt, markdown_table, recorded_text, relative
+from .cell import forecast_of, forecast_words, gaps_words, summary_words
+from .file import HELD_SHARE, SessionsFile
 
 COLUMNS = [
     "sessions",

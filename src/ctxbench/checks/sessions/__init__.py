@@ -1,0 +1,7 @@
+"""Agent sessions, one folder: the check (`check.py`), the replay of recorded sessions (`recorded.py`), its
+summary file (`file.py`), its run-report section (`section.py`), its evidence column and cell, the planner's
+forecast for a run and its console line (`cell.py`)."""
+
+from .check import SESSIONS
+
+__all__ = ["SESSIONS"]
