@@ -69,7 +69,9 @@ def test_every_recorded_run_exports_and_its_levels_keep_their_figures(tmp_path: 
             summary = ResultSummary.model_validate(data)
             assert set(data) == set(SHAPE["report"]["required"]) | set(SHAPE["report"]["optional"])
             pattern = LoadPattern.model_validate((summary.run_config or {})["load_pattern"])
-            run_id, stage = path.parent.parent.name, path.parent.name
+            assert path.relative_to(tmp_path / results.name).parts[2:] == Path(SHAPE["reader"]["file"]).parts
+            run_id, stage = path.parent.parent.parent.name, path.parent.parent.name
+            assert_upstreams_reader_takes_it(data)
             levels = ThroughputFile.load(results / "runs" / run_id)
             assert levels is not None
             if pattern.type == "concurrency" and "-rep" not in stage:
@@ -82,3 +84,18 @@ def test_every_recorded_run_exports_and_its_levels_keep_their_figures(tmp_path: 
                 rollup = Series.model_validate(getattr(summary, name))
                 assert rollup.min <= rollup.median <= rollup.max, (path, name)
     assert checked >= 8  # the H200 many-users runs' levels and the others' throughput levels
+
+
+def assert_upstreams_reader_takes_it(summary: dict[str, Any]) -> None:
+    """What upstream's reader (`results_plots.extract_distribution`) takes from each series: a dict with
+    percentiles whose keys read as floats, min, max, median and avg, histogram buckets as (lo, hi) pairs with
+    a count each."""
+    for key in SHAPE["reader"]["series_read"]:
+        block = summary[key]
+        assert isinstance(block, dict) and block["percentiles"], key
+        assert set(SHAPE["reader"]["block_keys_read"]) <= set(block), key
+        percentiles = block["percentiles"]
+        assert all(isinstance(float(k), float) and isinstance(v, float) for k, v in percentiles.items())
+        buckets, counts = block["histogram"]["buckets"], block["histogram"]["counts"]
+        assert len(buckets) == len(counts) and all(len(pair) == 2 and pair[0] <= pair[1] for pair in buckets)
+        assert all(isinstance(c, int) for c in counts), key

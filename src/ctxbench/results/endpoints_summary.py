@@ -5,7 +5,9 @@ of MLPerf Endpoints results (or their own tooling) can put ctxbench's points bes
 The shape is upstream's `Report` (mlcommons/endpoints `src/inference_endpoint/metrics/report.py`, the struct
 `Report.to_json` serializes, `accuracy` dropped) and its series rollup (`_series_to_metric_dict`), read at the
 commits in `UPSTREAM`; tests/fixtures/endpoints_upstream_shape.json digests them and
-tests/unit/test_endpoints_summary.py holds this module's model to it. Their definitions, followed here:
+tests/unit/test_endpoints_summary.py holds this module's model to it, and each export to what upstream's
+reader (`results_plots.load_run`, `extract_distribution`) takes from `<report dir>/performance/`. Their
+definitions, followed here:
 - times in integer nanoseconds; `ttft` to the first non-empty fragment of any kind (`metrics.first_text_s`,
   as the run report's MLPerf view), `tpot` ctxbench's TPOT, `latency` issue to the last byte (E2E),
   `output_sequence_lengths` the server's output tokens;
@@ -45,8 +47,10 @@ UPSTREAM = {
     "percentiles": "src/inference_endpoint/async_utils/services/metrics_aggregator/registry.py"
     "@021c223cd202d56a797d90cd6cc40864ca4ef573",
     "load_pattern": "src/inference_endpoint/config/schema.py (LoadPattern)",
+    "reader": "src/inference_endpoint/metrics/results_plots.py@0a328a713ec039c23109594d139a78c2d851e130",
 }
-FILE = "result_summary.json"
+# where upstream's reader (`results_plots.load_run(report_dir)`) looks for it under a run's report directory
+FILE = Path("performance") / "result_summary.json"
 PERCENTILES = (99.9, 99.0, 97.0, 95.0, 90.0, 80.0, 75.0, 50.0, 25.0, 10.0, 5.0, 1.0)
 HISTOGRAM_BUCKETS = 10
 NS = metrics.NS
@@ -174,8 +178,9 @@ def summary_of(
 
 
 def export_endpoints(results: Path, out: Path) -> list[Path]:
-    """Every run's many-users stages under `results/runs` as `out/<run_id>/<stage>/result_summary.json`
-    (upstream writes one per run directory); the files written."""
+    """Every run's many-users stages under `results/runs` as
+    `out/<run_id>/<stage>/performance/result_summary.json`: each stage a report directory as upstream's reader
+    takes one (`results_plots.load_run`); the files written."""
     written = []
     for path in sorted((results / "runs").glob(f"*/{MANIFEST_FILE}")):
         run = RunDir(path.parent)
