@@ -1,4 +1,4 @@
-"""`returning.json`, the returning-users check's summary (checks/returning.py): each conversation's verdict
+"""`returning.json`, the returning-users check's summary (check.py): each conversation's verdict
 and TTFTs, and their medians. One model, written by the check and read by the report, the evidence cell and
 the console; fields that came later have defaults, so files from any earlier run load."""
 

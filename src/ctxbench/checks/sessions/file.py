@@ -1,4 +1,4 @@
-"""`sessions.json`, the agent-sessions check's summary (checks/sessions.py): every turn, and per level of
+"""`sessions.json`, the agent-sessions check's summary (check.py): every turn, and per level of
 concurrent sessions the share of returning turns' context found cached, the re-prefill the gaps cost, and
 whether the level held. Figures are frozen when measured (docs/results-format.md, "Derived figures")."""
 
