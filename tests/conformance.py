@@ -106,7 +106,8 @@ def assert_agrees_with_engine(run: RunDir, *, reports_cached: bool, event_per_to
     `MAX_TTFT_OFFSET_S` a request; cached tokens are "not reported" exactly where the server sent none; no
     record's timing is flagged; never more events than tokens (llama.cpp holds back a token that ends inside a
     multi-byte character and sends it with the next). `event_per_token`: the server streams an event a token
-    (vLLM), so the events are at least 95% of the tokens over the run."""
+    (vLLM), so the events are at least three quarters of the tokens over the run (a client that dropped the
+    empty events would keep about half)."""
     found = engine_agreement(run)
     checks = {a.check for a in found}
     assert {"probe", "capacity", "needle", "ramp", "throughput", "trace", "returning"} <= checks, checks
@@ -133,8 +134,11 @@ def assert_agrees_with_engine(run: RunDir, *, reports_cached: bool, event_per_to
     more = [(r.request_id, tokens, len(r.chunks)) for r, tokens in counted if len(r.chunks) > tokens]
     assert more == [], "never more token events than tokens"
     if event_per_token:
-        # vLLM merges steps into one event when its API process falls behind (seen beside a CPU hog: 3 of 62
-        # replies one event short); dropping the empty events, as the old client did, loses about half.
+        # What this guards: a client that drops the empty events (as the old one did) loses about half.
+        # What it must let pass: vLLM merges decode steps into one event when its API process falls behind,
+        # as often as the host's load makes it, not ctxbench: 3 of 62 replies one event short beside a CPU
+        # hog; 830 events for 876 tokens (5.3% merged) in the whole suite under a busy loop per core
+        # (2026-12-07). Three quarters sits between the two with room on both sides.
         events, tokens = sum(len(r.chunks) for r, _ in counted), sum(t for _, t in counted)
-        assert events >= 0.95 * tokens, (events, tokens)
+        assert events >= 0.75 * tokens, (events, tokens)
     return found
