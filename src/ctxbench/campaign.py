@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .config import Campaign, Deployment
+from .campaign_file import Campaign
+from .config import Deployment
 from .engines.deployment import plan_deployment
 from .errors import CtxbenchError
 from .preflight import counter_source, preflight

@@ -1,6 +1,7 @@
-"""Reading a campaign file: TOML, validated against config.py's models, every error naming the file, the
-line and the key, and (for a run) the local paths it names checked before anything starts: the model
-exists, llama.cpp's is a GGUF file, the binary, the quality data and the trace file exist."""
+"""A campaign file: its model (`Campaign`, whose `[checks.*]` tables are derived from the checks and whose
+deployments are config.py's) and its reading: TOML, validated, every error naming the file, the line and the
+key, and (for a run) the local paths it names checked before anything starts: the model exists, llama.cpp's
+is a GGUF file, the binary exists, and so does each file a check reads (`Check.local_files`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,73 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
-from .config import BUILTIN_MODELS, ENGINE_TAGS, Campaign, ExternalDeployment, LlamaCppDeployment, _Deployment
+from .checks.catalog import CHECK_NAMES, Checks, selected
+from .checks.throughput import THROUGHPUT
+from .config import (
+    BUILTIN_MODELS,
+    ENGINE_TAGS,
+    CampaignSettings,
+    Comparison,
+    Deployment,
+    ExternalDeployment,
+    LlamaCppDeployment,
+    _Deployment,
+)
 from .errors import CampaignFileError, validation_message
+from .param_types import Strict
 from .text.gguf_vocab import not_gguf
+
+
+class Campaign(Strict):
+    """A whole campaign file: its settings, its `[checks.*]` tables (a field for each of `CHECKS`), its
+    deployments and the pairs to compare."""
+
+    campaign: CampaignSettings
+    checks: Checks = Checks()
+    deployments: list[Deployment] = Field(min_length=1, max_length=256)
+    compare: list[Comparison] = Field(default_factory=list, max_length=256)
+
+    @model_validator(mode="after")
+    def _names_unique_and_known(self) -> Campaign:
+        names = [d.name for d in self.deployments]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"deployment name(s) {', '.join(twice)} used twice; names must be unique")
+        for pair in self.compare:
+            for side in (pair.a, pair.b):
+                if side not in names:
+                    raise ValueError(
+                        f"compare names {side!r}, which is not a deployment ({', '.join(names)})"
+                    )
+        return self
+
+    def checks_for(self, deployment: _Deployment) -> Checks:
+        """The campaign's checks with the deployment's overrides merged in (`false` removes a check)."""
+        merged: dict[str, Any] = {}
+        for name in (*CHECK_NAMES, *(n for n in deployment.checks if n not in CHECK_NAMES)):
+            base = getattr(self.checks, name, None)
+            override = deployment.checks.get(name)  # a name no check has is refused by `Checks`
+            if override is False:
+                continue
+            if base is None and override is None:
+                continue
+            merged[name] = {**(base.model_dump() if base else {}), **(override or {})}
+        return Checks.model_validate(merged)
+
+    def select(self, names: list[str]) -> list[Deployment]:
+        """The deployments named (all when `names` is empty), in the file's order."""
+        known = [d.name for d in self.deployments]
+        for name in names:
+            if name not in known:
+                close = [k for k in known if name.lower() in k.lower() or k.lower() in name.lower()]
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise CampaignFileError(
+                    f"--deployment {name!r} is not in the campaign ({', '.join(known)}){hint}"
+                )
+        return [d for d in self.deployments if not names or d.name in names]
 
 
 def load_campaign(path: Path, *, check_paths: bool = True) -> Campaign:
@@ -44,31 +106,11 @@ def load_campaign(path: Path, *, check_paths: bool = True) -> Campaign:
             ) from None
         if check_paths:
             _check_local_paths(path, text, index, deployment)
-    quality = campaign.checks.quality
-    if check_paths and quality is not None and not quality.data.expanduser().exists():
-        raise CampaignFileError(
-            f"{_where(path, text, ('checks', 'quality', 'data'))}: {str(quality.data)!r} does not exist. Get "
-            "GSM8K's test.jsonl from https://github.com/openai/grade-school-math or the Hugging Face dataset "
-            "openai/gsm8k and give its local path (ctxbench never downloads data)."
-        )
-    trace = campaign.checks.trace
-    if check_paths and trace is not None and not trace.file.expanduser().is_file():
-        raise CampaignFileError(
-            f"{_where(path, text, ('checks', 'trace', 'file'))}: {str(trace.file)!r} is not a file. Give the "
-            "local path of a Mooncake-format JSONL trace (examples/mooncake-sample.jsonl is one)."
-        )
-    sessions = campaign.checks.sessions
-    if (
-        check_paths
-        and sessions is not None
-        and sessions.trace is not None
-        and not sessions.trace.expanduser().is_file()
-    ):
-        raise CampaignFileError(
-            f"{_where(path, text, ('checks', 'sessions', 'trace'))}: {str(sessions.trace)!r} is not a file. "
-            'Give the local path of recorded sessions (docs/campaigns.md, "Session traces"), or leave trace '
-            "out to run the levels of `sessions`."
-        )
+    for check, params in selected(campaign.checks) if check_paths else []:
+        for key, file, instead in check.local_files(params):
+            if not file.expanduser().is_file():
+                where = _where(path, text, ("checks", check.name, key))
+                raise CampaignFileError(f"{where}: {str(file)!r} is not a file. {instead}")
     return campaign
 
 
@@ -78,13 +120,13 @@ def require_cluster_for_actors(path: Path, campaign: Campaign, names: list[str])
     for index, deployment in enumerate(campaign.deployments):
         if names and deployment.name not in names:
             continue
-        throughput = campaign.checks_for(deployment).throughput
+        throughput = campaign.checks_for(deployment).of(THROUGHPUT)
         if throughput is None or not throughput.ray_actors:
             continue
-        override = deployment.checks.get("throughput")
+        override = deployment.checks.get(THROUGHPUT.name)
         here = isinstance(override, dict) and "ray_actors" in override
-        loc = ("deployments", index, "checks", "throughput", "ray_actors") if here else ()
-        where = _where(path, path.read_text(), loc or ("checks", "throughput", "ray_actors"))
+        loc = ("deployments", index, "checks", THROUGHPUT.name, "ray_actors") if here else ()
+        where = _where(path, path.read_text(), loc or ("checks", THROUGHPUT.name, "ray_actors"))
         raise CampaignFileError(
             f"{where}: ray_actors = {throughput.ray_actors} (deployment {deployment.name!r}) runs the users "
             "on Ray actors, which needs a cluster: run `ctxbench run FILE --ray ADDRESS`, or set "
@@ -158,6 +200,10 @@ def _describe(path: Path, text: str, error: ErrorDetails, hint: str, count: int)
         loc = (*loc, "engine")
     elif error["type"] == "union_tag_not_found":
         message = "every deployment needs `engine = ...` (llamacpp, vllm, sglang or external)"
+    elif error["type"] == "extra_forbidden" and loc[-2:-1] == ("checks",):
+        close = difflib.get_close_matches(str(loc[-1]), CHECK_NAMES, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        message = f"unknown check {loc[-1]!r}; {hint}the checks are {', '.join(CHECK_NAMES)}"
     elif error["type"] == "extra_forbidden":
         message = hint.removeprefix("; ") if hint else "check its spelling against docs/campaigns.md"
         message = f"unknown key {loc[-1]!r}; {message}"

@@ -20,9 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from .errors import CampaignFileError
 from .param_types import DEFAULT_READ_TIMEOUT_S, Strict, Tokens
-from .params import CHECK_NAMES, Checks  # the campaign file's [checks.*] tables are the check schemas
 
 BUILTIN_MODELS = ("ctxbench:demo", "ctxbench:tiny")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
@@ -66,14 +64,6 @@ class _Deployment(Strict):
         Annotated[str, Field(min_length=1, max_length=100)], Annotated[float, Field(gt=0)]
     ] = Field(default_factory=dict)
     checks: dict[str, dict[str, Any] | Literal[False]] = Field(default_factory=dict)
-
-    @field_validator("checks")
-    @classmethod
-    def _known_checks(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for name in value:
-            if name not in CHECK_NAMES:
-                raise ValueError(f"unknown check {name!r}; the checks are {', '.join(CHECK_NAMES)}")
-        return value
 
     @model_validator(mode="after")
     def _gpus_split_evenly(self) -> _Deployment:
@@ -233,49 +223,3 @@ class CampaignSettings(Strict):
     results: Path = Path("results")
     repeats: int = Field(1, ge=1, le=100)  # runs of every deployment; 3 or more give medians with intervals
     gpu_telemetry_interval_s: float = Field(0.5, ge=0.0, le=60.0)  # NVML sampling while checks run; 0: off
-
-
-class Campaign(Strict):
-    campaign: CampaignSettings
-    checks: Checks = Checks()
-    deployments: list[Deployment] = Field(min_length=1, max_length=256)
-    compare: list[Comparison] = Field(default_factory=list, max_length=256)
-
-    @model_validator(mode="after")
-    def _names_unique_and_known(self) -> Campaign:
-        names = [d.name for d in self.deployments]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            raise ValueError(f"deployment name(s) {', '.join(twice)} used twice; names must be unique")
-        for pair in self.compare:
-            for side in (pair.a, pair.b):
-                if side not in names:
-                    raise ValueError(
-                        f"compare names {side!r}, which is not a deployment ({', '.join(names)})"
-                    )
-        return self
-
-    def checks_for(self, deployment: _Deployment) -> Checks:
-        """The campaign's checks with the deployment's overrides merged in (`false` removes a check)."""
-        merged: dict[str, Any] = {}
-        for name in CHECK_NAMES:
-            base = getattr(self.checks, name)
-            override = deployment.checks.get(name)
-            if override is False:
-                continue
-            if base is None and override is None:
-                continue
-            merged[name] = {**(base.model_dump() if base else {}), **(override or {})}
-        return Checks.model_validate(merged)
-
-    def select(self, names: list[str]) -> list[Deployment]:
-        """The deployments named (all when `names` is empty), in the file's order."""
-        known = [d.name for d in self.deployments]
-        for name in names:
-            if name not in known:
-                close = [k for k in known if name.lower() in k.lower() or k.lower() in name.lower()]
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise CampaignFileError(
-                    f"--deployment {name!r} is not in the campaign ({', '.join(known)}){hint}"
-                )
-        return [d for d in self.deployments if not names or d.name in names]

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .campaign_file import load_campaign
-from .config import Campaign
+from .campaign_file import Campaign, load_campaign
 from .engines.build import LlamaCppBuild
 from .engines.models import demo_model_path
 from .errors import EngineNotReady

@@ -38,7 +38,8 @@ from .campaign import (
     state_line,
 )
 from .campaign import state_path as campaign_state_path
-from .config import Campaign, Deployment, ExternalDeployment, LlamaCppDeployment
+from .campaign_file import Campaign
+from .config import Deployment, ExternalDeployment, LlamaCppDeployment
 from .errors import CtxbenchError, ServerUnreachable
 from .results.mirror import Mirror, Tail
 from .store import write_json_atomic

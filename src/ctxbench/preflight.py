@@ -7,21 +7,24 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .campaign_file import Campaign
+from .checks.catalog import Checks
 from .checks.catalog import selected as selected_checks
+from .checks.needle import NEEDLE
 from .checks.prompts import QUESTIONS, read_prompts
-from .checks.trace import read_trace
+from .checks.ramp import RAMP
+from .checks.sessions import SESSIONS
+from .checks.throughput import THROUGHPUT
+from .checks.trace import TRACE, read_trace
 from .config import (
     BUILTIN_MODELS,
-    Campaign,
-    CampaignFileError,
     Deployment,
     ExternalDeployment,
     LlamaCppDeployment,
 )
 from .engines.deployment import plan_deployment
 from .engines.kinds import engine
-from .errors import CtxbenchError, UsageError
-from .params import Checks
+from .errors import CampaignFileError, CtxbenchError, UsageError
 from .text.blocks import shortest_prompt
 from .text.tokens import SERVER, load_token_counter
 
@@ -62,7 +65,7 @@ def fit_warnings(deployment: Deployment, checks: Checks) -> list[str]:
     if slot is None:
         return []
     warnings = []
-    needle = checks.needle
+    needle = checks.of(NEEDLE)
     if needle is not None:
         control = needle.control_length()
         for length in [*([control] if control else []), *needle.lengths]:
@@ -71,13 +74,13 @@ def fit_warnings(deployment: Deployment, checks: Checks) -> list[str]:
                     f"needle length {length} + {needle.max_tokens} output tokens does not fit the "
                     f"{slot}-token slot: it will be skipped (a shorter length, or a larger context per slot)"
                 )
-    ramp = checks.ramp
+    ramp = checks.of(RAMP)
     if ramp is not None and ramp.end + ramp.max_tokens > slot:
         warnings.append(
             f"ramp end {ramp.end} + {ramp.max_tokens} output tokens does not fit the {slot}-token slot: its "
             "last turns will be refused"
         )
-    sessions = checks.sessions
+    sessions = checks.of(SESSIONS)
     if (
         sessions is not None
         and sessions.trace is None
@@ -88,7 +91,7 @@ def fit_warnings(deployment: Deployment, checks: Checks) -> list[str]:
             f"tokens, more than the {slot}-token slot: their last turns will be refused (set `context`, or "
             "fewer turns)"
         )
-    trace = checks.trace
+    trace = checks.of(TRACE)
     if trace is not None:
         try:
             lines = read_trace(trace.file, trace.max_requests)
@@ -106,7 +109,7 @@ def fit_warnings(deployment: Deployment, checks: Checks) -> list[str]:
 def short_trace_warnings(deployment: Deployment, model: str, checks: Checks) -> list[str]:
     """Trace lines asking for fewer tokens than the shortest prompt ctxbench builds (the chat template around
     the lead and the question), where the deployment's counter can be read here: they will be sent longer."""
-    trace = checks.trace
+    trace = checks.of(TRACE)
     tokenizer, gguf = counter_source(deployment, model)
     if trace is None or (tokenizer is None and gguf is None) or str(tokenizer) == SERVER:
         return []  # counted by the server once it is up: the run counts them (`lengthened_requests`)
@@ -204,11 +207,11 @@ def preflight(campaign: Campaign, selected: list[Deployment]) -> None:
     for deployment in selected:
         checks = campaign.checks_for(deployment)
         _tokenizer_readable(deployment, checks)
-        trace = checks.trace
+        trace = checks.of(TRACE)
         if trace is not None and (trace.file, trace.max_requests) not in read:
             read_trace(trace.file, trace.max_requests)
             read.add((trace.file, trace.max_requests))
-        throughput = checks.throughput
+        throughput = checks.of(THROUGHPUT)
         if throughput is not None and throughput.source not in QUESTIONS:
             read_prompts(Path(throughput.source))  # a bad line named now, not after the engine started
 
@@ -247,10 +250,11 @@ def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -
             lines.append(f"    {name}: {json.dumps(parameters[name])}")
         warnings = fit_warnings(deployment, checks) + short_trace_warnings(deployment, plan.model, checks)
         lines += [f"  warning: {warning}" for warning in warnings]
-        if checks.throughput is not None and checks.throughput.source not in QUESTIONS:
+        throughput = checks.of(THROUGHPUT)
+        if throughput is not None and throughput.source not in QUESTIONS:
             try:
-                count = len(read_prompts(Path(checks.throughput.source)))
-                lines.append(f"  prompts: {count} from {checks.throughput.source}")
+                count = len(read_prompts(Path(throughput.source)))
+                lines.append(f"  prompts: {count} from {throughput.source}")
             except CtxbenchError as exc:
                 lines.append(f"  warning: {exc} (a run refuses it)")
         try:

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import __version__, event_loop
 from .checks.base import RunContext
-from .checks.catalog import longest_prompt, selected
+from .checks.catalog import CHECK_NAMES, Checks, longest_prompt, selected
 from .client import Client, Timeouts
 from .engines.chat_template import TEMPLATE_FILE, compare_with_counter, template_warnings
 from .engines.deployment import DeploymentPlan, Running, merged_samples
@@ -29,7 +29,6 @@ from .engines.models import gguf_shape
 from .engines.prom import common_metrics
 from .engines.server import EngineDied
 from .errors import CtxbenchError
-from .params import CHECK_NAMES, Checks
 from .report.run_page import write_run_report
 from .router import Router
 from .store import RunDir, git_revision, new_run_id

@@ -204,6 +204,8 @@ def test_returning_users_find_their_history_where_the_forecast_says(
     report = run_report(run)
     assert "## Returning users" in report and forecast in report
     (row,) = collect(tmp_path / "results")
-    assert row.returning.text.startswith(f"{2 if found == 'cached' else 0}/2 found their history cached")
+    assert row.cell("returning").text.startswith(
+        f"{2 if found == 'cached' else 0}/2 found their history cached"
+    )
     assert any(g.question.startswith("Keeps a returning conversation") for g in readings([row]))
     assert any(line.startswith(f"returning users: 2 {found}") for line in claims_summary(run))

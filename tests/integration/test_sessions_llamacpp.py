@@ -11,13 +11,14 @@ import pytest
 
 from ctxbench import metrics
 from ctxbench.audits.prefix_cache import audit_run
+from ctxbench.checks.catalog import Checks
 from ctxbench.checks.sessions.cell import forecast_of
 from ctxbench.checks.sessions.file import SessionsFile
+from ctxbench.checks.sessions.params import SessionsParams
 from ctxbench.counters import counter_deltas
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
-from ctxbench.params import Checks, SessionsParams
 from ctxbench.report.decide import readings
 from ctxbench.report.run_report import claims_summary, run_report
 from ctxbench.results.evidence import collect
@@ -98,7 +99,7 @@ def test_sessions_hold_until_the_cliff_the_forecast_puts(
     assert (run.path / "sessions.png").exists()
     assert any(line.startswith(f"agent sessions: holds {held} sessions") for line in claims_summary(run))
     (row,) = collect(tmp_path / "results")
-    assert row.sessions.text.startswith(f"holds {held} sessions of ")
+    assert row.cell("sessions").text.startswith(f"holds {held} sessions of ")
     assert any(g.question.startswith("Keeps the most concurrent agent sessions") for g in readings([row]))
 
 

@@ -12,11 +12,11 @@ import pytest
 from ctxbench import metrics
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
+from ctxbench.checks.catalog import Checks
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
 from ctxbench.load_params import SloParams, ThroughputParams
-from ctxbench.params import Checks
 from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import collect
 from ctxbench.store import RunDir

@@ -158,11 +158,16 @@ results = "{tmp_path / "results"}"
             assert "0/2 found" not in report and "cached tokens not reported" in report
         assert "No forecast: the planner models llama.cpp" in run_report(run)
     rows = {row.deployment: row for row in collect(campaign.campaign.results)}
-    assert rows["cold"].returning.value is None and "not reported" in rows["cold"].returning.text
-    assert "the server's prefix-cache counter: +" in rows["cold"].returning.text
-    assert rows["warm"].returning.text.startswith("2/2 found their history cached")
-    assert rows["cold"].sessions.value is None and "cached tokens not reported" in rows["cold"].sessions.text
-    assert rows["warm"].sessions.text.startswith("holds 2 sessions of ")
+    assert (
+        rows["cold"].cell("returning").value is None and "not reported" in rows["cold"].cell("returning").text
+    )
+    assert "the server's prefix-cache counter: +" in rows["cold"].cell("returning").text
+    assert rows["warm"].cell("returning").text.startswith("2/2 found their history cached")
+    assert (
+        rows["cold"].cell("sessions").value is None
+        and "cached tokens not reported" in rows["cold"].cell("sessions").text
+    )
+    assert rows["warm"].cell("sessions").text.startswith("holds 2 sessions of ")
     kept = [r for r in readings(list(rows.values())) if r.question.startswith("Keeps a returning")]
     assert [r.answer.split(":")[0] for r in kept] == ["warm"]  # what was not reported is not ranked
     assert engines["cold"]["compile_cache_before"]["state"] == "empty"

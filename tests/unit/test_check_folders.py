@@ -30,9 +30,13 @@ def test_every_check_has_its_section_from_one_place() -> None:
 
 # What each folder holds, as a module outside it would name it
 PARTS = {
-    "returning": r"checks\.returning\.|returning_(cells|section)\b|ReturningFile|RETURNING_COLUMNS",
+    "returning": (
+        r"checks\.returning\.|returning_(cells|section|forecast)\b|Return(ing)?(File|Params|Forecast)|"
+        r"RETURNING_COLUMNS"
+    ),
     "sessions": (
-        r"checks\.sessions\.|sessions_(cells|section|file)\b|session_trace|SessionsFile|SESSIONS_COLUMNS"
+        r"checks\.sessions\.|sessions_(cells|section|file|forecast)\b|session_trace|Sessions(File|Params|Forecast)|"
+        r"SESSIONS_COLUMNS"
     ),
 }
 
@@ -53,3 +57,14 @@ def test_nothing_outside_a_checks_folder_names_its_parts(name: str) -> None:
 
 def test_every_check_with_a_folder_is_held_here() -> None:
     assert {c.name for c in CHECKS if c.own_report} == set(PARTS)
+
+
+def test_a_folder_holds_its_parameters_and_the_campaign_file_takes_its_table_from_the_check() -> None:
+    from ctxbench.campaign_file import Campaign
+    from ctxbench.checks.catalog import Checks
+
+    for check in CHECKS:
+        if check.own_report:
+            assert check.params_type.__module__ == f"ctxbench.checks.{check.name}.params", check.name
+        assert Campaign.model_fields["checks"].annotation is Checks
+        assert Checks.model_fields[check.name].annotation == check.params_type | None, check.name

@@ -7,6 +7,7 @@ import json
 import string
 from pathlib import Path
 
+from ctxbench.checks.catalog import CHECKS
 from ctxbench.render.cell import MISSING, Cell
 from ctxbench.report.decide import Reading, _complete, readings
 from ctxbench.results.columns import COLUMN_GROUPS, COLUMNS, EVIDENCE_COLUMNS, REPEATED
@@ -16,8 +17,12 @@ from ctxbench.store import RunDir
 
 
 def test_every_column_is_a_row_field_and_the_derived_tables_follow_the_tuple() -> None:
+    own = {c.key for check in CHECKS if check.own_report for c in check.columns}  # in `Row.own`
     fields = set(Row.__dataclass_fields__)
-    assert [c.key for c in EVIDENCE_COLUMNS] == [key for key, _ in COLUMNS] and set(dict(COLUMNS)) <= fields
+    assert not own & fields  # a folder's columns are not Row fields
+    assert [c.key for c in EVIDENCE_COLUMNS] == [key for key, _ in COLUMNS] and set(
+        dict(COLUMNS)
+    ) <= fields | own
     grouped = [key for _, keys in COLUMN_GROUPS for key in keys]
     assert grouped == [c.key for c in EVIDENCE_COLUMNS if c.group]  # every grouped column once, in order
     assert [key for key, _, _ in REPEATED] == [c.key for c in EVIDENCE_COLUMNS if c.repeated]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ctxbench.campaign_file import load_campaign
-from ctxbench.config import CampaignFileError
+from ctxbench.errors import CampaignFileError
 
 GOOD = """
 [campaign]

@@ -169,7 +169,7 @@ def test_the_summary_loads_back_equal_and_says_what_the_table_says(tmp_path: Pat
     for run, row in zip(summary.runs, rows, strict=True):
         assert run.status == row.status and run.reasons == row.reasons
         assert set(run.cells) == {key for key, _ in COLUMNS[2:]}
-        assert all(run.cells[key].text == getattr(row, key).text for key in run.cells)
+        assert all(run.cells[key].text == row.cell(key).text for key in run.cells)
     assert json.loads(path.read_text())["summary_version"] == 1
 
 

@@ -31,7 +31,6 @@ STAGES: list[tuple[str, ...]] = [
         "load_params",
         "params",
         "config",
-        "campaign_file",
         "redaction",
         "text",
     ),
@@ -52,6 +51,7 @@ STAGES: list[tuple[str, ...]] = [
     ),
     ("engines", "store", "run_files", "check_files", "ramp_table", "counters", "render"),
     ("checks", "audits"),
+    ("campaign_file",),  # its `[checks.*]` tables are derived from the checks
     ("results",),
     ("report",),
     ("suite", "preflight", "campaign", "demo", "distributed"),

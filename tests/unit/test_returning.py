@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ctxbench.checks.returning import verdict_of
+from ctxbench.checks.returning.forecast import returning_forecast
+from ctxbench.checks.returning.params import ReturningParams
 from ctxbench.engines.llamacpp import DEFAULT_CACHE_RAM_MIB, cache_settings
-from ctxbench.params import ReturningParams
-from ctxbench.plan import returning_forecast
 
 
 def test_a_return_is_cached_recomputed_or_in_between() -> None:

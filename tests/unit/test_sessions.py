@@ -11,6 +11,8 @@ from pydantic import ValidationError
 
 from ctxbench.campaign_file import load_campaign
 from ctxbench.checks.sessions.file import SessionsFile, SessionTurn, level_summary
+from ctxbench.checks.sessions.forecast import pool_sessions_forecast, sessions_forecast
+from ctxbench.checks.sessions.params import SessionsParams
 from ctxbench.checks.sessions.recorded import (
     read_session_trace,
     sessions_of_mlperf_agentic,
@@ -19,8 +21,6 @@ from ctxbench.checks.sessions.recorded import (
 from ctxbench.checks.trace import TraceFileError
 from ctxbench.engines.models import tiny_model
 from ctxbench.errors import CampaignFileError
-from ctxbench.params import SessionsParams
-from ctxbench.plan import pool_sessions_forecast, sessions_forecast
 from ctxbench.preflight import fit_warnings
 from ctxbench.text.tokens import HfTokenCounter
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from ..chat_client import ChatClient
 from ..engines.limits import ContextLimit
 from ..errors import UsageError
+from ..param_types import Strict
 from ..render.cell import Cell
 from ..render.column import Column
 from ..render.run_read import RunRead
@@ -27,6 +28,16 @@ from ..text.haystack import UnitPool
 from ..text.tokens import TokenCounter
 
 P = TypeVar("P", bound=BaseModel)
+
+
+class CheckTables(Strict):
+    """The campaign file's `[checks.*]` tables: a field a check, named by the check and typed by its
+    parameters (None: the campaign does not run it). `checks.catalog.Checks` is this model with a field for
+    each of `CHECKS`; code reads one check's table through `of`, typed by the check."""
+
+    def of(self, check: Check[P]) -> P | None:
+        params: P | None = getattr(self, check.name)
+        return params
 
 
 @dataclass
@@ -99,6 +110,11 @@ class Check(Protocol[P]):
     def announce(self, params: P, ctx: RunContext) -> str | None:
         """The line printed as it starts (None: nothing)."""
         ...
+
+    def local_files(self, params: P) -> list[tuple[str, Path, str]]:
+        """(its key, the local file it names, what to give instead) for each file a run of it reads: the
+        campaign file's reader refuses a missing one at its line before anything starts."""
+        return []
 
     async def run(self, ctx: RunContext, params: P) -> None:
         """Send its requests and record everything in `ctx.run` as it goes. The suite marks the check

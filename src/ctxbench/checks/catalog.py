@@ -1,11 +1,13 @@
-"""Every check, in the order a run runs them (`CHECKS`): a new check is its own module and one line here."""
+"""Every check, in the order a run runs them (`CHECKS`): a new check is its own folder and one line here. The
+campaign file's `[checks.*]` tables (`Checks`) and the check names are derived from it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..params import Checks
-from .base import Check
+from pydantic import create_model
+
+from .base import Check, CheckTables
 from .capacity import CAPACITY
 from .fidelity import FIDELITY
 from .needle import NEEDLE
@@ -32,11 +34,25 @@ CHECKS: tuple[Check[Any], ...] = (
 
 
 CHECKS_BY_NAME: dict[str, Check[Any]] = {check.name: check for check in CHECKS}
+CHECK_NAMES: tuple[str, ...] = tuple(CHECKS_BY_NAME)
+
+if TYPE_CHECKING:
+    # The type checker sees the base, whose `of(check)` is typed by the check's parameters; a field read by
+    # name (`checks.ramp`) is what this model exists to avoid.
+    Checks = CheckTables
+else:
+    Checks = create_model(
+        "Checks",
+        __base__=CheckTables,
+        __doc__="Each check runs when its table is present; `check = false` in a deployment's overrides "
+        "skips it.",
+        **{check.name: (check.params_type | None, None) for check in CHECKS},
+    )
 
 
 def selected(checks: Checks) -> list[tuple[Check[Any], Any]]:
     """(check, its parameters) for each check the campaign has a table for, in run order."""
-    return [(check, params) for check in CHECKS if (params := getattr(checks, check.name)) is not None]
+    return [(check, params) for check in CHECKS if (params := checks.of(check)) is not None]
 
 
 def request_count(checks: Checks) -> int:

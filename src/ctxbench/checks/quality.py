@@ -350,6 +350,16 @@ class QualityCheck(Check[QualityParams]):
     def longest_prompt(self, params: QualityParams, limit_tokens: int) -> int | None:
         return None  # its prompts are the data set's problems
 
+    def local_files(self, params: QualityParams) -> list[tuple[str, Path, str]]:
+        return [
+            (
+                "data",
+                params.data,
+                "Get GSM8K's test.jsonl from https://github.com/openai/grade-school-math or the Hugging Face "
+                "dataset openai/gsm8k and give its local path (ctxbench never downloads data).",
+            )
+        ]
+
     def announce(self, params: QualityParams, ctx: RunContext) -> str | None:
         return (
             f"quality: {params.samples} GSM8K problems from {params.data}, {params.fewshot}-shot, "

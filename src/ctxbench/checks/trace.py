@@ -252,6 +252,12 @@ class TraceCheck(Check[TraceParams]):
     def longest_prompt(self, params: TraceParams, limit_tokens: int) -> int | None:
         return None  # the pool is not sized for the trace's lengths, which are known only once it is read
 
+    def local_files(self, params: TraceParams) -> list[tuple[str, Path, str]]:
+        instead = (
+            "Give the local path of a Mooncake-format JSONL trace (examples/mooncake-sample.jsonl is one)."
+        )
+        return [("file", params.file, instead)]
+
     def announce(self, params: TraceParams, ctx: RunContext) -> str | None:
         return (
             f"trace replay: {params.file} at {params.time_scale:g}x its times, "

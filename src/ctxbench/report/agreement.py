@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import metrics
+from ..checks.catalog import CHECK_NAMES
 from ..counters import engine_counters, reported_text
-from ..params import CHECK_NAMES
 from ..ramp_table import attempt_of
 from ..records import RequestRecord
 from ..render.tables import markdown_table

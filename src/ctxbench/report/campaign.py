@@ -42,9 +42,7 @@ def groups_of(rows: Sequence[Row]) -> list[Group]:
     labels = dict(COLUMNS)
     out = []
     for title, keys in COLUMN_GROUPS:
-        measured = tuple(
-            (k, labels[k]) for k in keys if any(getattr(r, k).text != MISSING.text for r in rows)
-        )
+        measured = tuple((k, labels[k]) for k in keys if any(r.cell(k).text != MISSING.text for r in rows))
         if measured:
             out.append(Group(title, measured))
     return out
@@ -55,7 +53,7 @@ def cell_of(row: Row, key: str) -> tuple[str, str]:
         return row.deployment, f"runs/{row.run_id}/manifest.json"
     if key == "status":
         return row.status, ""
-    cell = getattr(row, key)
+    cell = row.cell(key)
     return cell.text, cell.source
 
 
@@ -95,7 +93,7 @@ def repeat_intervals(rows: Sequence[Row]) -> dict[str, tuple[int, dict[str, stat
             len(runs),
             {
                 key: stats.median_interval(
-                    [v for r in runs if (v := getattr(r, key).value) is not None], seed=f"{name}-{key}"
+                    [v for r in runs if (v := r.cell(key).value) is not None], seed=f"{name}-{key}"
                 )
                 for key, _, _ in REPEATED
             },
@@ -371,9 +369,7 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None
         title=title,
         rows=rows,
         groups=groups_of(rows),
-        not_run=[
-            label for key, label in COLUMNS[2:] if all(getattr(r, key).text == MISSING.text for r in rows)
-        ],
+        not_run=[label for key, label in COLUMNS[2:] if all(r.cell(key).text == MISSING.text for r in rows)],
         guide=guide,
         plotly_js=plotly_js(),
         figures=figures_json(interactive_figures(results, rows)),

@@ -46,7 +46,7 @@ def _weighed(guide: Guide, rows: Sequence[Row]) -> list[Row]:
 def _qualified(guide: Guide, column: Column, rows: Sequence[Row]) -> list[Row]:
     """The rows a reading names: with a value (ranked), complete counts (a list of names) or a cell (a list of
     cells)."""
-    cells = [(r, getattr(r, column.key)) for r in _weighed(guide, rows)]
+    cells = [(r, r.cell(column.key)) for r in _weighed(guide, rows)]
     if guide.listed == "names":
         return [r for r, cell in cells if _complete(cell)]
     if guide.listed == "cells":
@@ -55,10 +55,8 @@ def _qualified(guide: Guide, column: Column, rows: Sequence[Row]) -> list[Row]:
 
 
 def _texts(row: Row, column: Column) -> dict[str, str]:
-    texts = {
-        c.key: getattr(row, c.key).text for c in EVIDENCE_COLUMNS if isinstance(getattr(row, c.key), Cell)
-    }
-    return {**texts, "text": getattr(row, column.key).text}
+    texts = {c.key: row.cell(c.key).text for c in EVIDENCE_COLUMNS if isinstance(row.cell(c.key), Cell)}
+    return {**texts, "text": row.cell(column.key).text}
 
 
 def _read(guide: Guide, column: Column, rows: Sequence[Row]) -> Reading | None:
@@ -68,11 +66,11 @@ def _read(guide: Guide, column: Column, rows: Sequence[Row]) -> Reading | None:
     if guide.listed == "names":
         return Reading(guide.question, ", ".join(r.deployment for r in named), guide.conditions)
     if guide.listed == "cells":
-        cells = "; ".join(f"{r.deployment}: {getattr(r, column.key).text}" for r in named)
+        cells = "; ".join(f"{r.deployment}: {r.cell(column.key).text}" for r in named)
         return Reading(guide.question, cells, guide.conditions)
 
     def value(row: Row) -> float:
-        return getattr(row, column.key).value or 0.0
+        return row.cell(column.key).value or 0.0
 
     best = min(named, key=value) if guide.lower_is_better else max(named, key=value)
     texts = _texts(best, column)

@@ -79,7 +79,7 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
             verdict = (judged or (FAIL if misses else PASS)) if scored else UNSCORED
             out.append((f"3 recall, {'alone' if users == '1' else '2 users'}", verdict, cell, _named(misses)))
     for column in EVIDENCE_COLUMNS:
-        cell = getattr(row, column.key)
+        cell = row.cell(column.key)
         if column.glance is not None and cell.source:
             why = "the client fell behind its schedule" if cell.client_behind else ""
             out.append((column.glance, MEASURED, cell, why))

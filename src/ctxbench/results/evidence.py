@@ -9,7 +9,8 @@ file it came from. Evidence, not a ranking: nothing here orders deployments by a
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
@@ -54,12 +55,22 @@ class Row:
     slo: Cell = MISSING
     ask: Cell = MISSING
     trace: Cell = MISSING
-    returning: Cell = MISSING
-    sessions: Cell = MISSING
     fidelity: Cell = MISSING
     quality: Cell = MISSING
     status: Status = "provisional"
     reasons: tuple[str, ...] = field(default_factory=tuple)
+    # the cells of the checks whose folder holds them (`Check.cells`), by column key
+    own: Mapping[str, Cell] = field(default_factory=dict)
+
+    def cell(self, key: str) -> Cell:
+        """The cell of column `key` (MISSING where the run has none)."""
+        if key in _FIELD_CELLS:
+            cell: Cell = getattr(self, key)
+            return cell
+        return self.own.get(key, MISSING)
+
+
+_FIELD_CELLS = frozenset(f.name for f in fields(Row) if f.type in ("Cell", Cell))
 
 
 def _head(message: str) -> str:
@@ -217,8 +228,9 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     cells.update(slo_cell(results, run))
     cells.update(ask_cell(results, run))
     cells.update(trace_cell(results, run))
-    for check in CHECKS:  # the checks whose folder holds their cells (checks/base.py)
-        cells.update(check.cells(results, run) if check.own_report else {})
+    own = {
+        key: cell for check in CHECKS if check.own_report for key, cell in check.cells(results, run).items()
+    }
     fidelity = FidelityFile.load(run.path)
     if fidelity is not None:
         cells.update(fidelity_cell(results, run, fidelity))
@@ -237,6 +249,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         random_weights=manifest.random_weights,
         status=status,
         reasons=reasons,
+        own=own,
         **cells,
     )
 

@@ -56,7 +56,7 @@ def _run(row: Row) -> SummaryRun:
     cells = {
         key: SummaryCell(label=labels[key], text=cell.text, value=cell.value, source=cell.source)
         for key, _ in COLUMNS[2:]
-        for cell in [getattr(row, key)]
+        for cell in [row.cell(key)]
     }
     return SummaryRun(
         run_id=row.run_id,

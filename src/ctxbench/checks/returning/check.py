@@ -6,7 +6,7 @@ of other users pass through the server, pushing whatever the engine keeps out of
 Then each conversation returns with one more question, and a fresh prompt of the same length is prefilled
 for comparison. A return whose history came back from the cache reports it in `usage` (cached tokens); its
 TTFT beside the immediate return's (kept close at hand) and the fresh prefill's (recomputed) says how far
-it had to go. The planner's forecast (`plan.returning_forecast`) is set beside the measurement in the report.
+it had to go. The planner's forecast (`forecast.py`) is set beside the measurement in the report.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Literal
 
 from ... import metrics
 from ...chat_client import ChatClient
-from ...params import ReturningParams
 from ...records import CacheIntent, RequestRecord
 from ...render.cell import Cell
 from ...render.run_read import RunRead
@@ -27,6 +26,7 @@ from ...text.haystack import UnitPool, build_haystack, lead_tokens, request_seed
 from ..base import Check, RunContext
 from .cell import RETURNING_COLUMNS, returning_cells
 from .file import Conversation, ReturningFile, Verdict
+from .params import ReturningParams
 from .section import console_lines, returning_section
 
 UNIT = "returning"

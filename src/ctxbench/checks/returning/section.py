@@ -6,12 +6,12 @@ from __future__ import annotations
 from ...engines.kinds import find_engine
 from ...engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
 from ...errors import CalibrationError
-from ...plan import ReturnForecast, returning_forecast
 from ...render.run_read import RunRead
 from ...render.tables import fmt, markdown_table, recorded_text, relative
 from ...run_files import Manifest
 from ...store import RunDir
 from .file import ReturningFile
+from .forecast import ReturnForecast, returning_forecast
 
 
 def forecast_of(manifest: Manifest, data: ReturningFile) -> ReturnForecast | None:
@@ -69,7 +69,7 @@ def returning_section(read: RunRead) -> list[str]:
             "no limit" if forecast.host_cache_tokens is None else f"{forecast.host_cache_tokens:.0f} tokens"
         )
         predicted = (
-            f"forecast (plan.returning_forecast): {forecast.in_slots} still in a slot, "
+            f"forecast (checks.returning.forecast): {forecast.in_slots} still in a slot, "
             f"{forecast.from_host_cache} restored from the host prompt cache ({capacity}; "
             f"{forecast.pushed_tokens} tokens pushed out before the first return), {forecast.recomputed} "
             "recomputed"

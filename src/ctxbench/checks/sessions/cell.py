@@ -1,5 +1,5 @@
 """The agent sessions' evidence cell and the planner's forecast beside it: how many sessions of what context
-the cache held through their gaps, where it gave up, and where `plan.sessions_forecast` said it would."""
+the cache held through their gaps, where it gave up, and where `forecast.sessions_forecast` said it would."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from ...counters import engine_hits
 from ...engines.kinds import find_engine
 from ...engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
 from ...errors import CalibrationError
-from ...plan import SessionsForecast, pool_sessions_forecast, sessions_forecast
 from ...render.cell import Cell
 from ...render.column import TRAFFIC, Column, Guide
 from ...store import RunDir
 from .file import SessionsFile
+from .forecast import SessionsForecast, pool_sessions_forecast, sessions_forecast
 
 SESSIONS_COLUMNS: tuple[Column, ...] = (
     Column(

@@ -8,7 +8,7 @@ for a gap (fixed or exponential, `time_scale` compressing it) before its next tu
 tokens against the whole previous context (prompt and reply, as the server counted them) say whether the
 session was kept through the gap; what was not is prefilled again (its tokens and TTFT are the re-prefill).
 A level holds while its returning turns find at least `hit_threshold` of their context cached; the first
-level that does not is the cache cliff, set beside the planner's forecast (`plan.sessions_forecast`) in the
+level that does not is the cache cliff, set beside the planner's forecast (`forecast.py`) in the
 report. Each level is a unit of its own: a resumed run keeps the levels that finished and sends the rest.
 """
 
@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ... import metrics
-from ...params import SessionsParams
 from ...records import CacheIntent, RequestRecord
 from ...render.cell import Cell
 from ...render.run_read import RunRead
@@ -38,6 +37,7 @@ from ...text.haystack import (
 from ..base import Check, RunContext
 from .cell import SESSIONS_COLUMNS, console_lines, sessions_cells
 from .file import SessionsFile, SessionsLevel, SessionTurn, level_summary
+from .params import SessionsParams
 from .recorded import RecordedTurn, read_session_trace, sessions_of_mlperf_agentic, sessions_of_mooncake
 from .section import sessions_section
 
@@ -309,6 +309,13 @@ class SessionsCheck(Check[SessionsParams]):
 
     def pending(self, params: SessionsParams, done: set[str]) -> bool:
         return True  # each level is a unit of its own, skipped in `run_sessions`
+
+    def local_files(self, params: SessionsParams) -> list[tuple[str, Path, str]]:
+        instead = (
+            'Give the local path of recorded sessions (docs/campaigns.md, "Session traces"), or leave trace '
+            "out to run the levels of `sessions`."
+        )
+        return [] if params.trace is None else [("trace", params.trace, instead)]
 
     def announce(self, params: SessionsParams, ctx: RunContext) -> str | None:
         if params.trace is not None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...plan import SessionsForecast
 from ...render.run_read import RunRead
 from ...render.tables import fmt, markdown_table, recorded_text, relative
 from .cell import forecast_of, forecast_words, gaps_words, summary_words
 from .file import HELD_SHARE, SessionsFile
+from .forecast import SessionsForecast
 
 COLUMNS = [
     "sessions",
@@ -38,7 +38,7 @@ def counted(forecast: SessionsForecast | None) -> str:
     cache), or the whole session (a block pool)."""
     if forecast is None:
         return ""
-    return f", counting {forecast.session_tokens} tokens a session (`plan.sessions_forecast`)"
+    return f", counting {forecast.session_tokens} tokens a session (`checks.sessions.forecast`)"
 
 
 def sessions_section(read: RunRead) -> list[str]:
