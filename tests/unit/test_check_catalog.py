@@ -67,3 +67,21 @@ def test_each_check_names_the_export_stage_of_its_own_requests() -> None:
         assert stage_of(request("r", 0.0, 1.0, labels={"check": name, **labels})) == stage, name
     assert CHECKS_BY_NAME["throughput"].stage({"warmup": "1"}) is None
     assert stage_of(request("r", 0.0, 1.0, labels={"check": "no-such-check"})) is None
+
+
+def test_each_check_says_what_an_export_reads_of_its_requests() -> None:
+    """The llm-d export asks the check, not an if-chain of names: the conversation a request belongs to,
+    the prefix a stage shares by design and its turns."""
+    from ctxbench.checks.catalog import CHECKS_BY_NAME
+
+    returning, sessions, ramp, throughput = (
+        CHECKS_BY_NAME[name] for name in ("returning", "sessions", "ramp", "throughput")
+    )
+    assert returning.conversation({"phase": "return", "conversation": "1"}) == "1"
+    assert returning.conversation({"phase": "filler", "conversation": "1"}) is None
+    assert sessions.conversation({"session": "3"}) == "3" and ramp.conversation({"user": "0"}) == "0"
+    assert CHECKS_BY_NAME["needle"].conversation({"user": "0"}) is None
+    assert sessions.shared_prefix({"system_tokens": 512}, {"sessions": "4"}) == (512, 4)
+    assert throughput.shared_prefix({"shared_prefix_tokens": 0}, {"users": "2"}) is None
+    assert throughput.shared_prefix({"shared_prefix_tokens": 64}, {"users": "2"}) == (64, 2)
+    assert ramp.turns({"turns": 5}) == 5 and returning.turns({}) is None

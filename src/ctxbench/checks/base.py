@@ -102,6 +102,22 @@ class Check(Protocol[P]):
         design)."""
         return self.name
 
+    def conversation(self, labels: Mapping[str, str]) -> str | None:
+        """The conversation one of its requests belongs to, by its labels, for an export's sessions (llm-d's
+        `session_performance`); None for a request outside one."""
+        return None
+
+    def shared_prefix(
+        self, parameters: Mapping[str, Any], labels: Mapping[str, str]
+    ) -> tuple[int, int] | None:
+        """(tokens, users sharing it) of the prefix a stage's requests share by design, from the run's
+        recorded parameters of the check and a request's labels; None where they share none."""
+        return None
+
+    def turns(self, parameters: Mapping[str, Any]) -> int | None:
+        """The most turns one of its conversations has, where it is multi-turn (None: single requests)."""
+        return None
+
     def pending(self, params: P, done: set[str]) -> bool:
         """Whether a run whose finished units are `done` has anything of it left to run. A check whose
         units are finer than itself (levels, users settings) says True and skips them as it runs."""

@@ -21,6 +21,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import decode_stall, metrics
 from ..chat_client import ChatClient
@@ -252,6 +253,12 @@ class RampCheck(Check[RampParams]):
     def stage(self, labels: Mapping[str, str]) -> str | None:
         """A users setting, every turn."""
         return f"ramp-u{labels['users']}"
+
+    def conversation(self, labels: Mapping[str, str]) -> str | None:
+        return labels.get("user")  # a user's turns are one conversation
+
+    def turns(self, parameters: Mapping[str, Any]) -> int | None:
+        return int(parameters.get("turns") or 1)
 
     def request_count(self, params: RampParams) -> int:
         return params.turns * sum(params.users)

@@ -250,6 +250,12 @@ class ThroughputCheck(Check[ThroughputParams]):
             return f"throughput-r{labels['rate']}{again}"
         return f"throughput-u{labels['users']}{again}"
 
+    def shared_prefix(
+        self, parameters: Mapping[str, Any], labels: Mapping[str, str]
+    ) -> tuple[int, int] | None:
+        tokens = int(parameters.get("shared_prefix_tokens") or 0)  # the level's users share it
+        return (tokens, int(labels.get("users", "1"))) if tokens else None
+
     def request_count(self, params: ThroughputParams) -> int:
         return params.request_count()
 

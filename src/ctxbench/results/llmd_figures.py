@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .. import metrics
+from ..checks.catalog import CHECKS_BY_NAME
 from ..records import RequestRecord
 from .llmd_schema import Statistics
 
@@ -58,16 +59,10 @@ def peak_in_flight(records: Sequence[RequestRecord]) -> int:
 
 
 def _session_key(record: RequestRecord) -> str | None:
-    """The conversation a multi-turn stage's request belongs to (the ramp's user, the returning user's
-    conversation, an agent session); None outside one."""
-    labels = record.labels
-    if labels.get("check") == "ramp":
-        return labels.get("user")
-    if labels.get("check") == "returning" and labels.get("phase") in ("build", "immediate", "return"):
-        return labels.get("conversation")
-    if labels.get("check") == "sessions":
-        return labels.get("session")
-    return None
+    """The conversation a multi-turn stage's request belongs to, as its check says (`Check.conversation`);
+    None outside one."""
+    check = CHECKS_BY_NAME.get(record.labels.get("check", ""))
+    return None if check is None else check.conversation(record.labels)
 
 
 def sessions(records: Sequence[RequestRecord]) -> dict[str, Any] | None:

@@ -187,27 +187,19 @@ def _load(stage: str, number: int, records: Sequence[RequestRecord], params: dic
         standardized["concurrency"] = int(first["users"])
     else:
         standardized["concurrency"] = max(1, peak_in_flight(records))
-    if check == "throughput" and int(params.get("shared_prefix_tokens") or 0):
-        users = int(first.get("users", "1"))
+    owner = CHECKS_BY_NAME.get(check)
+    shared = None if owner is None else owner.shared_prefix(params, first)
+    if shared is not None:  # a prefix every request of the stage shares by design, its users the group's
+        tokens, users = shared
         standardized["prefix"] = {
-            "prefix_len": {"distribution": "fixed", "value": int(params["shared_prefix_tokens"])},
+            "prefix_len": {"distribution": "fixed", "value": tokens},
             "num_groups": 1,
             "num_users_per_group": users,
             "num_prefixes": 1,
         }
-    if check == "sessions":  # a level's sessions share one system prompt; idle between turns, they seldom
-        # overlap, so its concurrency is the peak in flight measured, its sessions the prefix's users
-        standardized["prefix"] = {
-            "prefix_len": {"distribution": "fixed", "value": int(params["system_tokens"])},
-            "num_groups": 1,
-            "num_users_per_group": int(first["sessions"]),
-            "num_prefixes": 1,
-        }
-    if check in ("ramp", "sessions"):
-        standardized["multi_turn"] = {
-            "enabled": True,
-            "max_turns": {"distribution": "fixed", "value": int(params.get("turns") or 1)},
-        }
+    turns = None if owner is None else owner.turns(params)
+    if turns is not None:
+        standardized["multi_turn"] = {"enabled": True, "max_turns": {"distribution": "fixed", "value": turns}}
     return Load.model_validate(
         {
             "metadata": {"description": f"ctxbench {check} check, stage {stage}"},

@@ -12,7 +12,7 @@ it had to go. The planner's forecast (`forecast.py`) is set beside the measureme
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -164,6 +164,11 @@ class ReturningCheck(Check[ReturningParams]):
     name = UNIT
     params_type = ReturningParams
     needs_limit = False
+
+    def conversation(self, labels: Mapping[str, str]) -> str | None:
+        # built, asked again at once, returning: one conversation; the fillers and fresh prompts are none
+        in_one = labels.get("phase") in ("build", "immediate", "return")
+        return labels.get("conversation") if in_one else None
 
     def request_count(self, params: ReturningParams) -> int:
         return params.request_count()

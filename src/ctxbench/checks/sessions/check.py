@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ... import metrics
 from ...records import CacheIntent, RequestRecord
@@ -300,6 +301,18 @@ class SessionsCheck(Check[SessionsParams]):
     def stage(self, labels: Mapping[str, str]) -> str | None:
         """A level, every turn of its sessions; a replayed trace, every turn."""
         return TRACE_UNIT if labels.get("trace") else unit_of(int(labels["sessions"]))
+
+    def conversation(self, labels: Mapping[str, str]) -> str | None:
+        return labels.get("session")
+
+    def shared_prefix(
+        self, parameters: Mapping[str, Any], labels: Mapping[str, str]
+    ) -> tuple[int, int] | None:
+        # a level's sessions share one system prompt, each session one of its users
+        return int(parameters["system_tokens"]), int(labels["sessions"])
+
+    def turns(self, parameters: Mapping[str, Any]) -> int | None:
+        return int(parameters.get("turns") or 1)
 
     def request_count(self, params: SessionsParams) -> int:
         return params.request_count()
