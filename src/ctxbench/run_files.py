@@ -1,13 +1,13 @@
 """The run directory's own files: the manifest as a typed model that every reader loads through
 (`Manifest.load`, `RunDir.manifest()`), and the human-readable needle log's name. Each check's summary file
-(capacity.json, needle.json, throughput.json, trace.json, returning.json) is a model in `check_files`.
+(capacity.json, needle.json, throughput.json, trace.json) is a model in `check_files`; a check that is a
+folder holds its own (`checks/<name>/file.py`).
 
-The manifest's fields that reports, evidence, calibration and exports read are typed here; the rest (what
-a run recorded for people: versions, seeds, the event loop, telemetry settings, the campaign's own extras)
-stay as written (`extra="allow"`), so a manifest from any earlier ctxbench loads. Writers still write a
-plain dict (`RunDir.write_manifest`): the model describes what readers may rely on, with its defaults for
-what older runs lack.
-"""
+The manifest's fields that reports, evidence, calibration and exports read are typed here; the rest (what a
+run recorded for people: versions, seeds, the event loop, telemetry settings, the campaign's own extras) stay
+as written (`extra="allow"`), so a manifest from any earlier ctxbench loads. Writers still write a plain dict
+(`RunDir.write_manifest`): the model describes what readers may rely on, with its defaults for what older runs
+lack."""
 
 from __future__ import annotations
 

@@ -209,7 +209,7 @@ class RunDir:
             self.on_completed(unit)
 
     def append(self, record: RequestRecord) -> None:
-        """Append one record: written and flushed before returning (a killed process loses nothing), fsynced
+        """Append one record: written and flushed before it returns (a killed process loses nothing), fsynced
         by a background thread right after (the event loop does not wait for the disk).
 
         Raises `DuplicateRequestId` for an id already written (by this process or, when the first append read

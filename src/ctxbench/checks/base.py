@@ -137,7 +137,7 @@ class Check(Protocol[P]):
         completed once it returned and the engine is still alive; finer units it marks itself."""
         ...
 
-    # What the reports read of it. A check whose folder holds them (`checks/returning/`: its section, its
+    # What the reports read of it. A check whose folder holds them (`checks/<name>/`: its section, its
     # evidence column and cells, its console line) says so with `own_report`; the report, the evidence and
     # the console take them from it. The others' still sit in report/ and results/ (docs/architecture.md,
     # "Add a check"), moved one check at a time.

@@ -276,8 +276,8 @@ def sample_trace_file(
     output_tokens: Annotated[int, typer.Option(min=1, help="output_length of every request.")] = 128,
     span: Annotated[float, typer.Option(min=1.0, help="Seconds the trace spans.")] = 120.0,
 ) -> None:
-    """Write a sample trace shaped like long-context traffic (shared documents, returning conversations,
-    fresh prompts) for `[checks.trace]`; examples/mooncake-sample.jsonl was made by this command."""
+    """Write a sample trace shaped like long-context traffic (shared documents, conversations that come
+    back, fresh prompts) for `[checks.trace]`; examples/mooncake-sample.jsonl was made by this command."""
     import json
 
     from ..checks.trace import sample_trace

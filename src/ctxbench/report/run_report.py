@@ -261,8 +261,8 @@ def claims_summary(run: RunDir) -> list[str]:
 
 
 def _traffic_summary(run: RunDir) -> list[str]:
-    """The console lines of a replayed trace and of the checks that hold their own (returning users, agent
-    sessions), in the catalog's order."""
+    """The console lines of a replayed trace and of the checks that hold their own (`own_report`), in the
+    catalog's order."""
     lines = []
     t = TraceFile.load(run.path)
     if t is not None:

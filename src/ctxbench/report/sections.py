@@ -1,6 +1,6 @@
 """Each check's section of the run report, one per check of `checks.catalog.CHECKS`, in the catalog's
-order: the check's own (`Check.section`) where its folder holds it (`own_report`: returning users, agent
-sessions), else its entry in `SECTIONS` here (None: no section of its own; its requests are in the report's
+order: the check's own (`Check.section`) where its folder holds it (`own_report`), else its
+entry in `SECTIONS` here (None: no section of its own; its requests are in the report's
 requests table, or its results in the evidence report). tests/unit/test_check_folders.py holds the two to
 cover every check once."""
 

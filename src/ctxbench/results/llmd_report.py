@@ -1,21 +1,19 @@
 """`ctxbench export --format llm-d-report`: every stage of a run as an llm-d benchmark report, v0.2 or v0.2.1
-(`llmd_schema.py`, written from upstream's definition at the commits it names), so ctxbench's runs sit
-beside vLLM bench, GuideLLM, inference-perf and AIPerf results in
-llm-d-benchmark's comparisons.
+(`llmd_schema.py`, written from upstream's definition at the commits it names), so ctxbench's runs sit beside
+vLLM bench, GuideLLM, inference-perf and AIPerf results in llm-d-benchmark's comparisons.
 
-A stage is a set of requests one load produced: a closed-loop level (its measured requests, warm-up left
-out), an open-loop rate, a search's repeat of either, a needle length, a ramp's users setting, the capacity
-check's near-limit prompt, a trace replay, the returning users, a level of agent sessions, the probe. Its
-figures are computed from its records with ctxbench's own definitions (docs/metrics.md): TTFT, TPOT and
-end-to-end latency percentiles over successful requests (every percentile upstream names, NumPy's linear
-interpolation as `metrics.percentile`), ITL over single-event gaps as the run report's, token rates over the
-stage's window (first send to last end). A closed-loop level's concurrency is its users, an open-loop
-level's and a trace's load is their rate; any other stage (a sessions level too) states the most requests it
-had in flight, measured from its records. v0.2.1 adds the sessions of a multi-turn stage (the
-ramp's conversations, the returning users', the agent sessions). What the schema has no field for (recall,
-the check's verdict, the cache cliff) stays in ctxbench's own summary; `results.profiling.ctxbench` names the
-run, check and stage so a reader can find it.
-"""
+A stage is a set of requests one load produced: a closed-loop level (its measured requests, warm-up left out),
+an open-loop rate, a search's repeat of either, a needle length, a ramp's users setting, the capacity check's
+near-limit prompt, a trace replay, each other check's requests (`Check.stage`), the probe. Its figures are
+computed from its records with ctxbench's own definitions (docs/metrics.md): TTFT, TPOT and end-to-end latency
+percentiles over successful requests (every percentile upstream names, NumPy's linear interpolation as
+`metrics.percentile`), ITL over single-event gaps as the run report's, token rates over the stage's window
+(first send to last end). A closed-loop level's concurrency is its users, an open-loop level's and a trace's
+load is their rate; any other stage (a sessions level too) states the most requests it had in flight, measured
+from its records. v0.2.1 adds the sessions of a multi-turn stage (its check says which conversation a request
+belongs to: `Check.conversation`). What the schema has no field for (recall, the check's verdict, the cache
+cliff) stays in ctxbench's own summary; `results.profiling.ctxbench` names the run, check and stage so a
+reader can find it."""
 
 from __future__ import annotations
 

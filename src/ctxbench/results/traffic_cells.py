@@ -1,5 +1,5 @@
-"""The evidence cells of traffic that comes back: a replayed trace and the cache's fidelity (returning users'
-cell is in the check's folder, checks/returning/cell.py). They rest on the
+"""The evidence cells of traffic that comes back: a replayed trace and the cache's fidelity (the checks
+that are folders hold their own cells). They rest on the
 cached tokens a server reports in `usage`; where it reports none the cell says "not reported", never 0/N,
 carries no value (so no reading ranks it), and shows the engine's own prefix-cache counter beside it."""
 
@@ -24,7 +24,7 @@ def trace_cell(results: Path, run: RunDir) -> dict[str, Cell]:
         hits = f"cached tokens not reported{engine_hits(run, 'trace')}"
     else:
         served = "n/a" if share is None else f"{share:.0%} of implied cache hits"
-        hits = f"{served} ({t.sharing_served}/{t.sharing_requests} returning prefixes served)"
+        hits = f"{served} ({t.sharing_served}/{t.sharing_requests} shared prefixes served)"
     text = (
         f"{t.requests - t.failed}/{t.requests} ok, "
         f"TTFT p99 {'n/a' if p99 is None else f'{p99:.2f}'} s{p99_bound_text(t.ttft_s)}; {hits}"
