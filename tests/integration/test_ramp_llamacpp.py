@@ -65,9 +65,13 @@ async def test_second_user_prefill_slows_the_first_users_decode(
     stalls = decode_stall.user_stalls([decoding, arriving])
     figure = stalls["a"]
     assert figure is not None and figure.time_inside_s > 0.05, "the prefill did not overlap the decode"
-    assert figure.rate_inside is not None and figure.rate_outside is not None
-    # Measured here (2 cores): about 1100 -> 13 tokens/s (~80x) over ~6 s of prefill; assert a clear slowdown.
-    assert figure.factor is not None and figure.factor > 2, decode_stall.format_stall(figure)
+    assert figure.rate_inside is not None and figure.rate_outside is not None and figure.factor is not None
+    # How much slower is a measurement (benchmarks/decode_stall.py: about 1700 -> 2 tokens/s on 2 cores), not
+    # a test. What is tested: every token the engine says it generated for the first user is counted once,
+    # inside the engine's prefill window or outside it.
+    generated = metrics.output_tokens(decoding)
+    assert generated is not None and generated.tokens == decoding.server_timings["predicted_n"] == 4000
+    assert figure.tokens_inside + figure.tokens_outside == pytest.approx(generated.tokens - 1)
     # llama-server says how long it spent on the prompt: that draws the window, inside send -> first token.
     engine, client = (
         decode_stall.prefill_window(arriving),
