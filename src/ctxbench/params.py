@@ -56,6 +56,9 @@ class NeedleParams(Strict):
         description="Needle depths in [0, 1], or curve / curve:N (evenly spaced, drawn as a curve).",
     )
     max_tokens: int = Field(32, ge=1, le=65536, description="Output budget for each answer.")
+    over_limit: bool = Field(
+        False, description="Send lengths over the server's limit instead of skipping them (--force)."
+    )
     # A model that fails the control fails the task, not the context (docs/validation.md).
     control: Annotated[int, BeforeValidator(token_count)] = Field(
         1024,

@@ -13,6 +13,8 @@ from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
 from ctxbench.errors import EXIT_FAILED
+from ctxbench.params import NeedleParams
+from ctxbench.run_files import Manifest
 
 pytestmark = pytest.mark.engine
 
@@ -31,6 +33,13 @@ def test_capacity_needle_and_ramp_commands_write_runs_and_the_evidence_report(
     assert "capacity: holds at 2016 of 2048 tokens" in out
     out = invoke("needle", *common, "--gguf", str(tiny.gguf), "--lengths", "1K,3K", "--depths", "0.5")
     assert "needle recall: 1024 tokens" in out and "SKIPPED" in out  # 3K is over the 2K slot
+    # the command runs the check the suite runs: its niah.log lines live, its parameters as a campaign's
+    (needle_run,) = [p for p in (tmp_path / "runs").iterdir() if p.name.endswith("-needle")]
+    for line in (needle_run / "niah.log").read_text().splitlines():
+        assert " ".join(line.split()) in out
+    recorded = Manifest.load(needle_run).check_parameters["needle"]
+    assert NeedleParams.model_validate(recorded) == NeedleParams(lengths=[1024, 3072], depths=[0.5])
+    assert recorded["over_limit"] is False  # --force sets it: the one parameter, in the campaign file too
     # counted with the server's own /tokenize
     ramp_flags = ("--start", "500", "--end", "1500", "--turns", "2", "--users", "1,2", "--max-tokens", "8")
     out = invoke("ramp", *common, *ramp_flags, "--stagger", "0.1")
@@ -125,3 +134,13 @@ def test_a_probe_only_campaign_against_llama_server_loads_no_tokenizer(
     assert done.exit_code == 0, done.output
     (manifest,) = (tmp_path / "results" / "runs").glob("*/manifest.json")
     assert json.loads(manifest.read_text())["tokenizer"] == "none: no check of this run counts tokens"
+
+
+def test_every_ad_hoc_command_runs_its_checks_own_run() -> None:
+    """One entry point: cli/measure.py names check objects, never a check's `run_*` function."""
+    import re
+
+    import ctxbench.cli.measure as measure
+
+    text = Path(measure.__file__).read_text()
+    assert re.findall(r"\brun_(?!check\b)\w+", text) == []

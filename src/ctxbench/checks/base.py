@@ -57,6 +57,7 @@ class RunContext:
     force: bool  # a resumed run measures finished units again
     snapshot: Callable[[str, str], None]  # (unit, "before" | "after"): every replica's /metrics, recorded
     on_request_done: Callable[[], None]
+    say: Callable[[str], None] = lambda _line: None  # a line for the console as the check goes (a trial's)
 
     @functools.cached_property
     def pool(self) -> UnitPool:

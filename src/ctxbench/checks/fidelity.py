@@ -258,7 +258,10 @@ class FidelityCheck(Check[FidelityParams]):
         )
 
     async def run(self, ctx: RunContext, params: FidelityParams) -> None:
-        await run_fidelity(ctx.client, ctx.pool, params, ctx.run, ctx.scope, on_request=ctx.advance)
+        found = await run_fidelity(ctx.client, ctx.pool, params, ctx.run, ctx.scope, on_request=ctx.advance)
+        for length in found.lengths:
+            for path in length.paths:
+                ctx.say(f"fidelity {length.length} tokens, {path.path}: {path.text}")
 
 
 FIDELITY = FidelityCheck()

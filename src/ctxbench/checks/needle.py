@@ -148,7 +148,7 @@ async def run_needle(
             if limit_tokens is not None and document.length + params.max_tokens > limit_tokens and not force:
                 reason = (
                     f"{document.length} + {params.max_tokens} output tokens is over the server's limit of "
-                    f"{limit_tokens}; use --force to send it anyway"
+                    f"{limit_tokens}; set over_limit (--force) to send it anyway"
                 )
                 asked = [
                     _skipped(document, depth, request_id, reason) for depth, request_id in _pairs(document)
@@ -331,7 +331,14 @@ class NeedleCheck(Check[NeedleParams]):
 
     async def run(self, ctx: RunContext, params: NeedleParams) -> None:
         needle = self.resolved(params, ctx.stated)
-        await run_needle(ctx.client, ctx.pool, needle, ctx.run, ctx.scope, ctx.stated, on_trial=ctx.advance)
+
+        def done(trial: NeedleTrial) -> None:
+            ctx.say(log_line(trial))
+            ctx.advance()
+
+        await run_needle(
+            ctx.client, ctx.pool, needle, ctx.run, ctx.scope, ctx.stated, done, force=params.over_limit
+        )
 
 
 NEEDLE = NeedleCheck()

@@ -339,6 +339,19 @@ def compare(a: dict[str, Any], b: dict[str, Any], scoring: str = "flexible", alp
     return head + (f"; {'; '.join(caveats)}" if caveats else "")
 
 
+def scored_lines(line: dict[str, Any]) -> list[str]:
+    """A run's accuracy, strict and flexible, with its Wilson interval, and its failed requests."""
+    said = []
+    for scoring in ("strict", "flexible"):
+        figures = line[scoring]
+        if figures["accuracy"] is None:  # nothing answered: no accuracy, never 0/0
+            said.append(f"{scoring}: not scored ({line['failed']} request(s) failed, none answered)")
+            continue
+        accuracy = f"{figures['accuracy']:.3f} [{figures['low']:.3f}, {figures['high']:.3f}]"
+        said.append(f"{scoring}: {figures['correct']}/{line['n']} = {accuracy} (Wilson 95%)")
+    return [*said, f"{line['failed']} failed request(s)"]
+
+
 class QualityCheck(Check[QualityParams]):
     name = "quality"
     params_type = QualityParams
@@ -367,9 +380,11 @@ class QualityCheck(Check[QualityParams]):
         )
 
     async def run(self, ctx: RunContext, params: QualityParams) -> None:
-        await run_quality(
+        line = await run_quality(
             ctx.client, params, ctx.run, ctx.results, deployment=ctx.deployment, on_sample=ctx.advance
         )
+        for said in scored_lines(line):
+            ctx.say(said)
 
 
 QUALITY = QualityCheck()

@@ -173,6 +173,12 @@ async def _user(
     return turns
 
 
+def turn_line(turn: Turn) -> str:
+    """A turn as it ends, for the console: who, which turn, how long, and recall or the failure."""
+    said = f"FAILED {turn.error}" if turn.error else f"recall={'yes' if turn.recall else 'no'}"
+    return f"users={turn.users} user={turn.user} turn={turn.turn} target={turn.target_tokens} {said}"
+
+
 async def run_ramp(
     client: ChatClient,
     pool: UnitPool,
@@ -276,6 +282,10 @@ class RampCheck(Check[RampParams]):
         )
 
     async def run(self, ctx: RunContext, params: RampParams) -> None:
+        def done(turn: Turn) -> None:
+            ctx.say(turn_line(turn))
+            ctx.advance()
+
         await run_ramp(
             ctx.client,
             ctx.pool,
@@ -284,7 +294,7 @@ class RampCheck(Check[RampParams]):
             ctx.scope,
             deployment=ctx.deployment,
             table=ctx.results / RAMP_TABLE,
-            on_turn=ctx.advance,
+            on_turn=done,
             skip_completed=not ctx.force,
         )
 
