@@ -11,7 +11,7 @@ from conformance import assert_agrees_with_engine, suite
 
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
-from ctxbench.check_files import FidelityFile
+from ctxbench.checks.fidelity.file import FidelityFile
 from ctxbench.engines.models import TinyModel
 from ctxbench.store import RunDir
 

@@ -15,7 +15,7 @@ import pytest
 from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
-from ctxbench.check_files import FidelityFile
+from ctxbench.checks.fidelity.file import FidelityFile
 from ctxbench.engines.models import TinyModel
 from ctxbench.metrics import ttft_s
 from ctxbench.records import RequestRecord

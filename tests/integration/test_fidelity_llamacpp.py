@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 from loopback import AlteringProxy
 
-from ctxbench.check_files import FidelityFile
-from ctxbench.checks.fidelity import run_fidelity
+from ctxbench.checks.fidelity import FIDELITY
+from ctxbench.checks.fidelity.check import run_fidelity
+from ctxbench.checks.fidelity.file import FidelityFile
+from ctxbench.checks.fidelity.params import FidelityParams
+from ctxbench.checks.fidelity.section import drift_by_position, fidelity_section
 from ctxbench.client import Client
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
-from ctxbench.params import FidelityParams
 from ctxbench.render.run_read import RunRead
-from ctxbench.report.fidelity_section import drift_by_position, fidelity_section
 from ctxbench.results.evidence import Facts, status_of
 from ctxbench.run_files import Manifest
 from ctxbench.store import RunDir
@@ -85,8 +86,9 @@ async def test_an_altered_cached_answer_fails_the_check(
 ) -> None:
     proxy = AlteringProxy(tiny_server.port, alteration)
     url = await proxy.start()
+    run = RunDir.create(tmp_path, alteration)
     try:
-        data = await fidelity(url, pool, RunDir.create(tmp_path, alteration))
+        data = await fidelity(url, pool, run)
     finally:
         await proxy.close()
     # warm, partial, the two evicting prompts and restored, at each length; never a cold request
@@ -103,5 +105,6 @@ async def test_an_altered_cached_answer_fails_the_check(
             assert (path.verdict, path.first_divergence) == ("diverged", 2), (length, path)
     failures = data.failures()
     assert failures and len(failures) == sum(not p.holds for _, p in cached), failures
-    status, reasons = status_of(Facts(fidelity_failures=failures), random_weights=False)
+    judgement = FIDELITY.judge(run, random_weights=False)  # what the check says of its own results
+    status, reasons = status_of(Facts(judgements=[judgement]), random_weights=False)
     assert status == "failed" and reasons[0].startswith(f"the cache changed the answer: {failures[0]}")

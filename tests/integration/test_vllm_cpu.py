@@ -16,7 +16,7 @@ from conformance import assert_agrees_with_engine, suite
 from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
-from ctxbench.check_files import FidelityFile
+from ctxbench.checks.fidelity.file import FidelityFile
 from ctxbench.checks.sessions.cell import forecast_of
 from ctxbench.checks.sessions.file import SessionsFile
 from ctxbench.counters import counter_deltas, engine_deltas

@@ -19,7 +19,7 @@ ROOT = Path(ctxbench.__file__).parent
 
 def test_every_check_has_its_section_from_one_place() -> None:
     own = {c.name for c in CHECKS if c.own_report}
-    assert own >= {"returning", "sessions"}
+    assert own >= {"returning", "sessions", "fidelity"}
     assert set(SECTIONS) == {c.name for c in CHECKS} - own  # not both, not neither
     assert list(CHECK_SECTIONS) == [c.name for c in CHECKS]
     for check in CHECKS:
@@ -33,6 +33,11 @@ PARTS = {
     "returning": (
         r"checks\.returning\.|returning_(cells|section|forecast)\b|Return(ing)?(File|Params|Forecast)|"
         r"RETURNING_COLUMNS"
+    ),
+    # its parameters model is named by `ctxbench fidelity`, whose flags are its fields (from the package)
+    "fidelity": (
+        r"checks\.fidelity\.|fidelity_(cells?|section)\b|Fidelity(File|Length|PathResult)|"
+        r"FIDELITY_COLUMNS|judgement_of"
     ),
     "sessions": (
         r"checks\.sessions\.|sessions_(cells|section|file|forecast)\b|session_trace|Sessions(File|Params|Forecast)|"

@@ -3,12 +3,16 @@ changed an answer the engine computes identically cold (`FidelityFile.failures`,
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from ctxbench.check_files import FidelityFile
+from ctxbench.checks.fidelity import FIDELITY
+from ctxbench.checks.fidelity.file import FidelityFile
 from ctxbench.fidelity import compare, smallest_margin
 from ctxbench.records import TokenLogprob
 from ctxbench.results.evidence import Facts, status_of
+from ctxbench.store import RunDir
 
 
 def answer(*tokens: tuple[int, float, float]) -> list[TokenLogprob]:
@@ -93,21 +97,29 @@ def fidelity(cold: str, warm: str) -> FidelityFile:
     )
 
 
-def test_a_cached_path_that_diverged_fails_the_deployment_where_cold_is_deterministic() -> None:
+def judged(data: FidelityFile, tmp_path: Path, random_weights: bool) -> tuple[str, tuple[str, ...]]:
+    """The status a run with this fidelity.json gets from the check's own judgement (`Check.judge`)."""
+    run = RunDir.create(tmp_path, f"r-{random_weights}")
+    data.save(run.path)
+    judgement = FIDELITY.judge(run, random_weights)
+    return status_of(Facts(judgements=[judgement]), random_weights=random_weights)
+
+
+def test_a_cached_path_that_diverged_fails_the_deployment_where_cold_is_deterministic(tmp_path: Path) -> None:
     data = fidelity("bitwise identical", "diverged")
     assert data.failures() == ["warm at 512 tokens: diverged"]  # the load path is batching, reported apart
-    status, reasons = status_of(Facts(**{"fidelity_failures": data.failures()}), random_weights=False)
+    status, reasons = judged(data, tmp_path, random_weights=False)
     assert status == "failed" and reasons[0].startswith("the cache changed the answer: warm at 512 tokens")
     # Random weights: nearly flat answers, where numerics flip tokens (an H100 at 256K and 1M): reported, no
     # verdict on the cache.
-    status, reasons = status_of(Facts(**{"fidelity_failures": data.failures()}), random_weights=True)
+    status, reasons = judged(data, tmp_path, random_weights=True)
     assert status == "provisional" and reasons[0].startswith(
         "the cache did not give the cold answer: warm at 512"
     )
 
 
-def test_where_cold_is_not_deterministic_the_comparisons_are_no_verdict() -> None:
+def test_where_cold_is_not_deterministic_the_comparisons_are_no_verdict(tmp_path: Path) -> None:
     data = fidelity("same tokens, within tolerance", "diverged")
     assert data.failures() == [] and data.cold_noise() == ["512 tokens: same tokens, within tolerance"]
-    status, reasons = status_of(Facts(**{"fidelity_noise": data.cold_noise()}), random_weights=False)
+    status, reasons = judged(data, tmp_path, random_weights=False)
     assert status == "provisional" and any(r.startswith("not deterministic cold at 512") for r in reasons)

@@ -30,6 +30,15 @@ from ..text.tokens import TokenCounter
 P = TypeVar("P", bound=BaseModel)
 
 
+@dataclass(frozen=True)
+class Judgement:
+    """What a check's own results say of a run's status (docs/validation.md): any `failed` reason fails the
+    run; `provisional` reasons keep it from VALIDATED."""
+
+    failed: tuple[str, ...] = ()
+    provisional: tuple[str, ...] = ()
+
+
 class CheckTables(Strict):
     """The campaign file's `[checks.*]` tables: a field a check, named by the check and typed by its
     parameters (None: the campaign does not run it). `checks.catalog.Checks` is this model with a field for
@@ -156,3 +165,7 @@ class Check(Protocol[P]):
     def console(self, run: RunDir) -> list[str]:
         """Its lines of the console summary as a run ends."""
         return []
+
+    def judge(self, run: RunDir, random_weights: bool) -> Judgement:
+        """What its results say of the run's status (nothing where the run has none of it)."""
+        return Judgement()

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from .. import decode_stall, metrics
 from ..check_files import (
     CapacityFile,
-    FidelityFile,
     NeedleFile,
     ThroughputFile,
     TraceFile,
@@ -254,9 +253,6 @@ def claims_summary(run: RunDir) -> list[str]:
     if asked is not None:
         lines.append(f"recall under load: {asked.text().removeprefix('recall ')}")
     lines += _traffic_summary(run)
-    fidelity = FidelityFile.load(run.path)
-    if fidelity is not None:
-        lines.append(f"cache fidelity: {fidelity.summary()}")
     return lines
 
 

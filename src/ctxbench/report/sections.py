@@ -11,7 +11,6 @@ from collections.abc import Callable
 from ..checks.catalog import CHECKS
 from ..render.run_read import RunRead
 from .check_sections import capacity_section, ramp_section, throughput_section, trace_section
-from .fidelity_section import fidelity_section
 from .needle_section import needle_section
 
 Section = Callable[[RunRead], list[str]]
@@ -24,7 +23,6 @@ SECTIONS: dict[str, Section | None] = {
     "quality": None,  # a campaign-level table (quality.jsonl): the evidence report's column
     "throughput": throughput_section,
     "trace": trace_section,
-    "fidelity": fidelity_section,
 }
 
 CHECK_SECTIONS: dict[str, Section | None] = {

@@ -169,19 +169,7 @@ EVIDENCE_COLUMNS: tuple[Column, ...] = (
         ),
     ),
     *_own(TRAFFIC),
-    Column(
-        "fidelity",
-        "cache fidelity",
-        FIDELITY,
-        glance="cache fidelity",
-        guide=Guide(
-            "Returns the same answer from its cache as computed cold",
-            "greedy answers at the lengths and paths of its `[checks.fidelity]`, compared token by token "
-            "with their log-probabilities; not ranked: each engine has its own numerics",
-            caveat=False,
-            listed="cells",
-        ),
-    ),
+    *_own(FIDELITY),
     Column("quality", "GSM8K (flexible) [95%]", QUALITY, glance="quality"),
 )
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Literal
 
 from .. import decode_stall, metrics
-from ..check_files import CapacityFile, FidelityFile, NeedleFile
+from ..check_files import CapacityFile, NeedleFile
+from ..checks.base import Judgement
 from ..checks.catalog import CHECKS
 from ..checks.needle import CONTROL_FAILED
 from ..engines.chat_template import template_warnings
@@ -28,7 +29,7 @@ from ..store import RunDir
 from .cost import price_of
 from .load_cells import ask_cell, open_loop_cell, slo_cell, throughput_cells
 from .retrieval import TaskResult, task_results
-from .traffic_cells import fidelity_cell, trace_cell
+from .traffic_cells import trace_cell
 
 Status = Literal["validated", "provisional", "failed"]
 
@@ -55,7 +56,6 @@ class Row:
     slo: Cell = MISSING
     ask: Cell = MISSING
     trace: Cell = MISSING
-    fidelity: Cell = MISSING
     quality: Cell = MISSING
     status: Status = "provisional"
     reasons: tuple[str, ...] = field(default_factory=tuple)
@@ -231,11 +231,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     own = {
         key: cell for check in CHECKS if check.own_report for key, cell in check.cells(results, run).items()
     }
-    fidelity = FidelityFile.load(run.path)
-    if fidelity is not None:
-        cells.update(fidelity_cell(results, run, fidelity))
-        facts.fidelity_failures = fidelity.failures()
-        facts.fidelity_noise = fidelity.cold_noise()
+    facts.judgements = [check.judge(run, manifest.random_weights) for check in CHECKS if check.own_report]
     cells.update(_quality_cell(results, run.run_id))
     from ..audits.prefix_cache import audit_run
 
@@ -293,8 +289,7 @@ class Facts:
     template_warnings: list[str] = field(default_factory=list)
     token_fallback: bool = False
     ramp_with_two_users: bool = False
-    fidelity_failures: list[str] = field(default_factory=list)
-    fidelity_noise: list[str] = field(default_factory=list)
+    judgements: list[Judgement] = field(default_factory=list)  # the checks that judge their own results
     cache_findings: int = 0
 
 
@@ -323,19 +318,10 @@ def status_of(facts: Facts, *, random_weights: bool) -> tuple[Status, tuple[str,
             f"{one.request_id} (HTTP {one.http_status}): {said}; "
             "nothing measured speaks for what the server refused: fix what was sent and run again",
         )
-    changed = facts.fidelity_failures
-    if changed and random_weights:
-        # A random model's answers are nearly flat (the cold answer's top 5 within tenths of a nat), so the
-        # cached path's numerics flip tokens: reported, not a verdict on the cache (docs/metrics.md).
-        reasons.append(
-            f"the cache did not give the cold answer: {'; '.join(changed)}; with random weights the answers "
-            "are nearly flat, so this is numerics until a real model shows it (the run report has the drift)"
-        )
-    elif changed:
-        return "failed", (
-            f"the cache changed the answer: {'; '.join(changed)} (the engine answers the same prompt "
-            "bit for bit cold; the run report's cache fidelity section has both answers)",
-        )
+    failed = [reason for judged in facts.judgements for reason in judged.failed]
+    if failed:
+        return "failed", tuple(failed)
+    reasons += [reason for judged in facts.judgements for reason in judged.provisional]
     checks = facts.checks
     adhoc = facts.adhoc
     if adhoc:  # `ctxbench needle` and the like: one check asked for, the others not missing but not asked
@@ -364,8 +350,6 @@ def status_of(facts: Facts, *, random_weights: bool) -> tuple[Status, tuple[str,
             f"{facts.implausible} record(s) have a timing that cannot be true, left out of every figure "
             "(the run report names them)"
         )
-    for noise in facts.fidelity_noise:
-        reasons.append(f"not deterministic cold at {noise}: the cache fidelity comparisons are not a verdict")
     if facts.token_fallback:
         reasons.append("some token counts came from a fallback, not the server's usage")
     errors = [*facts.needle_count_errors, *([facts.count_error] if facts.count_error else [])]

@@ -1,14 +1,16 @@
-"""The run report's cache-fidelity section: per length, each path's answer against its cold one."""
+"""The run report's cache-fidelity section (per length, each path's answer against its cold one, the drift per
+position drawn) and its console line."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..check_files import FidelityFile
-from ..records import RequestRecord
-from ..render.run_read import RunRead
-from ..render.tables import fmt, markdown_table, relative
+from ...records import RequestRecord
+from ...render.run_read import RunRead
+from ...render.tables import fmt, markdown_table, relative
+from ...store import RunDir
+from .file import FidelityFile
 
 
 def fidelity_section(read: RunRead) -> list[str]:
@@ -75,6 +77,11 @@ def fidelity_section(read: RunRead) -> list[str]:
         "(`labels.check = fidelity`, `logprobs`)."
     )
     return lines
+
+
+def console_lines(run: RunDir) -> list[str]:
+    data = FidelityFile.load(run.path)
+    return [] if data is None else [f"cache fidelity: {data.summary()}"]
 
 
 Drifts = dict[int, dict[str, list[float]]]

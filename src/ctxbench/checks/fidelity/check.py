@@ -22,17 +22,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
-from .. import metrics
-from ..chat_client import ChatClient
-from ..check_files import FidelityFile, FidelityLength, FidelityPathResult
-from ..fidelity import compare, smallest_margin
-from ..params import FidelityParams
-from ..records import CACHE_SLACK_TOKENS, CacheIntent, RequestRecord
-from ..store import RunDir
-from ..text.haystack import UnitPool, build_haystack, lead_tokens, request_seed
-from .base import Check, RunContext
+from ... import metrics
+from ...chat_client import ChatClient
+from ...fidelity import compare, smallest_margin
+from ...records import CACHE_SLACK_TOKENS, CacheIntent, RequestRecord
+from ...render.cell import Cell
+from ...render.run_read import RunRead
+from ...store import RunDir
+from ...text.haystack import UnitPool, build_haystack, lead_tokens, request_seed
+from ..base import Check, Judgement, RunContext
+from .cell import FIDELITY_COLUMNS, fidelity_cells, judgement_of
+from .file import FidelityFile, FidelityLength, FidelityPathResult
+from .params import FidelityParams
+from .section import console_lines, fidelity_section
 
 UNIT = "fidelity"
 QUESTIONS = (
@@ -262,6 +267,21 @@ class FidelityCheck(Check[FidelityParams]):
         for length in found.lengths:
             for path in length.paths:
                 ctx.say(f"fidelity {length.length} tokens, {path.path}: {path.text}")
+
+    own_report = True
+    columns = FIDELITY_COLUMNS
+
+    def section(self, read: RunRead) -> list[str]:
+        return fidelity_section(read)
+
+    def cells(self, results: Path, run: RunDir) -> dict[str, Cell]:
+        return fidelity_cells(results, run)
+
+    def console(self, run: RunDir) -> list[str]:
+        return console_lines(run)
+
+    def judge(self, run: RunDir, random_weights: bool) -> Judgement:
+        return judgement_of(run, random_weights)
 
 
 FIDELITY = FidelityCheck()
