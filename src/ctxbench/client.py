@@ -22,7 +22,7 @@ from . import answers
 from .answers import closing_event, http_error, not_a_stream, token_of, unplanned_prompt, usage_of
 from .gc_pause import NO_FULL_COLLECTIONS
 from .param_types import DEFAULT_READ_TIMEOUT_S
-from .records import CacheIntent, Chunk, RequestError, RequestRecord, TokenLogprob, Usage
+from .records import PLANNED_LABEL, CacheIntent, Chunk, RequestError, RequestRecord, TokenLogprob, Usage
 from .request_json import RequestJson
 from .sse import SseDecoder
 from .transport import HEAD_NS, STAMPED, LeanTransport, StampedBody
@@ -370,7 +370,7 @@ class _Outcome:
         if closing_event(self.empty_finish_last, len(self.chunks), completion):
             self.chunks.pop()
         if self.error is None:
-            self.error = unplanned_prompt(attempt.labels.get("planned_tokens"), self.usage)
+            self.error = unplanned_prompt(attempt.labels.get(PLANNED_LABEL), self.usage)
         return RequestRecord(
             request_id=attempt.request_id,
             endpoint=attempt.endpoint,

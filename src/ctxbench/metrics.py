@@ -354,7 +354,7 @@ def between_turns_s(records: Sequence[RequestRecord]) -> dict[str, float]:
     turns: dict[tuple[str, str, str], dict[int, RequestRecord]] = {}
     for record in records:
         labels = record.labels
-        if labels.get("check") != "ramp" or not labels.get("turn"):
+        if record.check != "ramp" or not labels.get("turn"):
             continue
         attempt = _ATTEMPT.search(record.request_id)
         key = (labels.get("users", ""), labels.get("user", ""), attempt.group(1) if attempt else "1")

@@ -160,7 +160,7 @@ def rows_from_records(
     records: Iterable[RequestRecord], *, deployment: str, run_id: str, source_file: str
 ) -> list[dict[str, str]]:
     """Rows for every ramp record (labels `check = ramp`), stall figures recomputed per users setting."""
-    ramp = [r for r in records if r.labels.get("check") == "ramp"]
+    ramp = [r for r in records if r.check == "ramp"]
     stalls = _setting_stalls(ramp)
     return [
         record_row(
@@ -177,7 +177,7 @@ def run_rows(
     interrupted setting has its measured turns). Runs older than the `needle_value` label cannot rebuild
     recall: their rows come from the table, plus rebuilt rows for any users setting it lacks, and their stall
     cells are recomputed from the records all the same (so the turns and the pooled figure use one window)."""
-    ramp = [r for r in records if r.labels.get("check") == "ramp"]
+    ramp = [r for r in records if r.check == "ramp"]
     if ramp and all("needle_value" in r.labels for r in ramp):
         return latest_attempt(
             rows_from_records(ramp, deployment=deployment, run_id=run_id, source_file=source_file)
@@ -188,7 +188,7 @@ def run_rows(
         for row in read_rows(table, run_id)
     ]
     present = {row["users"] for row in rows}
-    missing = [r for r in records if r.labels.get("check") == "ramp" and r.labels.get("users") not in present]
+    missing = [r for r in records if r.check == "ramp" and r.labels.get("users") not in present]
     if not missing:
         return rows
     # Attempts run one after another, so stalls over all of them equal stalls within each.

@@ -128,6 +128,9 @@ class RequestError(_Frozen):
     server_prompt_tokens: int | None = None
 
 
+CHECK_LABEL, PLANNED_LABEL, WARMUP_LABEL = "check", "planned_tokens", "warmup"
+
+
 class RequestRecord(_Frozen):
     """Everything observed about one request; stamps are `time.perf_counter_ns()`."""
 
@@ -159,6 +162,24 @@ class RequestRecord(_Frozen):
     def ok(self) -> bool:
         return self.error is None
 
+    # The labels every check writes, read through these and nowhere by their key (a check's own labels are
+    # read in its own module): the check that sent it, the prompt tokens it planned, a warm-up request.
+    @property
+    def check(self) -> str:
+        """The check that sent it ("" for a request no check sent: a library call)."""
+        return self.labels.get(CHECK_LABEL, "")
+
+    @property
+    def planned_tokens(self) -> int | None:
+        """The prompt tokens ctxbench planned for it (None where none was planned: a user's own prompt)."""
+        planned = self.labels.get(PLANNED_LABEL)
+        return int(planned) if planned else None
+
+    @property
+    def warmup(self) -> bool:
+        """A warm-up request, sent before a level's measured ones and left out of its figures."""
+        return self.labels.get(WARMUP_LABEL) == "1"
+
     @property
     def failed_a_check(self) -> bool:
         """Failed, and a check needed it: not the capacity check's over-limit prompt rejected as over the
@@ -178,7 +199,7 @@ class RequestRecord(_Frozen):
             and status is not None
             and 400 <= status < 500
             and status not in (408, 429)
-            and self.labels.get("check") != "trace"
+            and self.check != "trace"
         )
 
     @property

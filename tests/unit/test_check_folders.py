@@ -73,3 +73,17 @@ def test_a_folder_holds_its_parameters_and_the_campaign_file_takes_its_table_fro
             assert check.params_type.__module__ == f"ctxbench.checks.{check.name}.params", check.name
         assert Campaign.model_fields["checks"].annotation is Checks
         assert Checks.model_fields[check.name].annotation == check.params_type | None, check.name
+
+
+def test_the_labels_every_check_writes_are_read_through_the_record() -> None:
+    """`record.check`, `record.planned_tokens`, `record.warmup`: no module reads those labels by their key
+    (records.py defines them once; a check's own labels are read in its own module)."""
+    by_key = re.compile(r"""labels(\.get\(|\[)\s*["'](check|planned_tokens|warmup)["']""")
+    named = [
+        f"{path.relative_to(ROOT)}: {line.strip()}"
+        for path in ROOT.rglob("*.py")
+        if path.name != "records.py"
+        for line in path.read_text().splitlines()
+        if by_key.search(line)
+    ]
+    assert named == [], named

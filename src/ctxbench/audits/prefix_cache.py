@@ -140,11 +140,11 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
     legacy = [r for r in records if r.cache is None and r.record_version < 3]
     findings = _duplicates(every)
     findings += [
-        Finding(r.request_id, "undeclared", f"a {r.labels['check']} request recorded with no cache intent")
+        Finding(r.request_id, "undeclared", f"a {r.check} request recorded with no cache intent")
         for r in records
         if r.cache is None and r.record_version >= 3 and "check" in r.labels
     ]
-    findings += _intent_findings([r for r in declared if r.labels.get("check") != "trace"])
+    findings += _intent_findings([r for r in declared if r.check != "trace"])
     legacy_fresh, lead = _legacy_fresh(legacy)
     findings += _fresh_hits(legacy_fresh, lead)
     fresh = [(r, lead) for r in legacy_fresh] + [
@@ -152,8 +152,8 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
     ]
     too_fast, median = _too_fast(fresh, too_fast_factor)
     findings += too_fast
-    findings += _ramp_findings([r for r in legacy if r.labels.get("check") == "ramp"])
-    trace = [r for r in every if r.labels.get("check") == "trace"]
+    findings += _ramp_findings([r for r in legacy if r.check == "ramp"])
+    trace = [r for r in every if r.check == "trace"]
     findings += _trace_findings(trace)
     bounds = counter_bounds(counter_windows(run), every)
     findings += [
@@ -192,11 +192,7 @@ def counter_bounds(windows: list[CheckCounters], records: list[RequestRecord]) -
     bounds = []
     for window in windows:
         hits = window.deltas.get("prefix_cache_hits")
-        mine = [
-            r
-            for r in records
-            if r.labels.get("check") == window.check and attempt_of(r.request_id) == window.attempt
-        ]
+        mine = [r for r in records if r.check == window.check and attempt_of(r.request_id) == window.attempt]
         if hits is None or not mine:
             continue  # a unit of a check (a level), the run as a whole, or an engine without the counter
         allowed = [r.cache.allowed_tokens if r.cache is not None else None for r in mine]
@@ -246,9 +242,7 @@ def _legacy_fresh(records: list[RequestRecord]) -> tuple[list[RequestRecord], in
     """Records made before version 3: the fresh prompts by their check's labels, and the template they
     share (`labels.template_tokens`; runs recorded before that label take the smallest any fresh prompt
     reported)."""
-    fresh = [
-        r for r in records if r.labels.get("check") in FRESH_CHECKS and r.labels.get("reuse") != "document"
-    ]
+    fresh = [r for r in records if r.check in FRESH_CHECKS and r.labels.get("reuse") != "document"]
     labelled = [int(r.labels["template_tokens"]) for r in fresh if r.labels.get("template_tokens")]
     template = max(labelled) if labelled else min((metrics.cached_tokens(r) or 0 for r in fresh), default=0)
     return fresh, template
@@ -335,7 +329,7 @@ def _hit_ratios(records: list[RequestRecord]) -> dict[str, float]:
     for record in records:
         intended = int(record.labels.get("intended_cached_tokens", "0") or 0)
         cached = metrics.cached_tokens(record)
-        if record.labels.get("check") == "ramp" and intended > 0 and cached is not None:
+        if record.check == "ramp" and intended > 0 and cached is not None:
             entry = sums.setdefault(record.labels["users"], [0, 0])
             entry[0] += min(cached, intended)
             entry[1] += intended
@@ -345,9 +339,7 @@ def _hit_ratios(records: list[RequestRecord]) -> dict[str, float]:
 def _ramp_findings(records: list[RequestRecord]) -> list[Finding]:
     findings = []
     previous: dict[tuple[str, str, str], RequestRecord] = {}
-    ramp = sorted(
-        (r for r in records if r.labels.get("check") == "ramp"), key=lambda r: int(r.labels["turn"])
-    )
+    ramp = sorted((r for r in records if r.check == "ramp"), key=lambda r: int(r.labels["turn"]))
     for record in ramp:
         key = (record.labels["users"], record.labels["user"], str(attempt_of(record.request_id)))
         earlier = previous.get(key)

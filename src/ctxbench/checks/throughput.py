@@ -21,7 +21,7 @@ from .. import metrics
 from ..chat_client import ChatClient
 from ..check_files import ThroughputFile
 from ..load_params import ThroughputParams
-from ..records import RequestRecord
+from ..records import WARMUP_LABEL, RequestRecord
 from ..slo_search import search
 from ..steady import steady_state
 from ..store import RunDir
@@ -112,7 +112,7 @@ class _Levels:
             )
             records = [r for mine in per_user for r in mine]
         self.snapshot(unit, "after")
-        measured = [r for r in records if r.labels["warmup"] == "0"]
+        measured = [r for r in records if not r.warmup]
         store[key] = level_summary(measured, params, run.attempt)
         self._finish(unit)
         return store[key]
@@ -243,7 +243,7 @@ class ThroughputCheck(Check[ThroughputParams]):
         questions and load of recall under load, a stage of their own."""
         if labels.get("ask"):
             return f"throughput-ask-u{labels['users']}"
-        if labels.get("warmup") == "1":
+        if labels.get(WARMUP_LABEL) == "1":
             return None
         again = f"-rep{labels['repeat']}" if labels.get("repeat") else ""
         if labels.get("mode") == "open":

@@ -175,7 +175,7 @@ def trace_summary(records: list[RequestRecord], params: TraceParams, attempt: in
     ]
     # a trace line shorter than the shortest prompt ctxbench can build (template, lead and question) is
     # sent at that length: counted, and each record keeps the trace's length beside the planned one
-    lengthened = [r for r in records if int(r.labels["planned_tokens"]) > int(r.labels["input_length"])]
+    lengthened = [r for r in records if (r.planned_tokens or 0) > int(r.labels["input_length"])]
     unreported = any(metrics.cached_tokens(r) is None for r in sharing)
     late = [lateness_s(r) for r in records]
     return {

@@ -371,7 +371,7 @@ def trace_section(read: RunRead) -> list[str]:
     spec = t.spec
     reported, expected = t.reported_cached_tokens, t.expected_cached_tokens
     ratio = f" ({t.cached_share:.0%} of it)" if t.cached_share is not None else ""
-    replayed = [r for r in read.records if r.labels.get("check") == "trace"]
+    replayed = [r for r in read.records if r.check == "trace"]
     ok = [r for r in replayed if r.ok]
     return [
         "",

@@ -70,9 +70,9 @@ def measured_records(level: Level, users: int, records: Sequence[RequestRecord])
     return [
         r
         for r in records
-        if r.labels.get("check") == "throughput"
+        if r.check == "throughput"
         and r.labels.get("users") == str(users)
-        and r.labels.get("warmup") == "0"
+        and not r.warmup
         and "rate" not in r.labels
     ]
 

@@ -281,11 +281,7 @@ def _timeline_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]
         path = results / "runs" / row.run_id
         if not (path / MANIFEST_FILE).exists():
             continue
-        records = [
-            r
-            for r in RunDir(path).records()
-            if r.labels.get("check") == "ramp" and r.labels.get("users") == "2"
-        ]
+        records = [r for r in RunDir(path).records() if r.check == "ramp" and r.labels.get("users") == "2"]
         telemetry = read_telemetry(path / TELEMETRY_FILE)
         gpu = [s for s in telemetry.samples if s.check == "ramp"] if telemetry else []
         drawn = timeline(records, gpu)

@@ -140,7 +140,7 @@ def _telemetry_section(run: RunDir, records: Sequence[RequestRecord]) -> list[st
         figure = summarize(telemetry.samples, check)
         if figure is None:
             continue
-        energy = token_energy(figure, [r for r in records if r.labels.get("check") == check])
+        energy = token_energy(figure, [r for r in records if r.check == check])
         memory = None if figure.peak_memory_bytes is None else figure.peak_memory_bytes / 2**30
         kilojoules = None if figure.energy_j is None else figure.energy_j / 1000
         lines.append(
@@ -192,7 +192,7 @@ def claims_summary(run: RunDir) -> list[str]:
         failed = [
             r.error
             for r in records
-            if r.error is not None and r.labels.get("check") == "ramp" and r.labels.get("users") == str(users)
+            if r.error is not None and r.check == "ramp" and r.labels.get("users") == str(users)
         ]
         recall = (
             f"recall {sum(int(r['recall']) for r in scored)}/{len(scored)}"

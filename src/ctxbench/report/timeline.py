@@ -74,7 +74,7 @@ def timeline(records: Sequence[RequestRecord], gpu: Sequence[GpuSample] = ()) ->
             Span(
                 user=int(record.labels["user"]),
                 turn=record.labels.get("turn", "?"),
-                context_tokens=record.labels.get("planned_tokens", ""),
+                context_tokens=str(record.planned_tokens or ""),
                 sent_s=(record.sent_ns - t0) / NS,
                 first_s=(first - t0) / NS,
                 last_s=(last - t0) / NS,

@@ -81,7 +81,7 @@ class Calibration:
 
 def label_of(record: RequestRecord) -> str:
     labels = record.labels
-    check = labels.get("check", "?")
+    check = record.check or "?"
     if check == "ramp":
         return f"ramp u{labels.get('users')} user {labels.get('user')} turn {labels.get('turn')}"
     if check == "needle":

@@ -311,7 +311,7 @@ def status_of(facts: Facts, *, random_weights: bool) -> tuple[Status, tuple[str,
     if refused:
         one = refused[0]
         said = _clause(one.error.message if one.error else "", 160)
-        by_check = Counter(r.labels.get("check", "?") for r in refused)
+        by_check = Counter((r.check or "?") for r in refused)
         return "failed", (
             f"{len(refused)} request(s) refused by the server "
             f"({', '.join(f'{check} {n}' for check, n in sorted(by_check.items()))}), first "

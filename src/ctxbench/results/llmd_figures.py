@@ -61,7 +61,7 @@ def peak_in_flight(records: Sequence[RequestRecord]) -> int:
 def _session_key(record: RequestRecord) -> str | None:
     """The conversation a multi-turn stage's request belongs to, as its check says (`Check.conversation`);
     None outside one."""
-    check = CHECKS_BY_NAME.get(record.labels.get("check", ""))
+    check = CHECKS_BY_NAME.get(record.check)
     return None if check is None else check.conversation(record.labels)
 
 

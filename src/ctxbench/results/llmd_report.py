@@ -50,7 +50,7 @@ _ATTEMPT = re.compile(r"-a(\d+)$")
 def stage_of(record: RequestRecord) -> str | None:
     """The stage a record belongs to, as its check names it (`Check.stage`), or None for one no stage
     reports (warm-up, the over-limit probe, a record of no known check)."""
-    check = CHECKS_BY_NAME.get(record.labels.get("check", ""))
+    check = CHECKS_BY_NAME.get(record.check)
     return None if check is None else check.stage(record.labels)
 
 
@@ -157,7 +157,7 @@ def _component(run: RunDir, manifest: Manifest) -> Component:
 def _load(stage: str, number: int, records: Sequence[RequestRecord], params: dict[str, Any]) -> Load:
     first = records[0].labels
     check = first.get("check", "")
-    planned = [int(r.labels["planned_tokens"]) for r in records if r.labels.get("planned_tokens")]
+    planned = [r.planned_tokens for r in records if r.planned_tokens is not None]
     inputs = _length(planned) or _length([metrics.prompt_tokens(r) or 0 for r in records])
     standardized: dict[str, Any] = {
         "tool": "ctxbench",
@@ -223,7 +223,7 @@ def run_reports(run: RunDir, version: Version = "0.2") -> list[BenchmarkReportV0
     model = REPORTS[version]
     reports = []
     for number, (stage, records) in enumerate(stages(run.records()).items()):
-        check = records[0].labels.get("check", "")
+        check = records[0].check
         start = wall(records[0], min(r.sent_ns for r in records))
         end = wall(records[-1], max(r.end_ns for r in records))
         seconds = (max(r.end_ns for r in records) - min(r.sent_ns for r in records)) / metrics.NS

@@ -115,7 +115,7 @@ async def run_returning(
     for number, (build, immediate, history) in enumerate(built):
         back, _ = await send("return", number, history, _prompt(immediate))
         # a fresh prompt exactly as long as the return: nothing of it was ever sent before
-        fresh, _ = await send("fresh", number, [], 0, target=int(back.labels["planned_tokens"]))
+        fresh, _ = await send("fresh", number, [], 0, target=back.planned_tokens)
         conversations.append(
             Conversation(
                 conversation=number,
