@@ -70,18 +70,42 @@ def test_each_check_names_the_export_stage_of_its_own_requests() -> None:
 
 
 def test_each_check_says_what_an_export_reads_of_its_requests() -> None:
-    """The llm-d export asks the check, not an if-chain of names: the conversation a request belongs to,
-    the prefix a stage shares by design and its turns."""
+    """The llm-d export asks the check, not an if-chain of names: the conversation a request belongs to, and
+    the load a stage was given by design (rate or users, a shared prefix, turns, sampled prompts)."""
+    from ctxbench.checks.base import StageLoad
     from ctxbench.checks.catalog import CHECKS_BY_NAME
+    from ctxbench.records import RequestRecord
 
-    returning, sessions, ramp, throughput = (
-        CHECKS_BY_NAME[name] for name in ("returning", "sessions", "ramp", "throughput")
+    def records(**labels: str) -> list[RequestRecord]:
+        return [
+            RequestRecord(
+                request_id=f"r{n}",
+                endpoint="chat",
+                url="http://127.0.0.1:1",
+                model="m",
+                labels=labels,
+                request_bytes=1,
+                enqueued_ns=n * 10**9,
+                sent_ns=n * 10**9,
+                end_ns=n * 10**9 + 1,
+            )
+            for n in range(3)
+        ]
+
+    returning, sessions, ramp, throughput, trace = (
+        CHECKS_BY_NAME[name] for name in ("returning", "sessions", "ramp", "throughput", "trace")
     )
     assert returning.conversation({"phase": "return", "conversation": "1"}) == "1"
     assert returning.conversation({"phase": "filler", "conversation": "1"}) is None
     assert sessions.conversation({"session": "3"}) == "3" and ramp.conversation({"user": "0"}) == "0"
     assert CHECKS_BY_NAME["needle"].conversation({"user": "0"}) is None
-    assert sessions.shared_prefix({"system_tokens": 512}, {"sessions": "4"}) == (512, 4)
-    assert throughput.shared_prefix({"shared_prefix_tokens": 0}, {"users": "2"}) is None
-    assert throughput.shared_prefix({"shared_prefix_tokens": 64}, {"users": "2"}) == (64, 2)
-    assert ramp.turns({"turns": 5}) == 5 and returning.turns({}) is None
+    assert sessions.stage_load({"system_tokens": 512, "turns": 4}, records(sessions="4")) == StageLoad(
+        prefix_tokens=512, prefix_users=4, turns=4
+    )
+    closed = throughput.stage_load({"shared_prefix_tokens": 64, "source": "prose"}, records(users="2"))
+    assert closed == StageLoad(users=2, prefix_tokens=64, prefix_users=2)
+    opened = throughput.stage_load({"source": "my.jsonl"}, records(mode="open", rate="4", users="1"))
+    assert opened.rate_qps == 4.0 and opened.users is None and opened.sampled
+    assert ramp.stage_load({"turns": 5}, records(users="2")) == StageLoad(users=2, turns=5)
+    assert trace.stage_load({}, records()).rate_qps == 1.0  # 3 arrivals a second apart
+    assert returning.stage_load({}, records()) == StageLoad()  # the export states the peak in flight

@@ -9,7 +9,7 @@ line it announces, whether it is still to do on a resumed run, and `run(ctx, par
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -20,6 +20,7 @@ from ..chat_client import ChatClient
 from ..engines.limits import ContextLimit
 from ..errors import UsageError
 from ..param_types import Strict
+from ..records import RequestRecord
 from ..render.cell import Cell
 from ..render.column import Column
 from ..render.run_read import RunRead
@@ -28,6 +29,21 @@ from ..text.haystack import UnitPool
 from ..text.tokens import TokenCounter
 
 P = TypeVar("P", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class StageLoad:
+    """The load a stage of a check was given by design. `rate_qps`: requests a second offered (an open-loop
+    rate, a trace's arrivals); `users`: concurrent users (a closed loop); neither: the export states the
+    most requests the stage had in flight. `prefix_tokens` shared by `prefix_users` by design; `turns`: the
+    most turns a conversation has (None: single requests); `sampled`: prompts from the user's data."""
+
+    rate_qps: float | None = None
+    users: int | None = None
+    prefix_tokens: int = 0
+    prefix_users: int = 1
+    turns: int | None = None
+    sampled: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,16 +133,10 @@ class Check(Protocol[P]):
         `session_performance`); None for a request outside one."""
         return None
 
-    def shared_prefix(
-        self, parameters: Mapping[str, Any], labels: Mapping[str, str]
-    ) -> tuple[int, int] | None:
-        """(tokens, users sharing it) of the prefix a stage's requests share by design, from the run's
-        recorded parameters of the check and a request's labels; None where they share none."""
-        return None
-
-    def turns(self, parameters: Mapping[str, Any]) -> int | None:
-        """The most turns one of its conversations has, where it is multi-turn (None: single requests)."""
-        return None
+    def stage_load(self, parameters: Mapping[str, Any], records: Sequence[RequestRecord]) -> StageLoad:
+        """The load one stage of it was given by design (an export's description of the stage: llm-d's
+        `standardized` load), from the run's recorded parameters of the check and the stage's records."""
+        return StageLoad()
 
     def pending(self, params: P, done: set[str]) -> bool:
         """Whether a run whose finished units are `done` has anything of it left to run. A check whose

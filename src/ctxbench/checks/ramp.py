@@ -31,7 +31,7 @@ from ..records import CacheIntent, RequestRecord
 from ..store import RunDir
 from ..text.haystack import HaystackError, UnitPool, build_planted, lead_tokens, request_seed
 from ..text.tasks import Planted, answer_labels, plant
-from .base import Check, RunContext
+from .base import Check, RunContext, StageLoad
 
 FOLLOW_UP = "Then, in a few sentences, summarize the newest section of the archive."
 
@@ -263,8 +263,9 @@ class RampCheck(Check[RampParams]):
     def conversation(self, labels: Mapping[str, str]) -> str | None:
         return labels.get("user")  # a user's turns are one conversation
 
-    def turns(self, parameters: Mapping[str, Any]) -> int | None:
-        return int(parameters.get("turns") or 1)
+    def stage_load(self, parameters: Mapping[str, Any], records: Sequence[RequestRecord]) -> StageLoad:
+        # a users setting: that many conversations at once, each `turns` long
+        return StageLoad(users=int(records[0].labels["users"]), turns=int(parameters.get("turns") or 1))
 
     def request_count(self, params: RampParams) -> int:
         return params.turns * sum(params.users)

@@ -25,7 +25,7 @@ from ..records import WARMUP_LABEL, RequestRecord
 from ..slo_search import search
 from ..steady import steady_state
 from ..store import RunDir
-from .base import Check, RunContext
+from .base import Check, RunContext, StageLoad
 from .closed_loop import extra_body, run_user, users_in_processes
 from .open_loop import rate_summary, rate_unit, run_rate
 from .prompts import PromptMaker
@@ -250,11 +250,18 @@ class ThroughputCheck(Check[ThroughputParams]):
             return f"throughput-r{labels['rate']}{again}"
         return f"throughput-u{labels['users']}{again}"
 
-    def shared_prefix(
-        self, parameters: Mapping[str, Any], labels: Mapping[str, str]
-    ) -> tuple[int, int] | None:
-        tokens = int(parameters.get("shared_prefix_tokens") or 0)  # the level's users share it
-        return (tokens, int(labels.get("users", "1"))) if tokens else None
+    def stage_load(self, parameters: Mapping[str, Any], records: Sequence[RequestRecord]) -> StageLoad:
+        # an open-loop rate, else a closed-loop level's users, who share the prefix; a user's JSONL is
+        # sampled data, ctxbench's prose and code fresh text
+        labels = records[0].labels
+        users = int(labels.get("users", "1"))
+        return StageLoad(
+            rate_qps=float(labels["rate"]) if labels.get("mode") == "open" else None,
+            users=None if labels.get("mode") == "open" else users,
+            prefix_tokens=int(parameters.get("shared_prefix_tokens") or 0),
+            prefix_users=users,
+            sampled=parameters.get("source") not in ("prose", "code"),
+        )
 
     def request_count(self, params: ThroughputParams) -> int:
         return params.request_count()

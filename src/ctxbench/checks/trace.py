@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from ..records import CacheIntent, RequestRecord
 from ..store import RunDir
 from ..text.blocks import LEAD, BlockPrompts
 from ..text.haystack import UnitPool, lead_tokens, request_seed
-from .base import Check, RunContext
+from .base import Check, RunContext, StageLoad
 from .open_loop import Due, send_when_due
 from .trace_cache import implied_cached
 
@@ -257,6 +257,11 @@ class TraceCheck(Check[TraceParams]):
             "Give the local path of a Mooncake-format JSONL trace (examples/mooncake-sample.jsonl is one)."
         )
         return [("file", params.file, instead)]
+
+    def stage_load(self, parameters: Mapping[str, Any], records: Sequence[RequestRecord]) -> StageLoad:
+        """The trace's own arrivals set its load: their mean rate over the replay."""
+        span_s = (max(r.sent_ns for r in records) - min(r.sent_ns for r in records)) / metrics.NS
+        return StageLoad(rate_qps=(len(records) - 1) / span_s if len(records) > 1 and span_s > 0 else None)
 
     def announce(self, params: TraceParams, ctx: RunContext) -> str | None:
         return (

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, metrics
+from ..checks.base import StageLoad
 from ..checks.catalog import CHECKS_BY_NAME
 from ..engines.kinds import find_engine
 from ..records import RequestRecord
@@ -155,17 +156,16 @@ def _component(run: RunDir, manifest: Manifest) -> Component:
 
 
 def _load(stage: str, number: int, records: Sequence[RequestRecord], params: dict[str, Any]) -> Load:
-    first = records[0].labels
-    check = first.get("check", "")
+    check = records[0].check
+    owner = CHECKS_BY_NAME.get(check)
+    load = StageLoad() if owner is None else owner.stage_load(params, records)
     planned = [r.planned_tokens for r in records if r.planned_tokens is not None]
     inputs = _length(planned) or _length([metrics.prompt_tokens(r) or 0 for r in records])
     standardized: dict[str, Any] = {
         "tool": "ctxbench",
         "tool_version": __version__,
         # ctxbench's generators write fresh text per request; a user's JSONL is sampled data
-        "source": "sampled"
-        if check == "throughput" and params.get("source") not in ("prose", "code")
-        else "random",
+        "source": "sampled" if load.sampled else "random",
         "stage": number,
         "input_seq_len": (inputs or SequenceLength(distribution="fixed", value=1)).model_dump(
             exclude_none=True
@@ -175,29 +175,24 @@ def _load(stage: str, number: int, records: Sequence[RequestRecord], params: dic
     if outputs and records[0].max_tokens and all(n == records[0].max_tokens for n in outputs):
         # enforced (ignore_eos, or every reply ran to its budget); else the schema's field stays out
         standardized["output_seq_len"] = {"distribution": "fixed", "value": records[0].max_tokens}
-    if check == "throughput" and first.get("mode") == "open":
-        standardized["rate_qps"] = float(first["rate"])
-    elif check == "trace":  # the trace's own arrivals set its load: their mean rate over the replay
-        span_s = (max(r.sent_ns for r in records) - min(r.sent_ns for r in records)) / metrics.NS
-        if len(records) > 1 and span_s > 0:
-            standardized["rate_qps"] = (len(records) - 1) / span_s
-    elif check == "throughput" or check == "ramp":
-        standardized["concurrency"] = int(first["users"])
+    if load.rate_qps is not None:
+        standardized["rate_qps"] = load.rate_qps
+    elif load.users is not None:
+        standardized["concurrency"] = load.users
     else:
         standardized["concurrency"] = max(1, peak_in_flight(records))
-    owner = CHECKS_BY_NAME.get(check)
-    shared = None if owner is None else owner.shared_prefix(params, first)
-    if shared is not None:  # a prefix every request of the stage shares by design, its users the group's
-        tokens, users = shared
+    if load.prefix_tokens:  # a prefix every request of the stage shares by design, its users the group's
         standardized["prefix"] = {
-            "prefix_len": {"distribution": "fixed", "value": tokens},
+            "prefix_len": {"distribution": "fixed", "value": load.prefix_tokens},
             "num_groups": 1,
-            "num_users_per_group": users,
+            "num_users_per_group": load.prefix_users,
             "num_prefixes": 1,
         }
-    turns = None if owner is None else owner.turns(params)
-    if turns is not None:
-        standardized["multi_turn"] = {"enabled": True, "max_turns": {"distribution": "fixed", "value": turns}}
+    if load.turns is not None:
+        standardized["multi_turn"] = {
+            "enabled": True,
+            "max_turns": {"distribution": "fixed", "value": load.turns},
+        }
     return Load.model_validate(
         {
             "metadata": {"description": f"ctxbench {check} check, stage {stage}"},

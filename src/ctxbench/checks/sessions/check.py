@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from ...text.haystack import (
     request_seed,
     turn_overhead_tokens,
 )
-from ..base import Check, RunContext
+from ..base import Check, RunContext, StageLoad
 from .cell import SESSIONS_COLUMNS, console_lines, sessions_cells
 from .file import SessionsFile, SessionsLevel, SessionTurn, level_summary
 from .params import SessionsParams
@@ -305,14 +305,15 @@ class SessionsCheck(Check[SessionsParams]):
     def conversation(self, labels: Mapping[str, str]) -> str | None:
         return labels.get("session")
 
-    def shared_prefix(
-        self, parameters: Mapping[str, Any], labels: Mapping[str, str]
-    ) -> tuple[int, int] | None:
-        # a level's sessions share one system prompt, each session one of its users
-        return int(parameters["system_tokens"]), int(labels["sessions"])
-
-    def turns(self, parameters: Mapping[str, Any]) -> int | None:
-        return int(parameters.get("turns") or 1)
+    def stage_load(self, parameters: Mapping[str, Any], records: Sequence[RequestRecord]) -> StageLoad:
+        # a level's sessions share one system prompt, each session one of its users; idle between turns,
+        # they seldom overlap, so neither a rate nor users: the export states the peak in flight measured
+        sessions = int(records[0].labels["sessions"]) if records[0].labels.get("sessions") else 1
+        return StageLoad(
+            prefix_tokens=int(parameters.get("system_tokens") or 0),
+            prefix_users=sessions,
+            turns=int(parameters.get("turns") or 1),
+        )
 
     def request_count(self, params: SessionsParams) -> int:
         return params.request_count()
