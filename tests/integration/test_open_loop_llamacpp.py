@@ -160,7 +160,7 @@ def test_a_replayed_trace_shares_the_prefixes_its_hash_ids_imply(tiny: TinyModel
     report = run_report(run)
     assert "## Trace replay" in report and f"imply {sum(implied)} cached tokens" in report
     (row,) = collect(tmp_path / "results")
-    assert "of implied cache hits" in row.trace.text
+    assert "of implied cache hits" in row.cell("trace").text
     assert any(g.question.startswith("Serves the most of a replayed trace") for g in readings([row]))
     assert any(line.startswith("trace: 4/4 ok") for line in claims_summary(run))
 

@@ -10,16 +10,19 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ctxbench.check_files import (
+from ctxbench.check_files import CapacityFile, CheckFile, NeedleFile, ThroughputFile
+from ctxbench.checks.fidelity.file import FidelityFile
+from ctxbench.checks.returning.file import ReturningFile
+from ctxbench.checks.trace.file import TraceFile
+
+MODELS: tuple[type[CheckFile], ...] = (
     CapacityFile,
-    CheckFile,
     NeedleFile,
     ThroughputFile,
     TraceFile,
+    ReturningFile,
+    FidelityFile,
 )
-from ctxbench.checks.returning.file import ReturningFile
-
-MODELS: tuple[type[CheckFile], ...] = (CapacityFile, NeedleFile, ThroughputFile, TraceFile, ReturningFile)
 RUNS = sorted(
     p.parent for p in (Path(__file__).parents[2] / "docs" / "gpu-validation").glob("*/runs/*/manifest.json")
 )

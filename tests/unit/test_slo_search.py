@@ -146,7 +146,7 @@ def test_a_resumed_search_replays_the_same_probes() -> None:
 
 
 def test_only_the_many_users_check_takes_a_search() -> None:
-    from ctxbench.params import TraceParams
+    from ctxbench.checks.trace.params import TraceParams
 
     with pytest.raises(ValidationError, match="search"):
         TraceParams(file="t.jsonl", search="users")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.checks.trace import (
+from ctxbench.checks.trace.check import (
     TraceFileError,
     TraceRequest,
     expected_shared_blocks,

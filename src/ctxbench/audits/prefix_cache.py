@@ -8,7 +8,7 @@ to every request of every check:
 1. Beyond its intent: the cached tokens the engine reported (`usage`, else llama.cpp's own
    `timings.cache_n`) over the request's `allowed_tokens` plus a slack: `fresh_cache_hit` for a fresh prompt,
    `reuse_beyond_intent` for declared reuse. A replayed trace's bound is narrowed to the order its
-   requests ran in (`checks/trace_cache.py`): `reuse_beyond_trace`.
+   requests ran in (`checks/trace/cache.py`): `reuse_beyond_trace`.
 2. Too fast to be a prefill, where the engine states nothing of its cache for a fresh prompt (no cached tokens
    and no timings): its implied rate, (prompt - lead) / TTFT, against the 75th percentile of the other fresh
    prompts' rates (host load only slows a prefill, so the fast end is the one to measure against; a cached
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .. import metrics
-from ..checks.trace_cache import implied_cached, reuse_bound
+from ..checks.trace import implied_cached, reuse_bound
 from ..counters import CheckCounters, counter_windows
 from ..engines.prom import common_metrics
 from ..ramp_table import attempt_of
@@ -305,8 +305,8 @@ def _trace_expected(records: list[RequestRecord]) -> int:
 
 def _trace_findings(records: list[RequestRecord]) -> list[Finding]:
     """A replayed request served from the cache beyond what any order the requests ran in allows
-    (`trace_cache.reuse_bound`: its shared whole blocks with requests that reached the server before it
-    ended, the lead every prompt shares, and the next block's start)."""
+    (`reuse_bound`, the trace check's: its shared whole blocks with requests that reached the server before
+    it ended, the lead every prompt shares, and the next block's start)."""
     bound = reuse_bound(records)
     findings = []
     for record in records:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import metrics
+from ..arrivals import lateness_s
 from ..check_files import Stats
 from ..counters import reported_text
 from ..records import RequestRecord
@@ -183,3 +184,22 @@ def stats_text(
         recorded_text(getattr(stats, name), q, getattr(stats, f"{name}_ci"), values, digits)
         for q, name in names
     )
+
+
+def p99_bound_text(stats: Stats) -> str:
+    """The p99's 95% upper end beside it: ", <= 0.41 at 95%", ", too few to bound (6 of 368)", or "" for a
+    figure recorded before bounds were."""
+    if stats.p99_ci is None or stats.p99 is None:
+        return ""
+    high = stats.p99_ci[1]
+    return (
+        f", too few to bound ({stats.n} of {samples_for_upper(0.99)})"
+        if high is None
+        else f", <= {high:.2f} at 95%"
+    )
+
+
+def lateness_text(p50: float | None, p99: float | None, records: Sequence[RequestRecord]) -> str:
+    """The client's recorded lateness p50 / p99 (sent - due), each with its 95% interval over the records."""
+    late = [lateness_s(r) for r in records]
+    return f"{recorded_text(p50, 0.5, None, late, 4)} / {recorded_text(p99, 0.99, None, late, 4)}"

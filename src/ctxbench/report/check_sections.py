@@ -7,15 +7,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import decode_stall, metrics
-from ..arrivals import lateness_s
-from ..check_files import CapacityFile, Steady, ThroughputFile, TraceFile
+from ..check_files import CapacityFile, Steady, ThroughputFile
 from ..checks.recall_under_load import RecallUnderLoad
-from ..counters import counter_deltas, reported_text
+from ..counters import counter_deltas
 from ..plan import cost_per_million
 from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
 from ..render.run_read import RunRead
-from ..render.tables import BOUNDS_NOTE, fmt, markdown_table, recorded_text, relative, stats_text
+from ..render.tables import BOUNDS_NOTE, fmt, lateness_text, markdown_table, relative, stats_text
 from ..results.cost import price_of
 from ..steady import steady_requests
 from ..store import RunDir
@@ -178,7 +177,7 @@ def _open_loop_lines(
                 f"{line.goodput_requests} ({fmt(line.goodput_per_s)}/s)",
                 stats_text(line.ttft_s, [metrics.ttft_s(r) for r in ok]),
                 stats_text(line.tpot_s, [metrics.tpot_s(r) for r in ok], 4),
-                _lateness_text(line.lateness_p50_s, line.lateness_p99_s, measured),
+                lateness_text(line.lateness_p50_s, line.lateness_p99_s, measured),
                 fmt(line.lag_growth),
                 verdict + ("" if cost is None else f"; ${cost:.2f}/M output"),
             ]
@@ -207,12 +206,6 @@ def _open_loop_lines(
         "",
         markdown_table(rows, columns),
     ]
-
-
-def _lateness_text(p50: float | None, p99: float | None, records: Sequence[RequestRecord]) -> str:
-    """The client's recorded lateness p50 / p99 (sent - due), each with its 95% interval over the records."""
-    late = [lateness_s(r) for r in records]
-    return f"{recorded_text(p50, 0.5, None, late, 4)} / {recorded_text(p99, 0.99, None, late, 4)}"
 
 
 def _measured_at_rate(record: RequestRecord, rate: str) -> bool:
@@ -360,38 +353,3 @@ def ramp_section(read: RunRead) -> list[str]:
         "had nothing of this user's to do."
     )
     return lines
-
-
-def trace_section(read: RunRead) -> list[str]:
-    run = read.run
-    t = TraceFile.load(run.path)
-    if t is None:
-        return []
-    path = TraceFile.path_in(run.path)
-    spec = t.spec
-    reported, expected = t.reported_cached_tokens, t.expected_cached_tokens
-    ratio = f" ({t.cached_share:.0%} of it)" if t.cached_share is not None else ""
-    replayed = [r for r in read.records if r.check == "trace"]
-    ok = [r for r in replayed if r.ok]
-    return [
-        "",
-        "## Trace replay",
-        "",
-        f"`{spec.get('file')}` at {spec.get('time_scale')}x its times, {spec.get('block_tokens')}-token "
-        f"blocks: {t.requests} requests ({t.failed} failed), {fmt(t.requests_per_s)} completed "
-        f"req/s, {fmt(t.output_tokens_per_s, 1)} output tok/s.",
-        f"- TTFT p50 / p90 / p99 {stats_text(t.ttft_s, [metrics.ttft_s(r) for r in ok])} s; TPOT "
-        f"{stats_text(t.tpot_s, [metrics.tpot_s(r) for r in ok], 4)} s; client late p50 / p99 "
-        f"{_lateness_text(t.lateness_p50_s, t.lateness_p99_s, replayed)} s; lag growth "
-        f"{fmt(t.lag_growth)} s/s. " + BOUNDS_NOTE,
-        f"- Prefix cache: the trace's shared blocks imply {expected} cached tokens (an unbounded cache); the "
-        f"server reported {reported_text(reported)}{ratio}. Of "
-        f"{t.sharing_requests} requests whose leading blocks an earlier request had sent, "
-        + (
-            f"{t.sharing_served} were served 90% or more of them from the cache."
-            if reported is not None
-            else "how many were served from the cache is not reported."
-        ),
-        f"\nSource: `{relative(path)}`; each record's `labels.expected_cached_tokens` in "
-        f"`{relative(run.requests_path)}`.",
-    ]

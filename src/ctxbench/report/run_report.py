@@ -9,11 +9,9 @@ from ..check_files import (
     CapacityFile,
     NeedleFile,
     ThroughputFile,
-    TraceFile,
 )
 from ..checks.catalog import CHECKS
 from ..checks.recall_under_load import RecallUnderLoad
-from ..counters import reported_text
 from ..records import RequestRecord, requests_line
 from ..render.run_read import RunRead
 from ..render.tables import (
@@ -257,17 +255,8 @@ def claims_summary(run: RunDir) -> list[str]:
 
 
 def _traffic_summary(run: RunDir) -> list[str]:
-    """The console lines of a replayed trace and of the checks that hold their own (`own_report`), in the
-    catalog's order."""
+    """The console lines of the checks that hold their own (`own_report`), in the catalog's order."""
     lines = []
-    t = TraceFile.load(run.path)
-    if t is not None:
-        lines.append(
-            f"trace: {t.requests - t.failed}/{t.requests} ok, TTFT p99 "
-            f"{bounded_text(t.ttft_s.p99, t.ttft_s.p99_ci)} s; "
-            f"cached tokens in usage {reported_text(t.reported_cached_tokens)}, implied "
-            f"{t.expected_cached_tokens}"
-        )
     for check in CHECKS:  # the checks whose folder holds their console line (checks/base.py)
         lines += check.console(run) if check.own_report else []
     return lines

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..checks.catalog import CHECKS
 from ..render.run_read import RunRead
-from .check_sections import capacity_section, ramp_section, throughput_section, trace_section
+from .check_sections import capacity_section, ramp_section, throughput_section
 from .needle_section import needle_section
 
 Section = Callable[[RunRead], list[str]]
@@ -22,7 +22,6 @@ SECTIONS: dict[str, Section | None] = {
     "ramp": ramp_section,
     "quality": None,  # a campaign-level table (quality.jsonl): the evidence report's column
     "throughput": throughput_section,
-    "trace": trace_section,
 }
 
 CHECK_SECTIONS: dict[str, Section | None] = {

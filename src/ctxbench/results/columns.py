@@ -157,17 +157,6 @@ EVIDENCE_COLUMNS: tuple[Column, ...] = (
             lower_is_better=False,
         ),
     ),
-    Column(
-        "trace",
-        "trace replay",
-        TRAFFIC,
-        glance="trace replay",
-        guide=Guide(
-            "Serves the most of a replayed trace's shared prefixes from its cache",
-            "on this trace at its time scale; an engine that reports no cached tokens reads n/a",
-            lower_is_better=False,
-        ),
-    ),
     *_own(TRAFFIC),
     *_own(FIDELITY),
     Column("quality", "GSM8K (flexible) [95%]", QUALITY, glance="quality"),

@@ -29,7 +29,6 @@ from ..store import RunDir
 from .cost import price_of
 from .load_cells import ask_cell, open_loop_cell, slo_cell, throughput_cells
 from .retrieval import TaskResult, task_results
-from .traffic_cells import trace_cell
 
 Status = Literal["validated", "provisional", "failed"]
 
@@ -55,7 +54,6 @@ class Row:
     open_loop: Cell = MISSING
     slo: Cell = MISSING
     ask: Cell = MISSING
-    trace: Cell = MISSING
     quality: Cell = MISSING
     status: Status = "provisional"
     reasons: tuple[str, ...] = field(default_factory=tuple)
@@ -227,7 +225,6 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     cells.update(open_loop_cell(results, run))
     cells.update(slo_cell(results, run))
     cells.update(ask_cell(results, run))
-    cells.update(trace_cell(results, run))
     own = {
         key: cell for check in CHECKS if check.own_report for key, cell in check.cells(results, run).items()
     }

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..check_files import Stats, ThroughputFile
+from ..check_files import ThroughputFile
 from ..checks.recall_under_load import RecallUnderLoad
 from ..plan import cost_per_million
 from ..render.cell import Cell
+from ..render.tables import p99_bound_text
 from ..slo_search import search_text
-from ..stats import samples_for_upper
 from ..store import RunDir
 
 
@@ -105,16 +105,3 @@ def ask_cell(results: Path, run: RunDir) -> dict[str, Cell]:
     return {
         "ask": Cell(asked.text(), source, loaded.found / loaded.asked, scored=(loaded.found, loaded.asked))
     }
-
-
-def p99_bound_text(stats: Stats) -> str:
-    """The p99's 95% upper end beside it: ", <= 0.41 at 95%", ", too few to bound (6 of 368)", or "" for a
-    figure recorded before bounds were."""
-    if stats.p99_ci is None or stats.p99 is None:
-        return ""
-    high = stats.p99_ci[1]
-    return (
-        f", too few to bound ({stats.n} of {samples_for_upper(0.99)})"
-        if high is None
-        else f", <= {high:.2f} at 95%"
-    )

@@ -19,19 +19,23 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import metrics
-from ..arrivals import lag_growth, lateness_s
-from ..chat_client import ChatClient
-from ..check_files import TraceFile
-from ..errors import CtxbenchError, UsageError
-from ..params import TraceParams
-from ..records import CacheIntent, RequestRecord
-from ..store import RunDir
-from ..text.blocks import LEAD, BlockPrompts
-from ..text.haystack import UnitPool, lead_tokens, request_seed
-from .base import Check, RunContext, StageLoad
-from .open_loop import Due, send_when_due
-from .trace_cache import implied_cached
+from ... import metrics
+from ...arrivals import lag_growth, lateness_s
+from ...chat_client import ChatClient
+from ...errors import CtxbenchError, UsageError
+from ...records import CacheIntent, RequestRecord
+from ...render.cell import Cell
+from ...render.run_read import RunRead
+from ...store import RunDir
+from ...text.blocks import LEAD, BlockPrompts
+from ...text.haystack import UnitPool, lead_tokens, request_seed
+from ..base import Check, RunContext, StageLoad
+from ..open_loop import Due, send_when_due
+from .cache import implied_cached
+from .cell import TRACE_COLUMNS, trace_cells
+from .file import TraceFile
+from .params import TraceParams
+from .section import console_lines, trace_section
 
 UNIT = "trace"
 
@@ -271,6 +275,18 @@ class TraceCheck(Check[TraceParams]):
 
     async def run(self, ctx: RunContext, params: TraceParams) -> None:
         await run_trace(ctx.client, ctx.pool, params, ctx.run, ctx.scope, on_request=ctx.advance)
+
+    own_report = True
+    columns = TRACE_COLUMNS
+
+    def section(self, read: RunRead) -> list[str]:
+        return trace_section(read)
+
+    def cells(self, results: Path, run: RunDir) -> dict[str, Cell]:
+        return trace_cells(results, run)
+
+    def console(self, run: RunDir) -> list[str]:
+        return console_lines(run)
 
 
 TRACE = TraceCheck()

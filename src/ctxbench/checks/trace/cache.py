@@ -21,7 +21,7 @@ import heapq
 from collections import Counter
 from collections.abc import Sequence
 
-from ..records import RequestRecord
+from ...records import RequestRecord
 
 
 def block_ids(record: RequestRecord) -> tuple[int, ...]:
