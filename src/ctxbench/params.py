@@ -14,14 +14,6 @@ from .param_types import MAX_TOKENS_PER_PROMPT, Strict, Tokens, token_count
 from .text.tasks import TASKS, TaskName, curve_count, curve_depths, listed_tasks
 
 
-class ProbeParams(Strict):
-    """Short questions alone and concurrently; `document_chars` adds one request that reads fresh prose."""
-
-    max_tokens: int = Field(96, ge=1, le=65536, description="Output budget per request.")
-    concurrency: int = Field(2, ge=1, le=1024, description="Concurrent streams in the second phase.")
-    document_chars: int = Field(4000, ge=0, le=10_000_000)
-
-
 class CapacityParams(Strict):
     """A prompt just under the server's limit (room for the reply and a margin), one `over_by_tokens` past."""
 

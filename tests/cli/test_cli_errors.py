@@ -195,8 +195,9 @@ def test_a_value_the_campaign_file_refuses_is_refused_by_the_flag(
 def test_the_ad_hoc_flags_default_to_the_campaign_files_defaults() -> None:
     import typer.main
 
+    from ctxbench.checks.probe import ProbeParams
     from ctxbench.cli import app
-    from ctxbench.params import NeedleParams, ProbeParams, RampParams
+    from ctxbench.params import NeedleParams, RampParams
 
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
     defaults = {

@@ -11,9 +11,10 @@ import typer
 from cli_main import run_main
 from pydantic import BaseModel, Field
 
+from ctxbench.checks.probe import ProbeParams
 from ctxbench.cli import app
 from ctxbench.cli.param_flags import flag_of, params_flags
-from ctxbench.params import NeedleParams, ProbeParams, QualityParams, RampParams
+from ctxbench.params import NeedleParams, QualityParams, RampParams
 
 GENERATED = {"probe": ProbeParams, "needle": NeedleParams, "ramp": RampParams, "quality": QualityParams}
 

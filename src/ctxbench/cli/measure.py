@@ -12,11 +12,11 @@ import typer
 from ..checks.capacity import CAPACITY
 from ..checks.fidelity import FIDELITY, FidelityParams
 from ..checks.needle import NEEDLE
-from ..checks.probe import PROBE
+from ..checks.probe import PROBE, ProbeParams
 from ..checks.quality import QUALITY, load_problems
 from ..checks.ramp import RAMP
 from ..param_types import DEFAULT_READ_TIMEOUT_S
-from ..params import CapacityParams, NeedleParams, ProbeParams, QualityParams, RampParams
+from ..params import CapacityParams, NeedleParams, QualityParams, RampParams
 from .adhoc import Server, run_check
 from .common import (
     CampaignOption,

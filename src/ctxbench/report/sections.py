@@ -16,7 +16,6 @@ from .needle_section import needle_section
 Section = Callable[[RunRead], list[str]]
 
 SECTIONS: dict[str, Section | None] = {
-    "probe": None,  # a handful of requests: the requests table shows each
     "capacity": capacity_section,
     "needle": needle_section,
     "ramp": ramp_section,

@@ -11,12 +11,13 @@ import asyncio
 from collections.abc import Callable, Sequence
 from time import perf_counter_ns
 
-from ..chat_client import ChatClient
-from ..params import ProbeParams
-from ..records import CacheIntent, RequestRecord
-from ..store import RunDir
-from ..text.corpus import ProseGenerator
-from .base import Check, RunContext
+from ...chat_client import ChatClient
+from ...records import CacheIntent, RequestRecord
+from ...render.run_read import RunRead
+from ...store import RunDir
+from ...text.corpus import ProseGenerator
+from ..base import Check, RunContext
+from .params import ProbeParams
 
 QUESTIONS = (
     "What is the capital of France? Answer in one sentence.",
@@ -100,6 +101,11 @@ class ProbeCheck(Check[ProbeParams]):
 
     async def run(self, ctx: RunContext, params: ProbeParams) -> None:
         await run_probe(ctx.client, params, ctx.run, ctx.advance)
+
+    own_report = True  # nothing beyond its requests: no evidence column, no console line
+
+    def section(self, read: RunRead) -> list[str]:
+        return []  # a handful of requests: the run report's requests table shows each
 
 
 PROBE = ProbeCheck()
