@@ -107,10 +107,10 @@ def load_campaign(path: Path, *, check_paths: bool = True) -> Campaign:
         if check_paths:
             _check_local_paths(path, text, index, deployment)
     for check, params in selected(campaign.checks) if check_paths else []:
-        for key, file, instead in check.local_files(params):
-            if not file.expanduser().is_file():
-                where = _where(path, text, ("checks", check.name, key))
-                raise CampaignFileError(f"{where}: {str(file)!r} is not a file. {instead}")
+        for local in check.local_files(params):
+            if (problem := local.problem()) is not None:
+                where = _where(path, text, ("checks", check.name, local.key))
+                raise CampaignFileError(f"{where}: {problem}. {local.instead}")
     return campaign
 
 

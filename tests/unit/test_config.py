@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,18 @@ def test_a_tiny_model_shape_needs_the_tiny_model_and_heads_that_divide(tmp_path:
     assert 'needs model = "ctxbench:tiny"' in error_of(tmp_path, wrong_model)
     odd_heads = SHAPED.replace("n_head_kv = 4", "n_head_kv = 3")
     assert "n_head (16) must be a multiple of n_head_kv (3)" in error_of(tmp_path, odd_heads)
+
+
+def test_each_file_a_check_reads_is_checked_at_its_line(tmp_path: Path) -> None:
+    """`Check.local_files`: GSM8K's data may be a directory holding it (a datasets cache); a trace must be a
+    file; a missing one is named at its line with what to give."""
+    cache = tmp_path / "gsm8k-cache"
+    cache.mkdir()
+    quality = f'[checks.quality]\ndata = "{cache}"\n'
+    assert load_campaign(write(tmp_path, quality + GOOD)).checks.model_dump()["quality"]["data"] == cache
+    message = error_of(tmp_path, quality.replace(str(cache), str(tmp_path / "absent")) + GOOD)
+    assert re.search(r"campaign.toml:2: checks.quality.data: '.*absent' does not exist\. Get GSM8K", message)
+    trace = f'[checks.trace]\nfile = "{cache}"\n'
+    assert re.search(
+        r"campaign.toml:2: checks.trace.file: '.*gsm8k-cache' is not a file", error_of(tmp_path, trace + GOOD)
+    )

@@ -32,6 +32,24 @@ P = TypeVar("P", bound=BaseModel)
 
 
 @dataclass(frozen=True)
+class LocalFile:
+    """A local file a check's table names: its `key`, the `path`, what to give `instead` when it is missing,
+    and whether a directory holding it will do (a data set's cache)."""
+
+    key: str
+    path: Path
+    instead: str
+    directory_ok: bool = False
+
+    def problem(self) -> str | None:
+        """What is wrong with it here, or None."""
+        path = self.path.expanduser()
+        if self.directory_ok:
+            return None if path.exists() else f"{str(self.path)!r} does not exist"
+        return None if path.is_file() else f"{str(self.path)!r} is not a file"
+
+
+@dataclass(frozen=True)
 class StageLoad:
     """The load a stage of a check was given by design. `rate_qps`: requests a second offered (an open-loop
     rate, a trace's arrivals); `users`: concurrent users (a closed loop); neither: the export states the
@@ -147,9 +165,9 @@ class Check(Protocol[P]):
         """The line printed as it starts (None: nothing)."""
         ...
 
-    def local_files(self, params: P) -> list[tuple[str, Path, str]]:
-        """(its key, the local file it names, what to give instead) for each file a run of it reads: the
-        campaign file's reader refuses a missing one at its line before anything starts."""
+    def local_files(self, params: P) -> list[LocalFile]:
+        """Each local file a run of it reads: the campaign file's reader refuses a missing one at its line
+        before anything starts."""
         return []
 
     async def run(self, ctx: RunContext, params: P) -> None:

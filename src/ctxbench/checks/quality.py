@@ -27,7 +27,7 @@ from ..errors import QualityDataError
 from ..params import QualityParams
 from ..records import CacheIntent, RequestRecord
 from ..store import RunDir
-from .base import Check, RunContext
+from .base import Check, LocalFile, RunContext
 
 GSM8K_SOURCES = (
     "https://github.com/openai/grade-school-math (grade_school_math/data/test.jsonl), or the "
@@ -363,15 +363,12 @@ class QualityCheck(Check[QualityParams]):
     def longest_prompt(self, params: QualityParams, limit_tokens: int) -> int | None:
         return None  # its prompts are the data set's problems
 
-    def local_files(self, params: QualityParams) -> list[tuple[str, Path, str]]:
-        return [
-            (
-                "data",
-                params.data,
-                "Get GSM8K's test.jsonl from https://github.com/openai/grade-school-math or the Hugging Face "
-                "dataset openai/gsm8k and give its local path (ctxbench never downloads data).",
-            )
-        ]
+    def local_files(self, params: QualityParams) -> list[LocalFile]:
+        instead = (
+            "Get GSM8K's test.jsonl from https://github.com/openai/grade-school-math or the Hugging Face "
+            "dataset openai/gsm8k and give its local path (ctxbench never downloads data)."
+        )
+        return [LocalFile("data", params.data, instead, directory_ok=True)]  # or a datasets cache holding it
 
     def announce(self, params: QualityParams, ctx: RunContext) -> str | None:
         return (

@@ -35,7 +35,7 @@ from ...text.haystack import (
     request_seed,
     turn_overhead_tokens,
 )
-from ..base import Check, RunContext, StageLoad
+from ..base import Check, LocalFile, RunContext, StageLoad
 from .cell import SESSIONS_COLUMNS, console_lines, sessions_cells
 from .file import SessionsFile, SessionsLevel, SessionTurn, level_summary
 from .params import SessionsParams
@@ -324,12 +324,12 @@ class SessionsCheck(Check[SessionsParams]):
     def pending(self, params: SessionsParams, done: set[str]) -> bool:
         return True  # each level is a unit of its own, skipped in `run_sessions`
 
-    def local_files(self, params: SessionsParams) -> list[tuple[str, Path, str]]:
+    def local_files(self, params: SessionsParams) -> list[LocalFile]:
         instead = (
             'Give the local path of recorded sessions (docs/campaigns.md, "Session traces"), or leave trace '
             "out to run the levels of `sessions`."
         )
-        return [] if params.trace is None else [("trace", params.trace, instead)]
+        return [] if params.trace is None else [LocalFile("trace", params.trace, instead)]
 
     def announce(self, params: SessionsParams, ctx: RunContext) -> str | None:
         if params.trace is not None:

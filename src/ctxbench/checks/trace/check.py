@@ -29,7 +29,7 @@ from ...render.run_read import RunRead
 from ...store import RunDir
 from ...text.blocks import LEAD, BlockPrompts
 from ...text.haystack import UnitPool, lead_tokens, request_seed
-from ..base import Check, RunContext, StageLoad
+from ..base import Check, LocalFile, RunContext, StageLoad
 from ..open_loop import Due, send_when_due
 from .cache import implied_cached
 from .cell import TRACE_COLUMNS, trace_cells
@@ -256,11 +256,11 @@ class TraceCheck(Check[TraceParams]):
     def longest_prompt(self, params: TraceParams, limit_tokens: int) -> int | None:
         return None  # the pool is not sized for the trace's lengths, which are known only once it is read
 
-    def local_files(self, params: TraceParams) -> list[tuple[str, Path, str]]:
+    def local_files(self, params: TraceParams) -> list[LocalFile]:
         instead = (
             "Give the local path of a Mooncake-format JSONL trace (examples/mooncake-sample.jsonl is one)."
         )
-        return [("file", params.file, instead)]
+        return [LocalFile("file", params.file, instead)]
 
     def stage_load(self, parameters: Mapping[str, Any], records: Sequence[RequestRecord]) -> StageLoad:
         """The trace's own arrivals set its load: their mean rate over the replay."""
