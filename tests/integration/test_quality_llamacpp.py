@@ -13,7 +13,7 @@ import pytest
 
 from ctxbench.campaign import run_campaign
 from ctxbench.campaign_file import load_campaign
-from ctxbench.checks.quality import flexible_answer, strict_answer
+from ctxbench.checks.quality.data import flexible_answer, strict_answer
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
 from ctxbench.results.evidence import collect
@@ -115,4 +115,5 @@ random_weights = true
     (outcome,) = run_campaign(campaign)
     assert outcome.status == "done", outcome.error
     (row,) = collect(campaign.campaign.results)
-    assert "n=4 (chat, 1-shot)" in row.quality.text and row.quality.source == "quality/quality.jsonl"
+    quality = row.cell("quality")
+    assert "n=4 (chat, 1-shot)" in quality.text and quality.source == "quality/quality.jsonl"

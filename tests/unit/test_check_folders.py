@@ -19,7 +19,7 @@ ROOT = Path(ctxbench.__file__).parent
 
 def test_every_check_has_its_section_from_one_place() -> None:
     own = {c.name for c in CHECKS if c.own_report}
-    assert own >= {"returning", "sessions", "fidelity", "trace", "probe"}
+    assert own >= {"returning", "sessions", "fidelity", "trace", "probe", "quality"}
     assert set(SECTIONS) == {c.name for c in CHECKS} - own  # not both, not neither
     assert list(CHECK_SECTIONS) == [c.name for c in CHECKS]
     for check in CHECKS:
@@ -42,6 +42,9 @@ PARTS = {
     # the cache audit reads what a trace's blocks imply (`implied_cached`, `reuse_bound`) from the package
     "trace": r"checks\.trace\.|trace_(cells|section)\b|Trace(File|Params)\b|TRACE_COLUMNS|trace_cache",
     "probe": r"checks\.probe\.",
+    "quality": (
+        r"checks\.quality\.|quality_cells?\b|QualitySummary|run_summaries|QUALITY_COLUMNS|QUALITY_FILE"
+    ),
     "sessions": (
         r"checks\.sessions\.|sessions_(cells|section|file|forecast)\b|session_trace|Sessions(File|Params|Forecast)|"
         r"SESSIONS_COLUMNS"

@@ -12,9 +12,10 @@ from cli_main import run_main
 from pydantic import BaseModel, Field
 
 from ctxbench.checks.probe import ProbeParams
+from ctxbench.checks.quality import QualityParams
 from ctxbench.cli import app
 from ctxbench.cli.param_flags import flag_of, params_flags
-from ctxbench.params import NeedleParams, QualityParams, RampParams
+from ctxbench.params import NeedleParams, RampParams
 
 GENERATED = {"probe": ProbeParams, "needle": NeedleParams, "ramp": RampParams, "quality": QualityParams}
 

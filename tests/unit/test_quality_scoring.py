@@ -6,18 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.checks.quality import (
+from ctxbench.checks.quality.data import (
     Problem,
-    QualityDataError,
     clean,
-    compare,
     flexible_answer,
     load_problems,
     prompt_text,
     split,
     strict_answer,
 )
-from ctxbench.params import QualityParams
+from ctxbench.checks.quality.file import Accuracy, QualitySummary, compare
+from ctxbench.checks.quality.params import QualityParams
+from ctxbench.errors import QualityDataError
 from ctxbench.text.arithmetic import arithmetic_problems, write_problems
 
 ANSWER = (
@@ -79,8 +79,19 @@ def test_missing_or_malformed_data_says_where_to_get_gsm8k(tmp_path: Path) -> No
         load_problems(bad)
 
 
-def summary(correct: int, n: int, endpoint: str = "chat", fewshot: int = 5) -> dict:
-    return {"n": n, "endpoint": endpoint, "fewshot": fewshot, "flexible": {"correct": correct}}
+def summary(correct: int, n: int, endpoint: str = "chat", fewshot: int = 5) -> QualitySummary:
+    return QualitySummary(
+        deployment="d",
+        run_id="r",
+        n=n,
+        failed=0,
+        endpoint=endpoint,
+        fewshot=fewshot,
+        data="test.jsonl",
+        max_tokens=512,
+        strict=Accuracy.of(correct, n),
+        flexible=Accuracy.of(correct, n),
+    )
 
 
 def test_comparisons_never_call_overlapping_accuracies_equal() -> None:
@@ -112,3 +123,27 @@ def test_a_hugging_face_cache_directory_is_read(tmp_path: Path) -> None:
         problems = load_problems(directory)
         assert [p.question for p in problems] == [r["question"] for r in rows]
         assert problems[0].target == rows[0]["answer"].split("#### ")[1]
+
+
+def test_two_runs_are_compared_from_their_latest_summaries(tmp_path: Path) -> None:
+    """`Check.comparison`: the evidence report's side-by-side row reads each run's latest summary line of
+    quality.jsonl (a torn line skipped), through the check's own model."""
+    from ctxbench.checks.quality import QUALITY
+    from ctxbench.checks.quality.file import QUALITY_FILE
+
+    path = tmp_path / QUALITY_FILE
+    path.parent.mkdir()
+    lines = [
+        summary(10, 100).model_copy(update={"run_id": "a"}),
+        summary(80, 100).model_copy(update={"run_id": "a"}),
+    ]
+    lines.append(summary(60, 100).model_copy(update={"run_id": "b"}))
+    path.write_text("".join(s.model_dump_json() + "\n" for s in lines) + '{"kind": "summ')
+    ((label, left, right, verdict),) = QUALITY.comparison(tmp_path, "a", "b")
+    assert (label, left, right) == (
+        "GSM8K correct (flexible)",
+        "80/100 (chat, 5-shot)",
+        "60/100 (chat, 5-shot)",
+    )
+    assert verdict.startswith("established at alpha 0.05")
+    assert QUALITY.comparison(tmp_path, "a", "absent") == []

@@ -194,6 +194,11 @@ class Check(Protocol[P]):
         """Its lines of the console summary as a run ends."""
         return []
 
+    def comparison(self, results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:
+        """(figure, run a's, run b's, whether the difference is established) for two runs in `results`, in
+        the evidence report's side-by-side comparisons (nothing where either has none of it)."""
+        return []
+
     def judge(self, run: RunDir, random_weights: bool) -> Judgement:
         """What its results say of the run's status (nothing where the run has none of it)."""
         return Judgement()

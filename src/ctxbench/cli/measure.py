@@ -13,10 +13,10 @@ from ..checks.capacity import CAPACITY
 from ..checks.fidelity import FIDELITY, FidelityParams
 from ..checks.needle import NEEDLE
 from ..checks.probe import PROBE, ProbeParams
-from ..checks.quality import QUALITY, load_problems
+from ..checks.quality import QUALITY, QualityParams, load_problems
 from ..checks.ramp import RAMP
 from ..param_types import DEFAULT_READ_TIMEOUT_S
-from ..params import CapacityParams, NeedleParams, QualityParams, RampParams
+from ..params import CapacityParams, NeedleParams, RampParams
 from .adhoc import Server, run_check
 from .common import (
     CampaignOption,

@@ -16,6 +16,7 @@ from markupsafe import Markup, escape
 
 from .. import metrics, stats
 from ..check_files import NeedleFile, ThroughputFile
+from ..checks.catalog import CHECKS
 from ..results.columns import COLUMN_GROUPS, COLUMNS, REPEATED
 from ..results.evidence import MISSING, Row, collect
 from ..run_files import MANIFEST_FILE
@@ -134,7 +135,8 @@ def side_by_side(rows: Sequence[Row], results: Path) -> list[Pair]:
             if (left, right) != ("not run", "not run")
         ]
         cells += throughput_comparison(results, latest[a].run_id, latest[b].run_id)
-        cells += quality_comparison(results, latest[a].run_id, latest[b].run_id)
+        for check in CHECKS:  # the checks whose folder compares two runs of theirs (`Check.comparison`)
+            cells += check.comparison(results, latest[a].run_id, latest[b].run_id) if check.own_report else []
         if repeated.get(a, (0, {}))[0] >= 3 and repeated.get(b, (0, {}))[0] >= 3:
             for key, label, digits in REPEATED:
                 left, right = repeated[a][1][key], repeated[b][1][key]
@@ -156,18 +158,6 @@ PER_REQUEST = (
     ("TPOT s", metrics.tpot_s, 4),
     ("decode tok/s a user", metrics.decode_rate, 1),
 )
-
-
-def quality_comparison(results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:
-    """GSM8K accuracies of the two runs, and the two-proportion test's verdict at alpha 0.05."""
-    from ..checks.quality import compare, run_summaries
-
-    summaries = run_summaries(results)
-    if run_a not in summaries or run_b not in summaries:
-        return []
-    a, b = summaries[run_a], summaries[run_b]
-    shown = [f"{s['flexible']['correct']}/{s['n']} ({s['endpoint']}, {s['fewshot']}-shot)" for s in (a, b)]
-    return [("GSM8K correct (flexible)", shown[0], shown[1], compare(a, b))]
 
 
 def throughput_comparison(results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:

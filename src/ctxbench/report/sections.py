@@ -19,7 +19,6 @@ SECTIONS: dict[str, Section | None] = {
     "capacity": capacity_section,
     "needle": needle_section,
     "ramp": ramp_section,
-    "quality": None,  # a campaign-level table (quality.jsonl): the evidence report's column
     "throughput": throughput_section,
 }
 

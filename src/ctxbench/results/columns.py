@@ -159,7 +159,7 @@ EVIDENCE_COLUMNS: tuple[Column, ...] = (
     ),
     *_own(TRAFFIC),
     *_own(FIDELITY),
-    Column("quality", "GSM8K (flexible) [95%]", QUALITY, glance="quality"),
+    *_own(QUALITY),
 )
 
 # (key, heading) of every column, in the table's order.

@@ -54,7 +54,6 @@ class Row:
     open_loop: Cell = MISSING
     slo: Cell = MISSING
     ask: Cell = MISSING
-    quality: Cell = MISSING
     status: Status = "provisional"
     reasons: tuple[str, ...] = field(default_factory=tuple)
     # the cells of the checks whose folder holds them (`Check.cells`), by column key
@@ -229,7 +228,6 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         key: cell for check in CHECKS if check.own_report for key, cell in check.cells(results, run).items()
     }
     facts.judgements = [check.judge(run, manifest.random_weights) for check in CHECKS if check.own_report]
-    cells.update(_quality_cell(results, run.run_id))
     from ..audits.prefix_cache import audit_run
 
     audit = audit_run(run)
@@ -245,26 +243,6 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         own=own,
         **cells,
     )
-
-
-def _quality_cell(results: Path, run_id: str) -> dict[str, Cell]:
-    """GSM8K accuracy (flexible scoring) with its Wilson 95% interval, n, endpoint and few-shot count."""
-    from ..checks.quality import QUALITY_FILE, run_summaries
-
-    last = run_summaries(results).get(run_id)
-    if last is None:
-        return {}
-    flexible = last["flexible"]
-    if flexible["accuracy"] is None:
-        return {"quality": Cell(f"no answered samples ({last['failed']} failed)", str(QUALITY_FILE))}
-    return {
-        "quality": Cell(
-            f"{flexible['accuracy']:.2f} [{flexible['low']:.2f}, {flexible['high']:.2f}] n={last['n']} "
-            f"({last['endpoint']}, {last['fewshot']}-shot)",
-            str(QUALITY_FILE),
-            flexible["accuracy"],
-        )
-    }
 
 
 @dataclass
