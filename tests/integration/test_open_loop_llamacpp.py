@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from campaigns import run_one, tiny_llamacpp
 
 from ctxbench import metrics
 from ctxbench.arrivals import lateness_s
@@ -24,8 +25,6 @@ from ctxbench.results.evidence import collect
 from ctxbench.store import RunDir
 from ctxbench.text.haystack import UnitPool
 from ctxbench.text.tokens import HfTokenCounter
-
-from .test_throughput_llamacpp import DEPLOYMENT, run_one
 
 pytestmark = pytest.mark.engine
 
@@ -45,7 +44,7 @@ prompt_tokens = 256
 output_tokens = 32
 saturation_lag_growth = 0.5
 """,
-        DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]"),
+        tiny_llamacpp(tiny),
     )
     data = json.loads((run.path / "throughput.json").read_text())
     low, high, skipped = data["rates"]["2"], data["rates"]["1000"], data["rates"]["2000"]
@@ -128,7 +127,7 @@ def test_a_replayed_trace_shares_the_prefixes_its_hash_ids_imply(tiny: TinyModel
     run = run_one(
         tmp_path,
         f'[checks.trace]\nfile = "{trace}"\nblock_tokens = {block}\n',
-        DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]"),
+        tiny_llamacpp(tiny),
     )
     data = json.loads((run.path / "trace.json").read_text())
     assert data["requests"] == 4 and data["failed"] == 0
@@ -187,9 +186,7 @@ def test_returning_users_find_their_history_where_the_forecast_says(
     tiny: TinyModel, tmp_path: Path, args: str, found: str, forecast: str
 ) -> None:
     # Two slots, three fillers: every conversation is pushed out of its slot before it returns.
-    run = run_one(
-        tmp_path, RETURNING, DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args=args)
-    )
+    run = run_one(tmp_path, RETURNING, tiny_llamacpp(tiny, args=args))
     data = json.loads((run.path / "returning.json").read_text())
     assert [c["verdict"] for c in data["conversations"]] == [found, found]
     # every prompt token-exact, the returns included (their history as the server holds it, plus 32)

@@ -7,13 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from campaigns import run_one
 
 from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.report.run_report import claims_summary, run_report
 from ctxbench.results.evidence import collect
 from ctxbench.text.haystack import Needle
-
-from .test_throughput_llamacpp import run_one
 
 pytestmark = pytest.mark.engine
 

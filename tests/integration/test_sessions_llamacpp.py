@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from campaigns import run_one, tiny_llamacpp
 
 from ctxbench import metrics
 from ctxbench.audits.prefix_cache import audit_run
@@ -26,16 +27,12 @@ from ctxbench.store import RunDir
 from ctxbench.suite import run_suite
 from ctxbench.text.tokens import HfTokenCounter
 
-from .test_throughput_llamacpp import DEPLOYMENT as BASE
-from .test_throughput_llamacpp import run_one
-
 pytestmark = pytest.mark.engine
 
 # Two slots of 4096 tokens; a session grows to ~2.9K tokens over 4 turns. The shared system prompt and
 # template are well under 10% of a first turn: llama.cpp gives a new prompt the idle slot whose prompt it
 # shares more than `--slot-prompt-similarity` (0.1) of, so a larger shared prefix would hand one session's
 # slot to the next session's first turn (docs/campaigns.md, "Agent sessions").
-DEPLOYMENT = BASE.replace("ctx_size = 4096", "ctx_size = 8192")
 SESSIONS = """
 [checks.sessions]
 sessions = [1, 2, 3]
@@ -59,9 +56,7 @@ session_header = "X-Session-ID"
 def test_sessions_hold_until_the_cliff_the_forecast_puts(
     tiny: TinyModel, tmp_path: Path, args: str, held: int, cliff: int | None
 ) -> None:
-    run = run_one(
-        tmp_path, SESSIONS, DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args=args)
-    )
+    run = run_one(tmp_path, SESSIONS, tiny_llamacpp(tiny, ctx_size=8192, args=args))
     data = SessionsFile.load(run.path)
     assert data is not None and [level.sessions for level in data.levels] == [1, 2, 3]
     assert (data.held, data.cliff) == (held, cliff)
@@ -183,7 +178,7 @@ def test_a_mooncake_trace_replays_as_sessions_at_its_own_times(tiny: TinyModel, 
     run = run_one(
         tmp_path,
         f'[checks.sessions]\ntrace = "{trace}"\ntrace_format = "mooncake"\nblock_tokens = 64\n',
-        DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args='["--cache-ram", "0"]'),
+        tiny_llamacpp(tiny, ctx_size=8192, args='["--cache-ram", "0"]'),
     )
     data = SessionsFile.load(run.path)
     assert data is not None and [(level.sessions, level.unit) for level in data.levels] == [
@@ -254,7 +249,7 @@ def test_mlperf_agentic_conversations_replay_by_their_lengths_and_delays(
     run = run_one(
         tmp_path,
         f'[checks.sessions]\ntrace = "{trace}"\ntrace_format = "mlperf-agentic"\nstagger_s = 0.2\n',
-        DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]"),
+        tiny_llamacpp(tiny, ctx_size=8192, args="[]"),
     )
     counter = HfTokenCounter.from_path(tiny.tokenizer_dir)
     records = {r.request_id: r for r in run.records()}

@@ -8,10 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from campaigns import run_campaign_file, tiny_llamacpp, write_campaign
 
 from ctxbench import metrics
-from ctxbench.campaign import run_campaign
-from ctxbench.campaign_file import load_campaign
 from ctxbench.checks.catalog import Checks
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
@@ -27,27 +26,13 @@ pytestmark = pytest.mark.engine
 
 OUTPUT_TOKENS = 1024  # a long decode, so that waiting for a slot dwarfs a 128-token prefill
 
-DEPLOYMENT = """
-[[deployments]]
-name = "tiny-2-slots"
-engine = "llamacpp"
-model = "{gguf}"
-tokenizer = "{tok}"
-ctx_size = 4096
-parallel = 2
-random_weights = true
-"""
-
 
 def campaign_run(tmp_path: Path, name: str, checks: str, tiny: TinyModel) -> tuple[Path, RunDir]:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(
-        f'[campaign]\nname = "{name}"\nresults = "{tmp_path / name}"\n{checks}\n'
-        + DEPLOYMENT.format(gguf=tiny.gguf, tok=tiny.tokenizer_dir)
-    )
-    (outcome,) = run_campaign(load_campaign(path))
+    """Campaign `name` in a directory of its own, on two slots of the tiny model; its file and its run."""
+    path = write_campaign(tmp_path / name, checks, tiny_llamacpp(tiny, "tiny-2-slots"), name)
+    (outcome,) = run_campaign_file(path)
     assert outcome.status == "done", outcome.error
-    return path, RunDir(tmp_path / name / "runs" / str(outcome.run_id))
+    return path, RunDir(tmp_path / name / "results" / "runs" / str(outcome.run_id))
 
 
 def test_the_search_finds_the_slots_a_ttft_limit_allows(tmp_path: Path, tiny: TinyModel) -> None:
@@ -79,12 +64,12 @@ def test_the_search_finds_the_slots_a_ttft_limit_allows(tmp_path: Path, tiny: Ti
     assert all(metrics.prompt_tokens(records[i]) == 128 for i in repeat["request_ids"])
     report = run_report(run)
     assert "### The highest level within the SLO" in report and "**2 users**, met in 2 of 2 runs" in report
-    (row,) = collect(tmp_path / "search")
+    (row,) = collect(tmp_path / "search" / "results")
     assert not [r for r in row.reasons if "cache audit" in r], row.reasons  # fresh prompts: no cache hits
     assert row.slo.value == 2 and row.slo.text.startswith(f"2 users within TTFT p99 <= {limit:g} s")
     # Run again: every probe is done, nothing is sent, and the search reads the same.
     before = len(records)
-    (again,) = run_campaign(load_campaign(path))
+    (again,) = run_campaign_file(path)
     assert again.status == "skipped" and len(list(run.records())) == before
 
 
@@ -102,7 +87,7 @@ def test_by_default_a_p99_limit_needs_the_requests_to_bound_it(tmp_path: Path, t
     found = data["search"]
     assert data["levels"]["1"]["ttft_s"]["p99"] < 600 and data["levels"]["1"]["ttft_s"]["p99_ci"][1] is None
     assert found["met"] is None and [p["level"] for p in found["probes"]] == [1]
-    (row,) = collect(tmp_path / "bounded")
+    (row,) = collect(tmp_path / "bounded" / "results")
     assert row.slo.text.startswith(
         "none met TTFT p99 <= 600 s (each p99 by its 95% upper bound) (from 1 users: TTFT p99: 4 request(s) "
         "give no 95% upper bound (368 needed))"

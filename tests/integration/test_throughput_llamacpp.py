@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from campaigns import run_one, tiny_llamacpp
 
 from ctxbench import metrics
 from ctxbench.campaign import run_campaign
@@ -23,27 +24,9 @@ pytestmark = pytest.mark.engine
 
 
 # A tiny-model deployment for campaign files: name, gguf, tok and args to fill in.
-DEPLOYMENT = """
-[[deployments]]
-name = "{name}"
-engine = "llamacpp"
-model = "{gguf}"
-tokenizer = "{tok}"
-ctx_size = 4096
-parallel = 2
-args = {args}
-random_weights = true
-"""
 
 
-def run_one(tmp_path: Path, checks: str, deployment: str) -> RunDir:
-    path = tmp_path / "c.toml"
-    path.write_text(f'[campaign]\nname = "tput"\nresults = "{tmp_path / "results"}"\n{checks}\n{deployment}')
-    campaign = load_campaign(path)
-    (outcome,) = run_campaign(campaign)
-    assert outcome.status == "done", outcome.error
-    return RunDir(campaign.campaign.results / "runs" / str(outcome.run_id))
-
+DRAFT = '["--model-draft", "{gguf}", "--spec-type", "draft-simple"]'  # the tiny model drafts for itself
 
 # Wide enough that four users' decode steps are real work for the server, not only its overhead.
 WIDE = TinyModelSpec(n_embd=768, n_head=12, n_head_kv=4, n_layer=4, n_ff=2048)
@@ -184,12 +167,9 @@ prompt_tokens = 256
 output_tokens = 32
 requests_per_user = 3
 """
-        + DEPLOYMENT.format(name="plain", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]")
-        + DEPLOYMENT.format(
-            name="self-draft",
-            gguf=tiny.gguf,
-            tok=tiny.tokenizer_dir,
-            args=f'["--model-draft", "{tiny.gguf}", "--spec-type", "draft-simple"]',
+        + tiny_llamacpp(tiny, "plain")
+        + tiny_llamacpp(
+            tiny, "self-draft", args=f'["--model-draft", "{tiny.gguf}", "--spec-type", "draft-simple"]'
         )
         + """
 [[compare]]
@@ -224,8 +204,8 @@ prompt_tokens = 128
 output_tokens = 16
 requests_per_user = 2
 """
-        + DEPLOYMENT.format(name="a", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]")
-        + DEPLOYMENT.format(name="b", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]")
+        + tiny_llamacpp(tiny, "a")
+        + tiny_llamacpp(tiny, "b")
         + '[[compare]]\na = "a"\nb = "b"\n'
     )
     campaign = load_campaign(path)
@@ -257,7 +237,7 @@ output_tokens = 8
 requests_per_user = 2
 client_processes = 2
 """,
-        DEPLOYMENT.format(name="tiny", gguf=tiny.gguf, tok=tiny.tokenizer_dir, args="[]"),
+        tiny_llamacpp(tiny, "tiny"),
     )
     level = json.loads((run.path / "throughput.json").read_text())["levels"]["3"]
     assert level["requests"] == 6 and level["failed"] == 0
