@@ -56,36 +56,6 @@ class Stats(_Open):
     p99_ci: tuple[float | None, float | None] | None = None
 
 
-# --- capacity.json -----------------------------------------------------------------------------------
-
-
-class CapacityFile(CheckFile):
-    """Claim 1: one fresh prompt just under the limit, one over it."""
-
-    FILE: ClassVar[str] = "capacity.json"
-    limit_tokens: int
-    limit_source: str
-    target_tokens: int
-    accepted: bool
-    prompt_tokens: int | None
-    count_error_tokens: int | None
-    prefill_s: float | None
-    prefill_tokens_per_s: float | None
-    near_limit_error: str | None
-    over_limit_tokens: int
-    over_limit_rejected: bool
-    over_limit_outcome: str
-    request_ids: tuple[str, str]
-    holds: bool  # accepted near the limit and rejected over it as a context-limit error
-
-    @property
-    def miscounted(self) -> str | None:
-        """The near-limit prompt was answered but the server counted it otherwise than planned: a counting
-        mismatch (its chat template or tokenizer is not the counter's), not a capacity verdict; its words."""
-        error = self.near_limit_error or ""
-        return error.removeprefix("prompt_not_planned: ") if error.startswith("prompt_not_planned") else None
-
-
 # --- needle.json -------------------------------------------------------------------------------------
 
 

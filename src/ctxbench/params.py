@@ -13,14 +13,6 @@ from .param_types import MAX_TOKENS_PER_PROMPT, Strict, Tokens, token_count
 from .text.tasks import TASKS, TaskName, curve_count, curve_depths, listed_tasks
 
 
-class CapacityParams(Strict):
-    """A prompt just under the server's limit (room for the reply and a margin), one `over_by_tokens` past."""
-
-    output_tokens: int = Field(16, ge=1, le=65536)
-    margin_tokens: int = Field(16, ge=0, le=65536)
-    over_by_tokens: int = Field(256, ge=1, le=MAX_TOKENS_PER_PROMPT)
-
-
 class NeedleParams(Strict):
     """A hidden fact in a fresh document at every length x depth, for each retrieval task."""
 

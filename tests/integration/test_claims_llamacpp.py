@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.checks.capacity import run_capacity
+from ctxbench.checks.capacity import CapacityParams
+from ctxbench.checks.capacity.check import run_capacity
 from ctxbench.checks.needle import recall_by_length, run_needle
 from ctxbench.client import Client
 from ctxbench.engines.limits import read_context_limit
@@ -15,7 +16,7 @@ from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel, demo_model_path
 from ctxbench.engines.prom import common_metrics
 from ctxbench.errors import UsageError
-from ctxbench.params import CapacityParams, NeedleParams
+from ctxbench.params import NeedleParams
 from ctxbench.store import RunDir
 from ctxbench.text.gguf_vocab import gguf_token_counter
 from ctxbench.text.haystack import UnitPool, build_haystack, request_seed

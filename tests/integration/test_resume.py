@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from ctxbench.checks.capacity import CapacityParams
 from ctxbench.checks.catalog import Checks
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
-from ctxbench.params import CapacityParams, NeedleParams, RampParams
+from ctxbench.params import NeedleParams, RampParams
 from ctxbench.ramp_table import read_rows
 from ctxbench.store import RunDir
 from ctxbench.suite import run_suite

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import typing
 
+from ctxbench.checks.capacity import CapacityParams
 from ctxbench.checks.catalog import CHECK_NAMES, CHECKS, Checks, longest_prompt, request_count, selected
 from ctxbench.checks.probe import ProbeParams, probe_request_count
 from ctxbench.checks.returning.params import ReturningParams
 from ctxbench.load_params import ThroughputParams
-from ctxbench.params import CapacityParams, NeedleParams, RampParams
+from ctxbench.params import NeedleParams, RampParams
 
 
 def test_every_table_of_checks_is_one_check_object_with_its_parameters_type() -> None:

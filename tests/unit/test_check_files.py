@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ctxbench.check_files import CapacityFile, CheckFile, NeedleFile, ThroughputFile
+from ctxbench.check_files import CheckFile, NeedleFile, ThroughputFile
+from ctxbench.checks.capacity.file import CapacityFile
 from ctxbench.checks.fidelity.file import FidelityFile
 from ctxbench.checks.returning.file import ReturningFile
 from ctxbench.checks.trace.file import TraceFile

@@ -19,7 +19,7 @@ ROOT = Path(ctxbench.__file__).parent
 
 def test_every_check_has_its_section_from_one_place() -> None:
     own = {c.name for c in CHECKS if c.own_report}
-    assert own >= {"returning", "sessions", "fidelity", "trace", "probe", "quality"}
+    assert own >= {"returning", "sessions", "fidelity", "trace", "probe", "quality", "capacity"}
     assert set(SECTIONS) == {c.name for c in CHECKS} - own  # not both, not neither
     assert list(CHECK_SECTIONS) == [c.name for c in CHECKS]
     for check in CHECKS:
@@ -37,11 +37,12 @@ PARTS = {
     # its parameters model is named by `ctxbench fidelity`, whose flags are its fields (from the package)
     "fidelity": (
         r"checks\.fidelity\.|fidelity_(cells?|section)\b|Fidelity(File|Length|PathResult)|"
-        r"FIDELITY_COLUMNS|judgement_of"
+        r"FIDELITY_COLUMNS"
     ),
     # the cache audit reads what a trace's blocks imply (`implied_cached`, `reuse_bound`) from the package
     "trace": r"checks\.trace\.|trace_(cells|section)\b|Trace(File|Params)\b|TRACE_COLUMNS|trace_cache",
     "probe": r"checks\.probe\.",
+    "capacity": r"checks\.capacity\.|capacity_(cells|section)\b|CapacityFile|CAPACITY_COLUMNS",
     "quality": (
         r"checks\.quality\.|quality_cells?\b|QualitySummary|run_summaries|QUALITY_COLUMNS|QUALITY_FILE"
     ),

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ctxbench.checks.capacity import CAPACITY
+from ctxbench.checks.capacity.file import CapacityFile
 from ctxbench.plan import cost_per_million
 from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.report.campaign import inline_code, write_campaign_report
@@ -25,19 +27,55 @@ def _found(k: int, n: int) -> list[TaskResult]:
 
 
 def test_complete_evidence_is_validated() -> None:
-    assert status_of(
-        Facts(**{**ALL, "capacity_holds": True, "retrieval": _found(3, 3)}), random_weights=False
-    ) == (
+    assert status_of(Facts(**{**ALL, "retrieval": _found(3, 3)}), random_weights=False) == (
         "validated",
         (),
     )
 
 
-def test_a_failed_capacity_fails_the_row_whatever_else_holds() -> None:
+def capacity_file(holds: bool, count_error: int = 0, said: str = "") -> CapacityFile:
+    return CapacityFile(
+        limit_tokens=8192,
+        limit_source="x",
+        target_tokens=8160,
+        accepted=holds or bool(said),
+        prompt_tokens=8160 + count_error,
+        count_error_tokens=count_error,
+        prefill_s=None,
+        prefill_tokens_per_s=None,
+        near_limit_error=f"prompt_not_planned: {said}"
+        if said
+        else None
+        if holds
+        else "context_limit: too long",
+        over_limit_tokens=8448,
+        over_limit_rejected=True,
+        over_limit_outcome="rejected",
+        request_ids=("capacity-near", "capacity-over"),
+        holds=holds,
+    )
+
+
+def test_a_failed_capacity_fails_the_row_whatever_else_holds(tmp_path: Path) -> None:
+    """The capacity check's own judgement (`Check.judge`) fails the run; a count error within the tolerance
+    is said, not failed."""
+    run = RunDir.create(tmp_path, "r")
+    run.write_manifest({"deployment": "d", "checks": ["capacity"]})
+    capacity_file(holds=False).save(run.path)
+    judged = [CAPACITY.judge(run, False)]
     status, reasons = status_of(
-        Facts(**{**ALL, "capacity_holds": False, "retrieval": _found(3, 3)}), random_weights=False
+        Facts(**{**ALL, "retrieval": _found(3, 3), "judgements": judged}), random_weights=False
     )
     assert status == "failed" and reasons == ("the capacity claim does not hold",)
+    capacity_file(holds=True, count_error=3).save(run.path)
+    judged = [CAPACITY.judge(run, False)]
+    status, reasons = status_of(
+        Facts(**{**ALL, "retrieval": _found(3, 3), "judgements": judged}), random_weights=False
+    )
+    assert status == "provisional" and reasons == (
+        "the capacity prompt's planned length differs from the server's count by +3 tokens (within the "
+        "tolerance; docs/metrics.md)",
+    )
 
 
 @pytest.mark.parametrize(
@@ -47,8 +85,8 @@ def test_a_failed_capacity_fails_the_row_whatever_else_holds() -> None:
         ({"cache_findings": 1}, "the cache audit has 1 finding(s) (`ctxbench audit-cache`)"),
         ({"token_fallback": True}, "some token counts came from a fallback, not the server's usage"),
         (
-            {"count_error": 3, "needle_count_errors": [-1, 2]},
-            "3 planned prompt length(s) differ from the server's count (by up to +3 tokens, within the "
+            {"needle_count_errors": [-1, 2]},
+            "2 planned prompt length(s) differ from the server's count (by up to +2 tokens, within the "
             "tolerance; docs/metrics.md)",
         ),
         (
@@ -59,18 +97,14 @@ def test_a_failed_capacity_fails_the_row_whatever_else_holds() -> None:
     ],
 )
 def test_each_rule_makes_the_row_provisional_and_says_why(facts: dict[str, object], reason: str) -> None:
-    status, reasons = status_of(
-        Facts(**{**ALL, "capacity_holds": True, "retrieval": _found(3, 3), **facts}), random_weights=False
-    )
+    status, reasons = status_of(Facts(**{**ALL, "retrieval": _found(3, 3), **facts}), random_weights=False)
     assert status == "provisional" and reason in reasons
 
 
 def test_a_prompt_the_server_did_not_see_fails_the_row_and_names_the_counts() -> None:
     message = "server counted 3 tokens, planned 2048 (-2045, beyond the tolerance of 20): the server ..."
     status, reasons = status_of(
-        Facts(
-            **{**ALL, "capacity_holds": True, "retrieval": _found(0, 0), "not_planned": [message, message]}
-        ),
+        Facts(**{**ALL, "retrieval": _found(0, 0), "not_planned": [message, message]}),
         random_weights=False,
     )
     assert status == "failed"
@@ -81,9 +115,7 @@ def test_a_prompt_the_server_did_not_see_fails_the_row_and_names_the_counts() ->
 
 
 def test_random_weights_are_always_provisional() -> None:
-    status, reasons = status_of(
-        Facts(**{**ALL, "capacity_holds": True, "retrieval": _found(3, 3)}), random_weights=True
-    )
+    status, reasons = status_of(Facts(**{**ALL, "retrieval": _found(3, 3)}), random_weights=True)
     assert status == "provisional" and reasons == ("random weights: recall is noise",)
 
 
@@ -104,8 +136,8 @@ def results(tmp_path: Path) -> Path:
 def test_evidence_row_from_the_h200_run_names_its_sources(results: Path) -> None:
     (row,) = collect(results)
     assert row.deployment == "random-740m-llamacpp-cuda-h200"
-    assert row.capacity.text == "holds at 263136 of 263168"
-    assert row.capacity.source.endswith("capacity.json") and row.retrieval.source.endswith("niah.log")
+    assert row.cell("capacity").text == "holds at 263136 of 263168"
+    assert row.cell("capacity").source.endswith("capacity.json") and row.retrieval.source.endswith("niah.log")
     assert row.retrieval.text.startswith("0/6") and row.status == "provisional"
     assert row.recall_alone.text == "0/8" and row.recall_shared.text == "0/16"
     assert row.ttft_shared.value == pytest.approx(21.47, abs=0.01)
@@ -207,7 +239,7 @@ def test_requests_the_server_refused_fail_the_row_and_name_the_first() -> None:
     # Issue 51: a many-users level whose every request got HTTP 400 read PROVISIONAL; the campaign exited 0.
     refused = [_failed("tput-u1-user0-0", 400, "throughput"), _failed("tput-u1-user0-1", 400, "throughput")]
     status, reasons = status_of(
-        Facts(**{**ALL, "capacity_holds": True, "retrieval": _found(3, 3), "refused": refused}),
+        Facts(**{**ALL, "retrieval": _found(3, 3), "refused": refused}),
         random_weights=False,
     )
     assert status == "failed"
@@ -229,7 +261,6 @@ def test_load_failures_and_a_trace_s_over_long_lines_are_not_refusals(
 def test_a_counting_mismatch_at_the_limit_is_named_as_one_not_as_the_capacity(tmp_path: Path) -> None:
     # Issue 57: "capacity: does NOT hold ... (prompt_not_planned)" and "the capacity claim does not hold"
     # for a server that counts the prompt otherwise; the cell cut mid-word.
-    from ctxbench.check_files import CapacityFile
     from ctxbench.records import RequestError
 
     run = RunDir.create(tmp_path, "miscounted")
@@ -241,25 +272,12 @@ def test_a_counting_mismatch_at_the_limit_is_named_as_one_not_as_the_capacity(tm
     error = RequestError(kind="prompt_not_planned", message=said)
     near = _failed("capacity-near", 200, "capacity").model_copy(update={"error": error, "http_status": 200})
     run.append(near)
-    CapacityFile(
-        limit_tokens=8192,
-        limit_source="x",
-        target_tokens=8160,
-        accepted=True,
-        prompt_tokens=9912,
-        count_error_tokens=1752,
-        prefill_s=None,
-        prefill_tokens_per_s=None,
-        near_limit_error=f"prompt_not_planned: {said}",
-        over_limit_tokens=8448,
-        over_limit_rejected=True,
-        over_limit_outcome="rejected",
-        request_ids=("capacity-near", "capacity-over"),
-        holds=False,
-    ).save(run.path)
+    capacity_file(holds=False, count_error=1752, said=said).save(run.path)
     (row,) = collect(tmp_path)
-    assert row.capacity.text.startswith("not concluded: a counting mismatch (server counted 9912 tokens")
-    assert row.capacity.text.endswith(" ...)") and "beyo" not in row.capacity.text.split()[-2]
+    assert row.cell("capacity").text.startswith(
+        "not concluded: a counting mismatch (server counted 9912 tokens"
+    )
+    assert row.cell("capacity").text.endswith(" ...)") and "beyo" not in row.cell("capacity").text.split()[-2]
     assert row.status == "failed" and row.reasons[0].startswith("1 prompt(s) were not what was planned")
     assert not any("capacity claim" in reason for reason in row.reasons)
 

@@ -21,7 +21,7 @@ from ..engines.limits import ContextLimit
 from ..errors import UsageError
 from ..param_types import Strict
 from ..records import RequestRecord
-from ..render.cell import Cell
+from ..render.cell import Cell, Glance
 from ..render.column import Column
 from ..render.run_read import RunRead
 from ..store import RunDir
@@ -192,6 +192,11 @@ class Check(Protocol[P]):
 
     def console(self, run: RunDir) -> list[str]:
         """Its lines of the console summary as a run ends."""
+        return []
+
+    def glance(self, run: RunDir, cells: Mapping[str, Cell]) -> list[Glance]:
+        """Its lines of the run's first screen where it has a written pass condition (a figure for the reader
+        to judge is drawn from its column's `glance` instead); `cells` are its evidence cells."""
         return []
 
     def comparison(self, results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:

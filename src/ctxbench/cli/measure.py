@@ -9,14 +9,14 @@ from typing import Annotated
 
 import typer
 
-from ..checks.capacity import CAPACITY
+from ..checks.capacity import CAPACITY, CapacityParams
 from ..checks.fidelity import FIDELITY, FidelityParams
 from ..checks.needle import NEEDLE
 from ..checks.probe import PROBE, ProbeParams
 from ..checks.quality import QUALITY, QualityParams, load_problems
 from ..checks.ramp import RAMP
 from ..param_types import DEFAULT_READ_TIMEOUT_S
-from ..params import CapacityParams, NeedleParams, RampParams
+from ..params import NeedleParams, RampParams
 from .adhoc import Server, run_check
 from .common import (
     CampaignOption,

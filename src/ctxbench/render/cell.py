@@ -18,3 +18,33 @@ class Cell:
 
 
 MISSING = Cell("not run")
+
+
+def clause(text: str, most: int = 100) -> str:
+    """`text` whole if short, else cut at the last clause or word boundary within `most` characters, never
+    mid-word (the run report has the whole text)."""
+    if len(text) <= most:
+        return text
+    head = text[:most]
+    for mark in ("; ", ": ", ", ", " ("):
+        if (at := head.rfind(mark)) > most // 2:
+            return head[:at] + " ..."
+    return head.rsplit(" ", 1)[0] + " ..."
+
+
+# A glance line's verdicts (report/glance.py): pass or FAIL where the claim has a written pass condition,
+# "measured" where the figure is the reader's to judge.
+PASS, FAIL, MEASURED = "pass", "**FAIL**", "measured"
+NOISE, UNSCORED = "not judged: random weights", "not scored"
+NO_VERDICT = "no long-context verdict: fails at the short control"
+NOT_CONCLUDED = "not concluded"
+
+
+@dataclass(frozen=True)
+class Glance:
+    """One line of a run's first screen: what was checked, its verdict, the evidence cell, why not."""
+
+    label: str
+    verdict: str
+    cell: Cell
+    why: str = ""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import decode_stall, metrics
-from ..check_files import CapacityFile, Steady, ThroughputFile
+from ..check_files import Steady, ThroughputFile
 from ..checks.recall_under_load import RecallUnderLoad
 from ..counters import counter_deltas
 from ..plan import cost_per_million
@@ -212,30 +212,6 @@ def _measured_at_rate(record: RequestRecord, rate: str) -> bool:
     """An open-loop rate's measured request (its key as `throughput.json` writes it), not a repeat's."""
     labels = record.labels
     return labels.get("mode") == "open" and labels.get("rate") == rate and not labels.get("repeat")
-
-
-def capacity_section(read: RunRead) -> list[str]:
-    run = read.run
-    c = CapacityFile.load(run.path)
-    if c is None:
-        return []
-    verdict = "holds" if c.holds else "does NOT hold"
-    return [
-        "",
-        f"## Claim 1, capacity: {verdict}",
-        "",
-        f"- Limit {c.limit_tokens} tokens per request, read from {c.limit_source}.",
-        f"- Near the limit: {c.target_tokens} planned tokens, "
-        + (
-            f"accepted; server counted {c.prompt_tokens} (count error {c.count_error_tokens:+d}); "
-            f"prefill {fmt(c.prefill_s)} s, {fmt(c.prefill_tokens_per_s, 0)} tokens/s."
-            if c.accepted
-            else f"NOT accepted: {c.near_limit_error}"
-        ),
-        f"- Over the limit ({c.over_limit_tokens} tokens): {c.over_limit_outcome}",
-        f"- Source: `{relative(CapacityFile.path_in(run.path))}`; requests {', '.join(c.request_ids)} in "
-        "`requests.jsonl`.",
-    ]
 
 
 def ramp_table_rows(run: RunDir, records: Sequence[RequestRecord] | None = None) -> list[dict[str, str]]:

@@ -13,8 +13,10 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..check_files import CapacityFile, NeedleFile, NeedleTrial
+from ..check_files import NeedleFile, NeedleTrial
+from ..checks.catalog import CHECKS
 from ..records import RequestRecord, requests_line
+from ..render.cell import FAIL, MEASURED, NO_VERDICT, NOISE, PASS, UNSCORED, Glance
 from ..render.tables import cell as table_cell
 from ..results.columns import EVIDENCE_COLUMNS
 from ..results.evidence import Cell, Row, evidence_row
@@ -22,10 +24,6 @@ from ..results.retrieval import task_results
 from ..store import RunDir
 from .check_sections import ramp_table_rows
 
-PASS, FAIL, MEASURED = "pass", "**FAIL**", "measured"
-NOISE, UNSCORED = "not judged: random weights", "not scored"
-NO_VERDICT = "no long-context verdict: fails at the short control"
-NOT_CONCLUDED = "not concluded"
 SHOWN = 3  # misses named before "and N more"
 
 
@@ -60,11 +58,9 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
     # the ramp's task (the single literal fact unless told otherwise): its control speaks for claim 3
     ramp_task = (run.manifest().check_parameters.get("ramp") or {}).get("task", "single")
     judged = NOISE if row.random_weights else NO_VERDICT if ramp_task in blind else None
-    out: list[tuple[str, str, Cell, str]] = []
-    if row.capacity.source and run.died_during() == "capacity":
-        out.append(("1 capacity", NOT_CONCLUDED, row.capacity, "the engine died during the check"))
-    elif row.capacity.source and (capacity := CapacityFile.load(run.path)) is not None:
-        out.append(("1 capacity", PASS if capacity.holds else FAIL, row.capacity, ""))
+    # the checks whose folder says their own glance line (`Check.glance`): capacity, the first claim
+    own: list[Glance] = [g for check in CHECKS if check.own_report for g in check.glance(run, row.own)]
+    out: list[tuple[str, str, Cell, str]] = [(g.label, g.verdict, g.cell, g.why) for g in own]
     if row.retrieval.source:
         trials = [t for t in needle.trials if t.task not in blind] if needle is not None else []
         misses = _needle_misses(trials, named=bool(results) and not results[0].alone)

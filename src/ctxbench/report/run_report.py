@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .. import decode_stall, metrics
 from ..check_files import (
-    CapacityFile,
     NeedleFile,
     ThroughputFile,
 )
@@ -152,19 +151,19 @@ def _telemetry_section(run: RunDir, records: Sequence[RequestRecord]) -> list[st
 
 
 def claims_summary(run: RunDir) -> list[str]:
-    """One line per claim checked in this run, for a terminal."""
+    """One line per claim checked in this run, for a terminal, in the catalog's order: a check that is a
+    folder says its own (`Check.console`), the others' are below."""
     lines = []
     died = run.died_during()
     if died:  # the engine's death, not the check's verdict: the check's result file says nothing
         lines.append(f"{died}: not concluded, the engine died during it (the verdict says how)")
-    capacity = CapacityFile.load(run.path)
-    if capacity is not None and died != "capacity" and capacity.miscounted:
-        lines.append(f"capacity: not concluded: a counting mismatch ({capacity.miscounted})")
-    elif capacity is not None and died != "capacity":
-        lines.append(
-            f"capacity: {'holds' if capacity.holds else 'does NOT hold'} at {capacity.target_tokens} of "
-            f"{capacity.limit_tokens} tokens; over the limit: {capacity.over_limit_outcome[:80]}"
-        )
+    for check in CHECKS:
+        lines += check.console(run) if check.own_report else _CONSOLE[check.name](run)
+    return lines
+
+
+def _needle_lines(run: RunDir) -> list[str]:
+    lines: list[str] = []
     needle = NeedleFile.load(run.path)
     if needle is not None:
         control = needle.control
@@ -177,6 +176,11 @@ def claims_summary(run: RunDir) -> list[str]:
             )
             + ", ".join(f"{n} tokens {needle.recall_text(n, r)}" for n, r in needle.recall_sorted())
         )
+    return lines
+
+
+def _ramp_lines(run: RunDir) -> list[str]:
+    lines: list[str] = []
     records = list(run.records())
     rows = ramp_table_rows(run, records)
     for users in sorted({int(r["users"]) for r in rows}):
@@ -207,6 +211,11 @@ def claims_summary(run: RunDir) -> list[str]:
                 else ""
             )
         )
+    return lines
+
+
+def _throughput_lines(run: RunDir) -> list[str]:
+    lines: list[str] = []
     data = ThroughputFile.load(run.path) or ThroughputFile()
     if data.levels:
         lines.append(
@@ -250,16 +259,14 @@ def claims_summary(run: RunDir) -> list[str]:
     asked = RecallUnderLoad.of(data)
     if asked is not None:
         lines.append(f"recall under load: {asked.text().removeprefix('recall ')}")
-    lines += _traffic_summary(run)
     return lines
 
 
-def _traffic_summary(run: RunDir) -> list[str]:
-    """The console lines of the checks that hold their own (`own_report`), in the catalog's order."""
-    lines = []
-    for check in CHECKS:  # the checks whose folder holds their console line (checks/base.py)
-        lines += check.console(run) if check.own_report else []
-    return lines
+_CONSOLE: dict[str, Callable[[RunDir], list[str]]] = {
+    "needle": _needle_lines,
+    "ramp": _ramp_lines,
+    "throughput": _throughput_lines,
+}
 
 
 def _implausible_lines(records: Sequence[RequestRecord]) -> list[str]:

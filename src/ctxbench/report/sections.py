@@ -10,13 +10,12 @@ from collections.abc import Callable
 
 from ..checks.catalog import CHECKS
 from ..render.run_read import RunRead
-from .check_sections import capacity_section, ramp_section, throughput_section
+from .check_sections import ramp_section, throughput_section
 from .needle_section import needle_section
 
 Section = Callable[[RunRead], list[str]]
 
 SECTIONS: dict[str, Section | None] = {
-    "capacity": capacity_section,
     "needle": needle_section,
     "ramp": ramp_section,
     "throughput": throughput_section,

@@ -20,7 +20,7 @@ def _own(group: str) -> tuple[Column, ...]:
 EVIDENCE_COLUMNS: tuple[Column, ...] = (
     Column("deployment", "deployment"),
     Column("status", "status"),
-    Column("capacity", "1 capacity", CLAIMS_1_2),
+    *_own(CLAIMS_1_2),
     Column(
         "retrieval",
         "2 retrieval k/n",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from .. import decode_stall, metrics
-from ..check_files import CapacityFile, NeedleFile
+from ..check_files import NeedleFile
 from ..checks.base import Judgement
 from ..checks.catalog import CHECKS
 from ..checks.needle import CONTROL_FAILED
@@ -23,7 +23,7 @@ from ..engines.chat_template import template_warnings
 from ..plan import cost_per_million
 from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
-from ..render.cell import MISSING, Cell
+from ..render.cell import MISSING, Cell, clause
 from ..run_files import MANIFEST_FILE, NIAH_LOG
 from ..store import RunDir
 from .cost import price_of
@@ -39,7 +39,6 @@ class Row:
     run_id: str
     gpus: int
     random_weights: bool
-    capacity: Cell = MISSING
     retrieval: Cell = MISSING
     recall_alone: Cell = MISSING
     recall_shared: Cell = MISSING
@@ -75,18 +74,6 @@ def _head(message: str) -> str:
     return message.removeprefix("prompt_not_planned: ").split(" (", 1)[0]
 
 
-def _clause(text: str, most: int = 100) -> str:
-    """`text` whole if short, else cut at the last clause or word boundary within `most` characters, never
-    mid-word (the run report has the whole text)."""
-    if len(text) <= most:
-        return text
-    head = text[:most]
-    for mark in ("; ", ": ", ", ", " ("):
-        if (at := head.rfind(mark)) > most // 2:
-            return head[:at] + " ..."
-    return head.rsplit(" ", 1)[0] + " ..."
-
-
 def _rel(results: Path, path: Path) -> str:
     return str(path.relative_to(results))
 
@@ -100,24 +87,6 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     facts = Facts(checks=set(manifest.checks), failed=manifest.failed.error if manifest.failed else None)
     if not manifest.checks and manifest.check:
         facts.adhoc = manifest.check
-    capacity = CapacityFile.load(run.path)
-    if capacity is not None and run.died_during() == "capacity":
-        cells["capacity"] = Cell("not concluded: the engine died during it", _rel(results, run.path))
-    elif capacity is not None and capacity.miscounted:
-        # a counting mismatch, named as one: the prompt_not_planned rule fails the row, not the capacity rule
-        cells["capacity"] = Cell(
-            f"not concluded: a counting mismatch ({_clause(capacity.miscounted)})",
-            _rel(results, CapacityFile.path_in(run.path)),
-        )
-    elif capacity is not None:
-        text = (
-            f"holds at {capacity.target_tokens} of {capacity.limit_tokens}"
-            if capacity.holds
-            else f"FAILS: {_clause(capacity.near_limit_error or capacity.over_limit_outcome)}"
-        )
-        cells["capacity"] = Cell(text, _rel(results, CapacityFile.path_in(run.path)))
-        facts.capacity_holds = capacity.holds
-        facts.count_error = capacity.count_error_tokens
     needle = NeedleFile.load(run.path)
     if needle is not None:
         recall = needle.recall_by_length
@@ -253,8 +222,6 @@ class Facts:
     checks: set[str] = field(default_factory=set)
     failed: str | None = None  # the deployment's failure, as the manifest says it
     adhoc: str | None = None  # the one check an ad-hoc command ran
-    capacity_holds: bool | None = None
-    count_error: int | None = None  # the capacity prompt's count error, tokens
     needle_skipped: list[str] = field(default_factory=list)
     retrieval: list[TaskResult] = field(default_factory=list)
     needle_count_errors: list[int] = field(default_factory=list)
@@ -273,9 +240,7 @@ def status_of(facts: Facts, *, random_weights: bool) -> tuple[Status, tuple[str,
     reasons: list[str] = []
     if facts.failed is not None:
         first = (facts.failed.splitlines() or [""])[0].split(" Command: ")[0]
-        return "failed", (f"the deployment failed: {_clause(first, 400)}",)
-    if facts.capacity_holds is False:
-        return "failed", ("the capacity claim does not hold",)
+        return "failed", (f"the deployment failed: {clause(first, 400)}",)
     if facts.not_planned:
         return "failed", (
             f"{len(facts.not_planned)} prompt(s) were not what was planned, first: "
@@ -285,7 +250,7 @@ def status_of(facts: Facts, *, random_weights: bool) -> tuple[Status, tuple[str,
     refused = facts.refused
     if refused:
         one = refused[0]
-        said = _clause(one.error.message if one.error else "", 160)
+        said = clause(one.error.message if one.error else "", 160)
         by_check = Counter((r.check or "?") for r in refused)
         return "failed", (
             f"{len(refused)} request(s) refused by the server "
@@ -327,7 +292,7 @@ def status_of(facts: Facts, *, random_weights: bool) -> tuple[Status, tuple[str,
         )
     if facts.token_fallback:
         reasons.append("some token counts came from a fallback, not the server's usage")
-    errors = [*facts.needle_count_errors, *([facts.count_error] if facts.count_error else [])]
+    errors = facts.needle_count_errors
     if errors:
         worst = max(errors, key=abs)
         reasons.append(

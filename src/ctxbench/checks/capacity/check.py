@@ -7,16 +7,21 @@ back (prefill completed) and a prompt over the limit comes back as a clean, reco
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
-from .. import metrics
-from ..chat_client import ChatClient
-from ..check_files import CapacityFile
-from ..engines.limits import ContextLimit
-from ..params import CapacityParams
-from ..records import CacheIntent, RequestRecord
-from ..store import RunDir
-from ..text.haystack import UnitPool, build_haystack, lead_tokens, request_seed
-from .base import Check, RunContext
+from ... import metrics
+from ...chat_client import ChatClient
+from ...engines.limits import ContextLimit
+from ...records import CacheIntent, RequestRecord
+from ...render.cell import Cell, Glance
+from ...render.run_read import RunRead
+from ...store import RunDir
+from ...text.haystack import UnitPool, build_haystack, lead_tokens, request_seed
+from ..base import Check, Judgement, RunContext
+from .cell import CAPACITY_COLUMNS, capacity_cells, glance_lines, judgement_of
+from .file import CapacityFile
+from .params import CapacityParams
+from .section import capacity_section, console_lines
 
 
 def prefill_rate(record: RequestRecord) -> float | None:
@@ -118,6 +123,24 @@ class CapacityCheck(Check[CapacityParams]):
         await run_capacity(ctx.client, ctx.pool, ctx.require_limit(self.name), params, ctx.run, ctx.scope)
         ctx.advance()
         ctx.advance()
+
+    own_report = True
+    columns = CAPACITY_COLUMNS
+
+    def section(self, read: RunRead) -> list[str]:
+        return capacity_section(read)
+
+    def cells(self, results: Path, run: RunDir) -> dict[str, Cell]:
+        return capacity_cells(results, run)
+
+    def console(self, run: RunDir) -> list[str]:
+        return console_lines(run)
+
+    def glance(self, run: RunDir, cells: Mapping[str, Cell]) -> list[Glance]:
+        return glance_lines(run, cells)
+
+    def judge(self, run: RunDir, random_weights: bool) -> Judgement:
+        return judgement_of(run)
 
 
 CAPACITY = CapacityCheck()
