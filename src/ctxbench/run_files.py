@@ -59,7 +59,12 @@ class EngineEntry(_Open):
 
 
 class Manifest(_Open):
+    """A run's manifest: what ran, with what, when and how it ended. The suite and the ad-hoc commands build
+    it and save it through this model (`RunDir.write_manifest`); readers load it through it."""
+
     manifest_version: int | None = None  # None: written before manifests were versioned
+    ctxbench_version: str | None = None
+    git_revision: str | None = None
     deployment: str | None = None
     campaign: str | None = None
     model: str | None = None
@@ -79,6 +84,11 @@ class Manifest(_Open):
     model_shape: dict[str, Any] | None = None
     price_per_gpu_hour: float | None = None  # the campaign's price, where it set one
     campaign_file_deployment: dict[str, Any] | None = None  # its table as the campaign file gave it
+    url: str | None = None  # an ad-hoc command's server
+    seed_scope: list[str] = []  # what every prompt's seed is drawn from (the attempt's documents)
+    repeat: int = 1
+    gpu_telemetry: dict[str, Any] | None = None  # its file and sampling interval
+    event_loop: str | None = None  # uvloop or asyncio
 
     @classmethod
     def load(cls, run_path: Path) -> Manifest:

@@ -264,8 +264,12 @@ class RunDir:
         failed = self.manifest().failed
         return failed.during if failed else None
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json_atomic(self.path / MANIFEST_FILE, {"manifest_version": MANIFEST_VERSION, **manifest})
+    def write_manifest(self, manifest: Manifest | dict[str, Any]) -> None:
+        """Save the run's manifest through its model (a mapping is validated as one first), versioned."""
+        model = manifest if isinstance(manifest, Manifest) else Manifest.model_validate(manifest)
+        write_json_atomic(
+            self.path / MANIFEST_FILE, {**model.model_dump(mode="json"), "manifest_version": MANIFEST_VERSION}
+        )
 
     def write_metrics_snapshot(self, label: str, samples: dict[str, float]) -> None:
         write_json_atomic(self.path / f"metrics-{safe_name(label)}.json", samples)

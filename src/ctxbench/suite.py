@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 from . import __version__, event_loop
 from .checks.base import RunContext
-from .checks.catalog import CHECK_NAMES, Checks, longest_prompt, selected
+from .checks.catalog import Checks, longest_prompt, selected
 from .client import Client, Timeouts
 from .engines.chat_template import TEMPLATE_FILE, compare_with_counter, template_warnings
 from .engines.deployment import DeploymentPlan, Running, merged_samples
@@ -31,6 +30,7 @@ from .engines.server import EngineDied
 from .errors import CtxbenchError
 from .report.run_page import write_run_report
 from .router import Router
+from .run_files import Attempt, EngineEntry, Failure, Manifest
 from .store import RunDir, git_revision, new_run_id
 from .telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, GpuSampler
 from .text.haystack import pool_for
@@ -108,39 +108,41 @@ def run_suite(
     """
     plan = DeploymentPlan.llamacpp(target, deployment) if isinstance(target, LlamaServerConfig) else target
     if resume is not None:
-        previous = json.loads((resume / "manifest.json").read_text())
-        run = RunDir(resume, attempt=len(previous.get("attempts", [None])) + 1)
+        previous = Manifest.load(resume)
+        run = RunDir(resume, attempt=len(previous.attempts or [None]) + 1)
     else:
-        previous = {}
+        previous = Manifest()
         run = RunDir.create(results, new_run_id(campaign, deployment, f"r{repeat}" if repeat > 1 else ""))
     # A new attempt draws new documents: the interrupted attempt's prompts may sit in the server's cache.
     scope = (campaign, deployment, run.run_id) + ((f"attempt{run.attempt}",) if run.attempt > 1 else ())
     skip = set() if force else run.completed_units()
     on_run(run)
-    manifest: dict[str, Any] = {
-        "ctxbench_version": __version__,
-        "git_revision": git_revision(),
-        "deployment": deployment,
-        "campaign": campaign,
-        "model": plan.model,
-        "tokenizer": None if callable(counter) else counter.source,
-        "checks": [name for name in CHECK_NAMES if getattr(checks, name) is not None],
-        "check_parameters": checks.model_dump(mode="json", exclude_none=True),
-        "seed_scope": list(scope),
-        "started_at": previous.get("started_at", utc_now()),
-        "attempts": [
-            *previous.get("attempts", []),
-            {"attempt": run.attempt, "started_at": utc_now(), "clock": clock_anchor(), "force": force},
-        ],
-        "note": note,
-        "gpus": plan.gpu_count if gpus is None else gpus,
-        "random_weights": random_weights,
-        "repeat": repeat,
-        "gpu_telemetry": {"file": TELEMETRY_FILE, "interval_s": telemetry_interval_s},
-        "model_shape": gguf_shape(Path(plan.model)) if plan.model.endswith(".gguf") else None,
-        "event_loop": event_loop.name(),
-        **(extra_manifest or {}),
-    }
+    manifest = Manifest.model_validate(
+        {
+            "ctxbench_version": __version__,
+            "git_revision": git_revision(),
+            "deployment": deployment,
+            "campaign": campaign,
+            "model": plan.model,
+            "tokenizer": None if callable(counter) else counter.source,
+            "checks": [check.name for check, _ in selected(checks)],
+            "check_parameters": checks.model_dump(mode="json", exclude_none=True),
+            "seed_scope": list(scope),
+            "started_at": previous.started_at or utc_now(),
+            "attempts": [
+                *previous.attempts,
+                Attempt(attempt=run.attempt, started_at=utc_now(), clock=clock_anchor(), force=force),
+            ],
+            "note": note,
+            "gpus": plan.gpu_count if gpus is None else gpus,
+            "random_weights": random_weights,
+            "repeat": repeat,
+            "gpu_telemetry": {"file": TELEMETRY_FILE, "interval_s": telemetry_interval_s},
+            "model_shape": gguf_shape(Path(plan.model)) if plan.model.endswith(".gguf") else None,
+            "event_loop": event_loop.name(),
+            **(extra_manifest or {}),
+        }
+    )
     on_status(
         f"starting {engine(plan.engine).title} ({len(plan.specs) or len(plan.urls)} replica(s)) for "
         f"{deployment}"
@@ -154,33 +156,36 @@ def run_suite(
                 counter = NotCounting()
             elif callable(counter):  # a counter that needs the server (its /tokenize) is made now
                 counter = made = counter(running.base_urls[0])
-            manifest["chat_template"], template = running.chat_template()
+            chat_template, template = running.chat_template()
             if counting and isinstance(counter, TemplatedCounter) and not counter.chat_template:
                 # A model without a chat template (a base model's GGUF): count with the template the server
                 # renders with where it states it, else with the server's own counter; never a refusal.
                 if template:
                     counter.chat_template = template
-                    manifest["chat_template"]["counted_with"] = "the server's template: the model has none"
+                    chat_template["counted_with"] = "the server's template: the model has none"
                 else:
                     counter = made = ServerTokenCounter(running.base_urls[0], plan.served)
-                    manifest["chat_template"]["counted_with"] = "the server's counter: the model has none"
-            manifest["tokenizer"] = counter.source
+                    chat_template["counted_with"] = "the server's counter: the model has none"
             if counting:
                 require_content_counted(counter)
-            compare_with_counter(manifest["chat_template"], template, counter.chat_template)
+            compare_with_counter(chat_template, template, counter.chat_template)
             if template is not None:
                 (run.path / TEMPLATE_FILE).write_text(template)
-            for warning in template_warnings(manifest["chat_template"]):
+            for warning in template_warnings(chat_template):
                 on_status(f"warning: {warning}")
-            manifest["engine"] = {
-                **running.describe(),
-                "context_limit_per_slot": limit.tokens if limit else None,
-                **({"context_limit_source": limit.source} if limit else {}),
-            }
-            if (source := engine(plan.engine).source) is not None:
-                manifest["engine"]["source"] = source
+            source = engine(plan.engine).source
+            described = EngineEntry.model_validate(
+                {
+                    **running.describe(),
+                    "context_limit_per_slot": limit.tokens if limit else None,
+                    **({"context_limit_source": limit.source} if limit else {}),
+                    **({"source": source} if source is not None else {}),
+                }
+            )
+            said = {"chat_template": chat_template, "tokenizer": counter.source, "engine": described}
+            manifest = manifest.model_copy(update=said)
             run.write_manifest(manifest)
-            cold = manifest["engine"]["cold_start_s"]
+            cold = manifest.engine.cold_start_s
             on_status(
                 f"ready{f' in {cold:.1f} s' if cold else ''} at {', '.join(running.base_urls)}; "
                 + (f"limit {limit.tokens} tokens a request" if limit else "no context limit stated")
@@ -206,15 +211,15 @@ def run_suite(
                     sampler,
                 )
     except CtxbenchError as exc:  # the engine did not start, or died mid-check: the run says so
-        manifest["failed"] = {"error": str(exc), "at": utc_now()}
-        if isinstance(exc, EngineDied) and exc.during:
-            manifest["failed"]["during"] = exc.during
+        during = exc.during if isinstance(exc, EngineDied) and exc.during else None
+        failure = Failure(error=str(exc), at=utc_now(), during=during)
+        manifest = manifest.model_copy(update={"failed": failure})
         raise
     finally:
         if made is not None:
             made.close()
         run.sync()  # every record on disk before the run is marked ended
-        manifest["ended_at"] = utc_now()
+        manifest = manifest.model_copy(update={"ended_at": utc_now()})
         run.write_manifest(manifest)
         write_run_report(run)
     return run

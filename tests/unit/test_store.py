@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctxbench.records import RequestRecord
+from ctxbench.run_files import Manifest
 from ctxbench.store import RunDir, git_revision, new_run_id, safe_name
 
 
@@ -59,7 +60,8 @@ def test_manifest_is_replaced_whole(tmp_path: Path) -> None:
     run.write_manifest({"started_at": "t0"})
     run.write_manifest({"started_at": "t0", "ended_at": "t1"})
     manifest = json.loads((run.path / "manifest.json").read_text())
-    assert manifest == {"manifest_version": 1, "started_at": "t0", "ended_at": "t1"}
+    assert (manifest["manifest_version"], manifest["started_at"], manifest["ended_at"]) == (1, "t0", "t1")
+    assert Manifest.model_validate(manifest) == run.manifest()  # saved through its model, every field
     assert not list(run.path.glob("*.partial"))
 
 

@@ -5,20 +5,22 @@ its parameters as a campaign's run does."""
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .. import event_loop
+from .. import __version__, event_loop
 from ..checks.base import Check, RunContext
 from ..client import Client, Timeouts
 from ..engines.limits import ContextLimit
-from ..store import RunDir
+from ..run_files import Manifest
+from ..store import RunDir, new_run_id, safe_name
 from ..text.haystack import UnitPool
 from ..text.tokens import NotCounting, TokenCounter
-from .common import _adhoc_run, _progress, console
+from .common import _progress, console
 
 P = TypeVar("P", bound=BaseModel)
 
@@ -57,15 +59,19 @@ def run_check(
     from ..text.haystack import pool_for
 
     name = server.deployment
-    run = _adhoc_run(
-        server.results,
-        name,
-        check.name,
-        deployment=name,
-        model=server.model,
-        url=server.url,
-        **({"tokenizer": counter.source} if counter is not None else {}),
-        check_parameters={check.name: params.model_dump(mode="json"), **(manifest or {})},
+    run = RunDir.create(server.results, new_run_id(safe_name(name), check.name))
+    run.write_manifest(  # written first: an interrupted run is still a run
+        Manifest(
+            ctxbench_version=__version__,
+            deployment=name,
+            model=server.model,
+            url=server.url,
+            tokenizer=counter.source if counter is not None else None,
+            check=check.name,
+            check_parameters={check.name: params.model_dump(mode="json"), **(manifest or {})},
+            started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            event_loop=event_loop.name(),
+        )
     )
     longest = check.longest_prompt(params, limit.tokens if limit else 0)
     built = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import signal
 import sys
@@ -33,7 +32,7 @@ from ..records import RequestRecord, requests_line
 from ..render.tables import request_lines
 from ..report.run_page import write_run_report
 from ..report.run_report import claims_summary
-from ..store import RunDir, new_run_id, safe_name
+from ..store import RunDir
 from .progress import PlainProgress, progress
 
 app = typer.Typer(
@@ -230,16 +229,6 @@ def _main(
     if version:
         console.print(f"ctxbench {__version__}")
         raise typer.Exit()
-
-
-def _adhoc_run(results: Path, name: str, check: str, **manifest: object) -> RunDir:
-    """A run of one check against a server ctxbench did not launch (`<stamp>-<name>-<check>`), its manifest
-    written first."""
-    run = RunDir.create(results, new_run_id(safe_name(name), check))
-    run.write_manifest(
-        {**manifest, "check": check, "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
-    )
-    return run
 
 
 def _print_records(records: list[RequestRecord]) -> None:
