@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from .param_types import MAX_TOKENS_PER_PROMPT, Strict, Tokens, token_count
-from .text.tasks import TASKS, TaskName, curve_count, curve_depths, listed_tasks
+from .text.tasks import RAMP_TASKS, TASKS, TaskName, curve_count, curve_depths, listed_tasks, task_named
 
 
 class NeedleParams(Strict):
@@ -129,8 +129,8 @@ class RampParams(Strict):
         max_length=16,
         description="Users settings to run in turn, e.g. 1,2 or 1,2,4.",
     )
-    task: Literal["single", "multi_key", "non_literal"] = Field(
-        "single", description="What each turn asks back: single, multi_key or non_literal (text/tasks.py)."
+    task: TaskName = Field(
+        "single", description=f"What each turn asks back: {', '.join(RAMP_TASKS)} (text/tasks.py)."
     )
     distractors: int = Field(
         3, ge=1, le=64, description="multi_key: facts of the same form beside the one asked."
@@ -147,6 +147,13 @@ class RampParams(Strict):
     )
     # every reply writes max_tokens (random weights stop anywhere): decode rates compare
     ignore_eos: bool = False
+
+    @field_validator("task")
+    @classmethod
+    def _one_question_a_turn(cls, value: TaskName) -> TaskName:
+        if not task_named(value).in_ramp:  # a turn asks one question about one fact
+            raise ValueError(f"the ramp asks one question a turn: {', '.join(RAMP_TASKS)}, not {value}")
+        return value
 
     @model_validator(mode="after")
     def _end_after_start(self) -> RampParams:

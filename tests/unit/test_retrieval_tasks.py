@@ -15,12 +15,15 @@ from ctxbench.text.haystack import SEPARATOR, UnitPool, build_planted
 from ctxbench.text.tasks import (
     CHARACTERS,
     NON_LITERAL,
+    RAMP_TASKS,
+    RETRIEVAL_TASKS,
     TASKS,
+    Knobs,
     Planted,
     Question,
     answer_labels,
-    plant,
     question_from_labels,
+    task_named,
     words_in,
 )
 from ctxbench.text.tokens import HfTokenCounter
@@ -39,7 +42,7 @@ def pool(counter: HfTokenCounter) -> UnitPool:
 
 
 def _plan(task: str, seed: int = 7) -> Planted:
-    return plant(task, random.Random(seed), DEPTHS if task == "multi_depth" else (0.5,))
+    return task_named(task).plant(random.Random(seed), DEPTHS if task == "multi_depth" else (0.5,), Knobs())
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -47,7 +50,7 @@ def test_every_task_is_token_exact_and_its_facts_sit_at_their_depths(
     task: str, pool: UnitPool, counter: HfTokenCounter
 ) -> None:
     def plan(rng: random.Random) -> Planted:
-        return plant(task, rng, DEPTHS if task == "multi_depth" else (0.5,))
+        return task_named(task).plant(rng, DEPTHS if task == "multi_depth" else (0.5,), Knobs())
 
     haystacks = build_planted(pool, 6000, 11, plan)
     planted = haystacks[0].planted
@@ -94,7 +97,7 @@ def test_multi_depth_asks_one_question_per_fact_each_scored_on_its_own() -> None
 
 
 def test_multi_key_distractors_are_distinct_and_answering_one_is_a_miss() -> None:
-    planted = plant("multi_key", random.Random(1), (0.5,), distractors=5)
+    planted = task_named("multi_key").plant(random.Random(1), (0.5,), Knobs(distractors=5))
     assert len(planted.facts) == 6 and planted.facts[0].depth == 0.5
     keys = [re.sub(r" is \d+\.$", "", f.sentence) for f in planted.facts]
     values = [f.sentence.rsplit(" ", 1)[1].rstrip(".") for f in planted.facts]
@@ -107,7 +110,7 @@ def test_multi_key_distractors_are_distinct_and_answering_one_is_a_miss() -> Non
 
 
 def test_multi_value_needs_every_value_back() -> None:
-    planted = plant("multi_value", random.Random(2), (0.3,), values=4)
+    planted = task_named("multi_value").plant(random.Random(2), (0.3,), Knobs(values=4))
     (question,) = planted.questions
     assert len(planted.facts) == 4 and planted.facts[0].depth == 0.3 and len(set(question.expected)) == 4
     assert question.score(", ".join(reversed(question.expected)))
@@ -115,7 +118,7 @@ def test_multi_value_needs_every_value_back() -> None:
 
 
 def test_variable_tracking_wants_the_whole_chain_and_none_of_the_decoy() -> None:
-    planted = plant("variable_tracking", random.Random(4), (0.2,), hops=3)
+    planted = task_named("variable_tracking").plant(random.Random(4), (0.2,), Knobs(hops=3))
     (question,) = planted.questions
     chain, decoy = question.expected, question.forbidden
     assert len(chain) == 3 and len(decoy) == 3 and not set(chain) & set(decoy)
@@ -146,7 +149,7 @@ def test_non_literal_fact_and_question_share_no_content_word() -> None:
         "lives",
     }
     for seed in range(40):
-        planted = plant("non_literal", random.Random(seed), (0.5,))
+        planted = task_named("non_literal").plant(random.Random(seed), (0.5,), Knobs())
         (fact,), (question,) = planted.facts, planted.questions
         shared = (words_in(fact.sentence) & words_in(question.text)) - stop
         assert not shared, (fact.sentence, question.text)
@@ -164,7 +167,7 @@ def test_a_near_miss_does_not_score() -> None:
 def test_a_records_labels_carry_its_scoring() -> None:
     single = Question("q", ("4821",))
     assert answer_labels(single) == {"needle_value": "4821"}
-    several = plant("variable_tracking", random.Random(5), (0.5,)).questions[0]
+    several = task_named("variable_tracking").plant(random.Random(5), (0.5,), Knobs()).questions[0]
     again = question_from_labels(answer_labels(several))
     assert again is not None and (again.expected, again.forbidden, again.words) == (
         several.expected,
@@ -187,7 +190,7 @@ def test_the_single_task_draws_the_seeds_needle_as_before() -> None:
     for seed in range(20):
         rng = random.Random(seed)
         place, subject, value = rng.choice(PLACES), rng.choice(subjects), f"{rng.randint(1000, 9999)}"
-        planted = plant("single", random.Random(seed), (0.5,))
+        planted = task_named("single").plant(random.Random(seed), (0.5,), Knobs())
         assert planted.facts[0].sentence == f"The access code for the {place} {subject} is {value}."
         assert planted.questions[0].expected == (value,) and planted.avoid == (value,)
 
@@ -224,3 +227,20 @@ def test_a_tasks_cell_says_not_scored_rather_than_0_of_0_and_names_a_missed_cont
         .text()
         .endswith("(fails at the 512-token control)")
     )
+
+
+def test_every_task_is_one_object_and_the_ramp_asks_the_ones_it_can() -> None:
+    """`Task` objects: one a name, in `TaskName`'s order; the ramp's tasks are those a turn can ask (one
+    question about one fact), and its parameters refuse the others by name."""
+    import pytest as _pytest
+    from pydantic import ValidationError
+
+    from ctxbench.params import RampParams
+
+    assert tuple(task.name for task in RETRIEVAL_TASKS) == TASKS
+    assert RAMP_TASKS == ("single", "multi_key", "non_literal")
+    assert RampParams(task="multi_key").task == "multi_key"
+    with _pytest.raises(ValidationError, match="the ramp asks one question a turn: single, multi_key"):
+        RampParams(task="multi_value")
+    with _pytest.raises(ValueError, match="unknown retrieval task 'haystack'; the tasks are single"):
+        task_named("haystack")

@@ -30,7 +30,7 @@ from ..records import CacheIntent, RequestRecord
 from ..run_files import NIAH_LOG
 from ..store import RunDir
 from ..text.haystack import Haystack, UnitPool, build_planted, lead_tokens, request_seed
-from ..text.tasks import Planted, TaskName, answer_labels, expected_text, plant
+from ..text.tasks import Knobs, Planted, TaskName, answer_labels, expected_text, task_named
 from .base import Check, RunContext
 
 CONTROL_FAILED = "fails at the {length}-token control too: the model or its template, not the context"
@@ -205,14 +205,8 @@ async def _ask(
     """Build the document and ask its questions in turn; a trial per question."""
 
     def plan(rng: random.Random) -> Planted:
-        return plant(
-            document.task,
-            rng,
-            document.depths,
-            distractors=params.distractors,
-            values=params.values,
-            hops=params.hops,
-        )
+        knobs = Knobs(distractors=params.distractors, values=params.values, hops=params.hops)
+        return task_named(document.task).plant(rng, document.depths, knobs)
 
     haystacks = build_planted(pool, document.length, document.seed, plan)
     trials = []

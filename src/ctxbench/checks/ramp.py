@@ -30,7 +30,7 @@ from ..ramp_table import RAMP_COLUMNS, RAMP_TABLE, append_rows, record_row
 from ..records import CacheIntent, RequestRecord
 from ..store import RunDir
 from ..text.haystack import HaystackError, UnitPool, build_planted, lead_tokens, request_seed
-from ..text.tasks import Planted, answer_labels, plant
+from ..text.tasks import Knobs, Planted, answer_labels, task_named
 from .base import Check, RunContext, StageLoad
 
 FOLLOW_UP = "Then, in a few sentences, summarize the newest section of the archive."
@@ -94,7 +94,7 @@ async def _user(
 ) -> list[Turn]:
     await asyncio.sleep(user * params.stagger_s)
     rng = random.Random(request_seed(*scope, "ramp-needle", users, user))
-    planted = plant(params.task, rng, (NEEDLE_DEPTH,), distractors=params.distractors)
+    planted = task_named(params.task).plant(rng, (NEEDLE_DEPTH,), Knobs(distractors=params.distractors))
     asked = Planted(params.task, (), planted.questions, planted.avoid)  # later turns plant nothing
     (question,) = planted.questions
     history: list[dict[str, str]] = []

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..errors import HaystackError
 from .corpus import FIRST_NAMES, OBJECTS, PLACES, TRADES, ProseGenerator
-from .tasks import Fact, Planted, Question, numbers_in, plant, words_in
+from .tasks import Fact, Knobs, Planted, Question, numbers_in, task_named, words_in
 from .tokens import TokenCounter
 
 SEPARATOR = "\n\n"
@@ -53,7 +53,7 @@ class Needle:
     @classmethod
     def random(cls, rng: random.Random) -> Needle:
         """The `single` task's fact (`tasks.plant`), drawn from `rng`."""
-        single = plant("single", rng, (0.5,))
+        single = task_named("single").plant(rng, (0.5,), Knobs())
         return cls(single.facts[0].sentence, single.questions[0].text, single.questions[0].expected[0])
 
     def found_in(self, answer: str) -> bool:

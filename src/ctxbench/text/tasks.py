@@ -29,19 +29,12 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from .corpus import PLACES
 
 TaskName = Literal["single", "multi_depth", "multi_key", "multi_value", "variable_tracking", "non_literal"]
-TASKS: tuple[TaskName, ...] = (
-    "single",
-    "multi_depth",
-    "multi_key",
-    "multi_value",
-    "variable_tracking",
-    "non_literal",
-)
+TASKS: tuple[TaskName, ...] = get_args(TaskName)  # in this order: each is one `Task` below
 SUBJECTS = ("archive", "harbour office", "observatory", "seed vault", "printing house", "signal station")
 
 
@@ -150,40 +143,69 @@ def _name(rng: random.Random, taken: set[str]) -> str:
             return name
 
 
-def plant(
-    task: TaskName,
-    rng: random.Random,
-    depths: Sequence[float],
-    *,
-    distractors: int = 3,
-    values: int = 3,
-    hops: int = 4,
-) -> Planted:
-    """The plan of one document. `depths` is one depth (where the asked fact goes), or every depth for
-    `multi_depth`; the other facts (distractors, further values, later hops) go at depths drawn from `rng`."""
-    depth = depths[0]
-    if task == "single":  # the seed's needle, drawn as it always was: a seed gives the prompt it gave before
+@dataclass(frozen=True)
+class Knobs:
+    """A task's knobs, from its check's parameters: `distractors` (multi_key), `values` (multi_value),
+    `hops` (variable_tracking); a task reads only its own."""
+
+    distractors: int = 3
+    values: int = 3
+    hops: int = 4
+
+
+class Task:
+    """One retrieval task: its name, whether a conversation's turn can ask it (`in_ramp`: one question about
+    one fact, at one depth), and `plant`: the plan of one document. `depths` is one depth (where the asked
+    fact goes), or every depth for a task that asks one question a depth; the other facts (distractors,
+    further values, later hops) go at depths drawn from `rng`."""
+
+    name: TaskName
+    in_ramp: bool = False
+
+    def plant(self, rng: random.Random, depths: Sequence[float], knobs: Knobs) -> Planted:
+        raise NotImplementedError
+
+
+class Single(Task):
+    name, in_ramp = "single", True
+
+    def plant(self, rng: random.Random, depths: Sequence[float], knobs: Knobs) -> Planted:
+        # the seed's needle, drawn as it always was: a seed gives the prompt it gave before
         key, value = (rng.choice(PLACES), rng.choice(SUBJECTS)), f"{rng.randint(1000, 9999)}"
-        return Planted(
-            task, (Fact(_code(key, value), depth),), (Question(_ask_code(key), (value,)),), (value,)
-        )
-    if task == "multi_depth":
+        question = Question(_ask_code(key), (value,))
+        return Planted(self.name, (Fact(_code(key, value), depths[0]),), (question,), (value,))
+
+
+class MultiDepth(Task):
+    name = "multi_depth"
+
+    def plant(self, rng: random.Random, depths: Sequence[float], knobs: Knobs) -> Planted:
         keys, found = _keys(rng, len(depths)), _values(rng, len(depths))
         facts = tuple(Fact(_code(k, v), d) for k, v, d in zip(keys, found, depths, strict=True))
         questions = tuple(
             Question(_ask_code(k), (v,), tuple(x for x in found if x != v))
             for k, v in zip(keys, found, strict=True)
         )
-        return Planted(task, facts, questions, tuple(found))
-    if task == "multi_key":
-        keys, found = _keys(rng, 1 + distractors), _values(rng, 1 + distractors)
-        asked = [Fact(_code(keys[0], found[0]), depth)]
+        return Planted(self.name, facts, questions, tuple(found))
+
+
+class MultiKey(Task):
+    name, in_ramp = "multi_key", True
+
+    def plant(self, rng: random.Random, depths: Sequence[float], knobs: Knobs) -> Planted:
+        keys, found = _keys(rng, 1 + knobs.distractors), _values(rng, 1 + knobs.distractors)
+        asked = [Fact(_code(keys[0], found[0]), depths[0])]
         asked += [Fact(_code(k, v), rng.random()) for k, v in zip(keys[1:], found[1:], strict=True)]
         question = Question(_ask_code(keys[0]), (found[0],), tuple(found[1:]))
-        return Planted(task, tuple(asked), (question,), tuple(found))
-    if task == "multi_value":
-        (key,), found = _keys(rng, 1), _values(rng, values)
-        where = [depth, *(rng.random() for _ in found[1:])]
+        return Planted(self.name, tuple(asked), (question,), tuple(found))
+
+
+class MultiValue(Task):
+    name = "multi_value"
+
+    def plant(self, rng: random.Random, depths: Sequence[float], knobs: Knobs) -> Planted:
+        (key,), found = _keys(rng, 1), _values(rng, knobs.values)
+        where = [depths[0], *(rng.random() for _ in found[1:])]
         facts = tuple(
             Fact(f"One of the access codes for the {key[0]} {key[1]} is {v}.", d)
             for v, d in zip(found, where, strict=True)
@@ -192,12 +214,18 @@ def plant(
             f"What are all the access codes for the {key[0]} {key[1]}? Answer with the codes only, separated "
             "by commas."
         )
-        return Planted(task, facts, (Question(text, tuple(found)),), tuple(found))
-    if task == "variable_tracking":
+        return Planted(self.name, facts, (Question(text, tuple(found)),), tuple(found))
+
+
+class VariableTracking(Task):
+    name = "variable_tracking"
+
+    def plant(self, rng: random.Random, depths: Sequence[float], knobs: Knobs) -> Planted:
+        depth = depths[0]
         value, other = _values(rng, 2, digits=5)
         taken: set[str] = set()
-        chain = [_name(rng, taken) for _ in range(hops)]
-        decoy = [_name(rng, taken) for _ in range(hops)]
+        chain = [_name(rng, taken) for _ in range(knobs.hops)]
+        decoy = [_name(rng, taken) for _ in range(knobs.hops)]
         # the asked chain in document order from `depth` on; the decoy chain anywhere, also in order
         later = sorted(depth + (1.0 - depth) * rng.random() for _ in chain[1:])
         tracked = _chain(chain, value, [depth, *later]) + _chain(
@@ -208,15 +236,38 @@ def plant(
             "with the variable names only, separated by commas."
         )
         question = Question(text, tuple(chain), tuple(decoy), words=True)
-        return Planted(task, tuple(tracked), (question,), (value, other, *chain, *decoy))
-    if task == "non_literal":
+        return Planted(self.name, tuple(tracked), (question,), (value, other, *chain, *decoy))
+
+
+class NonLiteral(Task):
+    name, in_ramp = "non_literal", True
+
+    def plant(self, rng: random.Random, depths: Sequence[float], knobs: Knobs) -> Planted:
         pair, name = rng.choice(NON_LITERAL), rng.choice(CHARACTERS)
-        fact = Fact(f"Actually, {name} lives next to the {pair.landmark}.", depth)
+        fact = Fact(f"Actually, {name} lives next to the {pair.landmark}.", depths[0])
         question = Question(
             f"Which character has been to {pair.city}? Answer with the name only.", (name,), words=True
         )
-        return Planted(task, (fact,), (question,), (name, pair.city))
-    raise ValueError(f"unknown retrieval task {task!r}; the tasks are {', '.join(TASKS)}")
+        return Planted(self.name, (fact,), (question,), (name, pair.city))
+
+
+RETRIEVAL_TASKS: tuple[Task, ...] = (
+    Single(),
+    MultiDepth(),
+    MultiKey(),
+    MultiValue(),
+    VariableTracking(),
+    NonLiteral(),
+)
+_BY_NAME: dict[str, Task] = {task.name: task for task in RETRIEVAL_TASKS}
+RAMP_TASKS: tuple[TaskName, ...] = tuple(task.name for task in RETRIEVAL_TASKS if task.in_ramp)
+
+
+def task_named(name: str) -> Task:
+    """The task of that name; an unknown one is an error that names the tasks there are."""
+    if name not in _BY_NAME:
+        raise ValueError(f"unknown retrieval task {name!r}; the tasks are {', '.join(TASKS)}")
+    return _BY_NAME[name]
 
 
 def _chain(names: Sequence[str], value: str, depths: Sequence[float]) -> list[Fact]:
