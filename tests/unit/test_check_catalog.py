@@ -110,3 +110,12 @@ def test_each_check_says_what_an_export_reads_of_its_requests() -> None:
     assert ramp.stage_load({"turns": 5}, records(users="2")) == StageLoad(users=2, turns=5)
     assert trace.stage_load({}, records()).rate_qps == 1.0  # 3 arrivals a second apart
     assert returning.stage_load({}, records()) == StageLoad()  # the export states the peak in flight
+
+
+def test_the_claims_and_the_fresh_checks_are_flags_on_the_checks() -> None:
+    """The status rules' three claims and the audit's fresh checks (for records made before intents) are
+    each check's own flags, not lists of names in evidence.py and the audit."""
+    from ctxbench.audits.prefix_cache import FRESH_CHECKS
+
+    assert [check.name for check in CHECKS if check.claim] == ["capacity", "needle", "ramp"]
+    assert FRESH_CHECKS == ("capacity", "needle")

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .. import metrics
+from ..checks.catalog import CHECKS
 from ..checks.trace import implied_cached, reuse_bound
 from ..counters import CheckCounters, counter_windows
 from ..engines.prom import common_metrics
@@ -44,7 +45,8 @@ from ..ramp_table import attempt_of
 from ..records import CACHE_SLACK_TOKENS, RequestRecord
 from ..store import RunDir
 
-FRESH_CHECKS = ("capacity", "needle")  # the fresh checks of records made before version 3 (no intent)
+# the fresh checks, for records made before version 3 (no intent)
+FRESH_CHECKS = tuple(check.name for check in CHECKS if check.fresh_only)
 TOO_FAST_FACTOR = 3.0
 MIN_AUDITED_PROMPT = 512
 MIN_RATES = 4  # other fresh prompts a rate is judged against

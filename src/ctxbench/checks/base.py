@@ -131,6 +131,8 @@ class Check(Protocol[P]):
     params_type: type[P]
     needs_limit: bool  # refused on a server that states no context limit
     needs_counter: bool = True  # counts prompt tokens (False: a run of only such checks needs no tokenizer)
+    claim: bool = False  # one of the three claims a VALIDATED run must have checked (docs/validation.md)
+    fresh_only: bool = False  # every prompt fresh: the cache audit holds records without an intent to that
 
     def request_count(self, params: P) -> int:
         """Requests it sends, for the progress bar (0 where it cannot tell before it runs)."""

@@ -298,6 +298,8 @@ def _trial(
 class NeedleCheck(Check[NeedleParams]):
     name = "needle"
     params_type = NeedleParams
+    claim = True
+    fresh_only = True
     needs_limit = True
 
     def stage(self, labels: Mapping[str, str]) -> str | None:

@@ -254,6 +254,7 @@ def ramp_rows(turns: Sequence[Turn], *, deployment: str, run: RunDir) -> list[di
 class RampCheck(Check[RampParams]):
     name = "ramp"
     params_type = RampParams
+    claim = True
     needs_limit = False
 
     def stage(self, labels: Mapping[str, str]) -> str | None:

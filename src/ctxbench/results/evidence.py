@@ -268,9 +268,9 @@ def status_of(facts: Facts, *, random_weights: bool) -> tuple[Status, tuple[str,
         checks = {adhoc}
         reasons.append(f"the {adhoc} check alone (an ad-hoc command): the other claims were not checked")
     else:
-        for check in ("capacity", "needle", "ramp"):
-            if check not in checks:
-                reasons.append(f"the {check} check did not run")
+        for claim in CHECKS:
+            if claim.claim and claim.name not in checks:
+                reasons.append(f"the {claim.name} check did not run")
     for task in facts.retrieval:
         named = "" if task.alone else f" ({task.task})"
         if task.control is not None and task.control.missed:

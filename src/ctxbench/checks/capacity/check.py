@@ -104,6 +104,8 @@ async def run_capacity(
 class CapacityCheck(Check[CapacityParams]):
     name = "capacity"
     params_type = CapacityParams
+    claim = True
+    fresh_only = True
     needs_limit = True
 
     def stage(self, labels: Mapping[str, str]) -> str | None:
