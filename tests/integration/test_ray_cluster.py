@@ -101,7 +101,7 @@ def evidence(results: Path) -> list[tuple[Any, ...]]:
             r.deployment,
             r.status,
             r.reasons,
-            r.capacity.text,
+            r.cell("capacity").text,
             r.retrieval.text,
             r.recall_alone.text,
             tuple(name for name, value in vars(r).items() if getattr(value, "source", None)),
