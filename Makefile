@@ -36,13 +36,15 @@ test: demo-model vllm-cpu
 	$(BIN)/python -m pytest
 
 # The fast tier while iterating: lint, types and the unit tests, no engine build, no subprocess of ctxbench
-# (about 50 s on 2 cores; tests/cli runs the CLI's own processes, in `make test`).
+# (tests/cli runs the CLI's own processes, in `make test`). The type check and the unit tests are
+# independent: they run side by side, each on a core, and the tier fails if either does.
 # `make test` stays the complete suite that CI runs.
 test-unit: $(INSTALLED)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
-	$(BIN)/mypy
-	$(BIN)/python -m pytest tests/unit -q
+	@$(BIN)/mypy & typed=$$!; $(BIN)/python -m pytest tests/unit -q; tested=$$?; \
+	  wait $$typed; checked=$$?; [ $$tested -eq 0 ] && [ $$checked -eq 0 ] || \
+	  { echo "test-unit failed: pytest exit $$tested, mypy exit $$checked"; exit 1; }
 
 # The integration suite 20 times beside a busy loop per core (docs/reliability.md); RUNS, HOGS, PYTEST_ARGS.
 test-stress: demo-model vllm-cpu
