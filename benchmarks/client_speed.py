@@ -45,7 +45,7 @@ def percentile(values: list[float], q: float) -> float:
 def errors_of(records) -> tuple[list[float], list[float], list[float]]:
     """(receive - send per event, relative per event: (recv_k - recv_0) - (send_k - send_0), TTFT errors),
     ms."""
-    from ctxbench import metrics
+    from ctxbench.measure import metrics
 
     absolute, relative, ttft = [], [], []
     for record in records:

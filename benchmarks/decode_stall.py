@@ -14,11 +14,11 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from ctxbench import decode_stall
-from ctxbench.client import Client
+from ctxbench.client.stream import Client
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
 from ctxbench.engines.models import tiny_model
+from ctxbench.measure import decode_stall
 from ctxbench.text.haystack import UnitPool, build_haystack
 from ctxbench.text.tokens import HfTokenCounter
 

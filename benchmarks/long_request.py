@@ -17,8 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from client_speed import start_server  # noqa: E402
 
-from ctxbench import Client, metrics  # noqa: E402
+from ctxbench import Client  # noqa: E402
 from ctxbench.engines.models import tiny_model  # noqa: E402
+from ctxbench.measure import metrics  # noqa: E402
 from ctxbench.text.haystack import build_haystack, pool_for  # noqa: E402
 from ctxbench.text.tokens import HfTokenCounter  # noqa: E402
 

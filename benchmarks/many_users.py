@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from client_speed import errors_of, percentile, start_server  # noqa: E402
 
 from ctxbench.engines.models import tiny_model  # noqa: E402
-from ctxbench.store import RunDir  # noqa: E402
+from ctxbench.store.run_dir import RunDir  # noqa: E402
 
 CAMPAIGN = """
 [campaign]

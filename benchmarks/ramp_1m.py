@@ -25,10 +25,8 @@ from client_speed import start_server  # noqa: E402
 
 from ctxbench import Client  # noqa: E402
 from ctxbench.checks.ramp import FOLLOW_UP, NEEDLE_DEPTH, ramp_schedule  # noqa: E402
+from ctxbench.config.params import RampParams  # noqa: E402
 from ctxbench.engines.models import tiny_model  # noqa: E402
-from ctxbench.params import (
-    RampParams,  # noqa: E402
-)
 from ctxbench.text.haystack import Needle, build_haystack, pool_for  # noqa: E402
 from ctxbench.text.prompt_memo import PromptMemo  # noqa: E402
 from ctxbench.text.tokens import HfTokenCounter  # noqa: E402

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctxbench.campaign import Outcome, run_campaign
-from ctxbench.campaign_file import load_campaign
+from ctxbench.campaigns.campaign import Outcome, run_campaign
+from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.engines.models import TinyModel
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 
 def tiny_llamacpp(

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctxbench import metrics
+from ctxbench.measure import metrics
 from ctxbench.records import RequestRecord
 from ctxbench.report.agreement import Agreement, engine_agreement
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 # A replayed trace of six requests sharing 64-token blocks (Mooncake's format), short enough for 2K slots.
 TRACE = [

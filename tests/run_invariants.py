@@ -20,7 +20,7 @@ from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.records import RECORD_VERSION
 from ctxbench.report.agreement import engine_agreement
 from ctxbench.report.run_report import run_report
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 
 def run_dirs(root: Path) -> list[RunDir]:

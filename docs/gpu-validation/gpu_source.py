@@ -18,7 +18,7 @@ import tarfile
 from pathlib import Path
 
 from ctxbench.engines.build import LLAMACPP_SDIST_VERSION
-from ctxbench.machine_cache import pip_download
+from ctxbench.engines.machine_cache import pip_download
 
 # Trees under vendor/llama.cpp a CUDA build of llama-server does not read (tests and examples are off in its
 # CMake flags): 176 MB of the sdist's 190.

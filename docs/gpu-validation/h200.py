@@ -23,7 +23,7 @@ from ctxbench.checks.needle import NeedleSpec
 from ctxbench.checks.probe import ProbeSpec
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModelSpec, tiny_model
-from ctxbench.suite import Suite, run_suite
+from ctxbench.campaigns.suite import Suite, run_suite
 from ctxbench.text.tokens import HfTokenCounter
 
 K = 1024

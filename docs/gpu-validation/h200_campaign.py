@@ -10,12 +10,12 @@ import argparse
 import time
 from pathlib import Path
 
-from ctxbench.campaign import run_campaign
-from ctxbench.config import load_campaign
+from ctxbench.campaigns.campaign import run_campaign
+from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.engines.models import TinyModelSpec, tiny_model
 from ctxbench.report.campaign import write_campaign_report
-from ctxbench.report.render import run_report
-from ctxbench.store import RunDir
+from ctxbench.report.run_report import run_report
+from ctxbench.store.run_dir import RunDir
 
 # The same 740M-parameter random model as h200.py (width 2048, 16 layers, head size 64).
 SPEC = TinyModelSpec(n_embd=2048, n_head=32, n_head_kv=8, n_layer=16, n_ff=5632, context_length=1048576)

@@ -5,7 +5,7 @@ The public surface is re-exported here; everything else is internal and may move
 
 __version__ = "0.1.0"
 
-from .client import Client, Timeouts
+from .client.stream import Client, Timeouts
 from .errors import (
     ContextLimitExceeded,
     CtxbenchError,

@@ -3,7 +3,7 @@
 A `RequestRecord` holds what happened to one request and nothing derived from it: raw
 `time.perf_counter_ns()` stamps, each streamed chunk with its text, the server's `usage`,
 the HTTP status and a typed error. Metrics are computed from records in a second pass
-(`ctxbench.metrics`). Stamps are only comparable within one process; a run's manifest pairs
+(`ctxbench.measure.metrics`). Stamps are only comparable within one process; a run's manifest pairs
 one `perf_counter_ns` reading with wall-clock time so they can be placed on a calendar.
 """
 

@@ -141,15 +141,15 @@ def test_check_url_keeps_a_good_url_and_names_where_a_bad_one_came_from() -> Non
 
 @pytest.mark.parametrize("url", ["127.0.0.1:{port}", "http://127.0.0.1:{port}"])
 async def test_the_client_records_a_transport_failure_and_never_raises(url: str) -> None:
-    from ctxbench.client import Client
+    from ctxbench.client.stream import Client
 
     async with Client(url.format(port=closed_port()), "m") as client:
         record = await client.chat([{"role": "user", "content": "hi"}], max_tokens=4)
     assert record.error is not None and record.error.kind == "connect" and not record.ok
 
 
-# Each ad-hoc command's flags are checked by the campaign file's model of its check (config.py): a value the
-# campaign file refuses, the flag refuses too, before any server is asked, naming the flag.
+# Each ad-hoc command's flags are checked by the campaign file's model of its check (its params type): a
+# value the campaign file refuses, the flag refuses too, before any server is asked, naming the flag.
 @pytest.mark.parametrize(
     ("command", "flag", "value"),
     [
@@ -197,7 +197,7 @@ def test_the_ad_hoc_flags_default_to_the_campaign_files_defaults() -> None:
 
     from ctxbench.checks.probe import ProbeParams
     from ctxbench.cli import app
-    from ctxbench.params import NeedleParams, RampParams
+    from ctxbench.config.params import NeedleParams, RampParams
 
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
     defaults = {

@@ -14,7 +14,7 @@ import pytest
 from processes import ctxbench
 from rich.console import Console
 
-from ctxbench.campaign import failure_lines
+from ctxbench.campaigns.campaign import failure_lines
 from ctxbench.cli.progress import PlainProgress
 from ctxbench.errors import EXIT_OK, EXIT_USAGE, EngineNotReady
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.campaign import read_state, run_campaign, state_path
-from ctxbench.campaign_file import load_campaign
+from ctxbench.campaigns.campaign import read_state, run_campaign, state_path
+from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
-from ctxbench.ramp_table import RAMP_TABLE, read_rows
 from ctxbench.results.evidence import collect
-from ctxbench.store import RunDir
+from ctxbench.store.ramp_table import RAMP_TABLE, read_rows
+from ctxbench.store.run_dir import RunDir
 
 pytestmark = pytest.mark.engine
 
@@ -397,7 +397,7 @@ def test_a_shaped_tiny_model_with_depths_for_one_length_and_fixed_replies_runs_w
     """The 1M campaign's keys at a small scale (docs/gpu-validation/h200-1m/campaign.toml): a tiny model
     shaped in the file, written on first use; one depth for the longest needle; replies of max_tokens
     exactly; and a telemetry file that says why nothing was sampled on a machine without a GPU."""
-    from ctxbench.telemetry import TELEMETRY_FILE, read_telemetry
+    from ctxbench.measure.telemetry import TELEMETRY_FILE, read_telemetry
 
     path = campaign_file(
         tmp_path,

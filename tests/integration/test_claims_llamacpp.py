@@ -10,14 +10,14 @@ import pytest
 from ctxbench.checks.capacity import CapacityParams
 from ctxbench.checks.capacity.check import run_capacity
 from ctxbench.checks.needle import recall_by_length, run_needle
-from ctxbench.client import Client
+from ctxbench.client.stream import Client
+from ctxbench.config.params import NeedleParams
 from ctxbench.engines.limits import read_context_limit
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel, demo_model_path
 from ctxbench.engines.prom import common_metrics
 from ctxbench.errors import UsageError
-from ctxbench.params import NeedleParams
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 from ctxbench.text.gguf_vocab import gguf_token_counter
 from ctxbench.text.haystack import UnitPool, build_haystack, request_seed
 from ctxbench.text.tokens import HfTokenCounter, ServerTokenCounter

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from cli_main import run_main
 
+from ctxbench.config.params import NeedleParams
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
 from ctxbench.errors import EXIT_FAILED
-from ctxbench.params import NeedleParams
-from ctxbench.run_files import Manifest
+from ctxbench.store.run_files import Manifest
 
 pytestmark = pytest.mark.engine
 

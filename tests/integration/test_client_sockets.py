@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from loopback import ScriptedSse
 
-from ctxbench import metrics
-from ctxbench.client import Client, Timeouts
+from ctxbench.client.stream import Client, Timeouts
+from ctxbench.measure import metrics
 from ctxbench.records import RequestRecord
 
 EVENTS: list[dict[str, object]] = [

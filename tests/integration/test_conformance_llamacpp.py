@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from conformance import assert_agrees_with_engine, suite
 
-from ctxbench.campaign import run_campaign
-from ctxbench.campaign_file import load_campaign
+from ctxbench.campaigns.campaign import run_campaign
+from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.checks.fidelity.file import FidelityFile
 from ctxbench.engines.models import TinyModel
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 pytestmark = pytest.mark.engine
 

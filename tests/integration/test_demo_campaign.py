@@ -13,18 +13,18 @@ from pathlib import Path
 import pytest
 
 from ctxbench.audits.prefix_cache import audit_run
-from ctxbench.campaign import run_campaign
-from ctxbench.campaign_file import load_campaign
+from ctxbench.campaigns.campaign import run_campaign
+from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.checks.fidelity.file import FidelityFile
 from ctxbench.engines.models import TinyModel
-from ctxbench.metrics import ttft_s
+from ctxbench.measure.metrics import ttft_s
+from ctxbench.measure.stats import quantile_bounds
 from ctxbench.records import RequestRecord
 from ctxbench.render.tables import bounded_text
 from ctxbench.results.endpoints_summary import ResultSummary, export_endpoints
 from ctxbench.results.llmd_report import run_reports
 from ctxbench.results.llmd_schema import VERSIONS, load_report
-from ctxbench.stats import quantile_bounds
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 pytestmark = pytest.mark.engine
 

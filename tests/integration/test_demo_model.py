@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ctxbench import metrics
-from ctxbench.client import Client
+from ctxbench.client.stream import Client
 from ctxbench.engines.llamacpp import LlamaServer
+from ctxbench.measure import metrics
 
 
 async def test_smollm2_answers_a_plain_question(demo_server: LlamaServer) -> None:

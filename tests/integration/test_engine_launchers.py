@@ -10,7 +10,7 @@ from pathlib import Path
 
 from processes import alive
 
-from ctxbench.campaign_file import load_campaign
+from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.engines.deployment import Running, plan_deployment
 
 FAKE = Path(__file__).parents[1] / "fixtures" / "fake_sglang"

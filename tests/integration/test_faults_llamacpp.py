@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from loopback import FaultProxy
 
-from ctxbench import metrics
-from ctxbench.client import Client, Timeouts
+from ctxbench.client.stream import Client, Timeouts
 from ctxbench.engines.llamacpp import LlamaServer
+from ctxbench.measure import metrics
 
 pytestmark = pytest.mark.engine
 ASK = [{"role": "user", "content": "Tell me about the harbour."}]

@@ -15,13 +15,13 @@ from ctxbench.checks.fidelity.check import run_fidelity
 from ctxbench.checks.fidelity.file import FidelityFile
 from ctxbench.checks.fidelity.params import FidelityParams
 from ctxbench.checks.fidelity.section import drift_by_position, fidelity_section
-from ctxbench.client import Client
+from ctxbench.client.stream import Client
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
 from ctxbench.render.run_read import RunRead
 from ctxbench.results.evidence import Facts, status_of
-from ctxbench.run_files import Manifest
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
+from ctxbench.store.run_files import Manifest
 from ctxbench.text.haystack import UnitPool
 from ctxbench.text.tokens import HfTokenCounter
 

@@ -17,16 +17,16 @@ from processes import alive
 
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.models import TinyModel
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 pytestmark = pytest.mark.engine
 
 RUNNER = textwrap.dedent("""
     import asyncio, sys
     from pathlib import Path
-    from ctxbench.client import Client
+    from ctxbench.client.stream import Client
     from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
-    from ctxbench.store import RunDir
+    from ctxbench.store.run_dir import RunDir
 
     binary, model, out = sys.argv[1:4]
     run = RunDir.create(Path(out), "interrupted")

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from loopback import KeepAliveDropper
 
-from ctxbench import metrics
-from ctxbench.client import Client, Timeouts
+from ctxbench.client.stream import Client, Timeouts
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.errors import ContextLimitExceeded
+from ctxbench.measure import metrics
 from ctxbench.records import RequestRecord
 from ctxbench.text.corpus import ProseGenerator
 
@@ -127,7 +127,7 @@ async def test_an_event_loop_held_up_mid_stream_still_measures_the_decode_rate(
     """The loop stops for 50 ms at the second token while the server streams on: the events queued meanwhile
     are read together and share one stamp (the record shows it); the decode rate counts only stamps that are
     their own and the decode window agrees with the server's as in the test above."""
-    from ctxbench import client as client_module
+    from ctxbench.client import stream as client_module
 
     original = client_module._Outcome._json_event
     seen = {"text": 0}

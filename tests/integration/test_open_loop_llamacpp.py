@@ -10,19 +10,19 @@ from pathlib import Path
 import pytest
 from campaigns import run_one, tiny_llamacpp
 
-from ctxbench import metrics
-from ctxbench.arrivals import lateness_s
 from ctxbench.checks.open_loop import rate_summary, run_rate
 from ctxbench.checks.prompts import PromptMaker
-from ctxbench.client import Client
+from ctxbench.client.stream import Client
+from ctxbench.config.load_params import ThroughputParams
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
-from ctxbench.load_params import ThroughputParams
+from ctxbench.measure import metrics
+from ctxbench.measure.arrivals import lateness_s
 from ctxbench.records import RequestRecord
 from ctxbench.report.decide import readings
 from ctxbench.report.run_report import claims_summary, run_report
 from ctxbench.results.evidence import collect
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 from ctxbench.text.haystack import UnitPool
 from ctxbench.text.tokens import HfTokenCounter
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.campaign import run_campaign
-from ctxbench.campaign_file import load_campaign
+from ctxbench.campaigns.campaign import run_campaign
+from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.checks.quality.data import flexible_answer, strict_answer
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
 from ctxbench.results.evidence import collect
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 from ctxbench.text.arithmetic import write_problems
 
 pytestmark = pytest.mark.engine

@@ -20,12 +20,12 @@ import ray
 from ray.cluster_utils import Cluster
 from ray.util import placement_group, remove_placement_group
 
-from ctxbench.campaign import read_state, run_campaign, state_path
-from ctxbench.campaign_file import load_campaign
-from ctxbench.distributed import run_campaign_on_ray
+from ctxbench.campaigns.campaign import read_state, run_campaign, state_path
+from ctxbench.campaigns.campaign_file import load_campaign
+from ctxbench.campaigns.distributed import run_campaign_on_ray
 from ctxbench.engines.models import TinyModel
 from ctxbench.results.evidence import collect
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 from .test_campaign_llamacpp import RESUMABLE, _final_counts, campaign_file, the_run
 

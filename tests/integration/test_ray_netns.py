@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 from netns import Host, Network
 
-from ctxbench import metrics
-from ctxbench.campaign import run_campaign
-from ctxbench.campaign_file import load_campaign
-from ctxbench.check_files import ThroughputFile
+from ctxbench.campaigns.campaign import run_campaign
+from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
-from ctxbench.store import RunDir
+from ctxbench.measure import metrics
+from ctxbench.store.check_files import ThroughputFile
+from ctxbench.store.run_dir import RunDir
 
 from .test_campaign_llamacpp import campaign_file
 from .test_ray_cluster import DEPLOYMENT, TWO, evidence

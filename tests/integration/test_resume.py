@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from ctxbench.campaigns.suite import run_suite
 from ctxbench.checks.capacity import CapacityParams
 from ctxbench.checks.catalog import Checks
+from ctxbench.config.params import NeedleParams, RampParams
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
-from ctxbench.params import NeedleParams, RampParams
-from ctxbench.ramp_table import read_rows
-from ctxbench.store import RunDir
-from ctxbench.suite import run_suite
+from ctxbench.store.ramp_table import read_rows
+from ctxbench.store.run_dir import RunDir
 from ctxbench.text.tokens import HfTokenCounter
 
 pytestmark = pytest.mark.engine

@@ -19,7 +19,7 @@ from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.engines.models import TinyModel
 from ctxbench.errors import EXIT_INTERRUPTED, EXIT_OK
 from ctxbench.results.evidence import evidence_row
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 pytestmark = pytest.mark.engine
 

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 
 from ctxbench.audits.prefix_cache import audit_run
-from ctxbench.check_files import NeedleFile, NeedleTrial
 from ctxbench.checks.needle import run_needle
 from ctxbench.checks.ramp import run_ramp
-from ctxbench.client import Client
+from ctxbench.client.stream import Client
+from ctxbench.config.params import NeedleParams, RampParams
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel, demo_model_path
-from ctxbench.params import NeedleParams, RampParams
-from ctxbench.ramp_table import RAMP_TABLE
 from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import evidence_row
-from ctxbench.store import RunDir
+from ctxbench.store.check_files import NeedleFile, NeedleTrial
+from ctxbench.store.ramp_table import RAMP_TABLE
+from ctxbench.store.run_dir import RunDir
 from ctxbench.text.gguf_vocab import gguf_token_counter
 from ctxbench.text.haystack import UnitPool
 from ctxbench.text.tasks import TASKS, question_from_labels

@@ -10,21 +10,21 @@ from pathlib import Path
 import pytest
 from campaigns import run_one, tiny_llamacpp
 
-from ctxbench import metrics
 from ctxbench.audits.prefix_cache import audit_run
+from ctxbench.campaigns.suite import run_suite
 from ctxbench.checks.catalog import Checks
 from ctxbench.checks.sessions.cell import forecast_of
 from ctxbench.checks.sessions.file import SessionsFile
 from ctxbench.checks.sessions.params import SessionsParams
-from ctxbench.counters import counter_deltas
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
+from ctxbench.measure import metrics
 from ctxbench.report.decide import readings
 from ctxbench.report.run_report import claims_summary, run_report
 from ctxbench.results.evidence import collect
-from ctxbench.store import RunDir
-from ctxbench.suite import run_suite
+from ctxbench.store.counters import counter_deltas
+from ctxbench.store.run_dir import RunDir
 from ctxbench.text.tokens import HfTokenCounter
 
 pytestmark = pytest.mark.engine

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from campaigns import run_campaign_file, tiny_llamacpp, write_campaign
 
-from ctxbench import metrics
+from ctxbench.campaigns.suite import run_suite
 from ctxbench.checks.catalog import Checks
+from ctxbench.config.load_params import SloParams, ThroughputParams
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
-from ctxbench.load_params import SloParams, ThroughputParams
+from ctxbench.measure import metrics
 from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import collect
-from ctxbench.store import RunDir
-from ctxbench.suite import run_suite
+from ctxbench.store.run_dir import RunDir
 from ctxbench.text.tokens import HfTokenCounter
 
 pytestmark = pytest.mark.engine

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from campaigns import run_one, tiny_llamacpp
 
-from ctxbench import metrics
-from ctxbench.campaign import run_campaign
-from ctxbench.campaign_file import load_campaign
-from ctxbench.counters import counter_deltas
+from ctxbench.campaigns.campaign import run_campaign
+from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.engines.models import TinyModel, TinyModelSpec, tiny_model
+from ctxbench.measure import metrics
+from ctxbench.measure.steady import steady_state
 from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import collect
-from ctxbench.steady import steady_state
-from ctxbench.store import RunDir
+from ctxbench.store.counters import counter_deltas
+from ctxbench.store.run_dir import RunDir
 
 pytestmark = pytest.mark.engine
 
@@ -269,13 +269,13 @@ async def test_a_client_process_that_cannot_start_fails_the_level_with_a_message
     # says so instead of waiting for it.
     from ctxbench.checks import closed_loop, throughput
     from ctxbench.checks import prompts as prompt_makers
-    from ctxbench.client import Client
+    from ctxbench.client.stream import Client
     from ctxbench.errors import CtxbenchError
     from ctxbench.text.haystack import UnitPool
     from ctxbench.text.tokens import HfTokenCounter
 
     counter = HfTokenCounter.from_path(tiny.tokenizer_dir)
-    from ctxbench.load_params import ThroughputParams
+    from ctxbench.config.load_params import ThroughputParams
 
     spec = ThroughputParams(
         levels=[2], prompt_tokens=128, output_tokens=4, requests_per_user=1, client_processes=2

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from loopback import _Loopback, _read_request
 
-from ctxbench.transport import HEAD_NS, STAMPED, LeanTransport
+from ctxbench.client.transport import HEAD_NS, STAMPED, LeanTransport
 
 SSE = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
 

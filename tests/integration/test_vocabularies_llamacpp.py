@@ -14,14 +14,14 @@ import httpx
 import pytest
 from conformance import assert_agrees_with_engine, suite
 
-from ctxbench.campaign import run_campaign
-from ctxbench.campaign_file import load_campaign
+from ctxbench.campaigns.campaign import run_campaign
+from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.chat_template import served_template, template_warnings
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
 from ctxbench.engines.models import TinyModel, TinyModelSpec, tiny_model
 from ctxbench.results.evidence import evidence_row
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 from ctxbench.text.corpus import ProseGenerator
 from ctxbench.text.gguf_vocab import SentencePieceCounter, gguf_token_counter
 from ctxbench.text.tokens import load_token_counter

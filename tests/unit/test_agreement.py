@@ -11,7 +11,7 @@ import pytest
 from ctxbench.engines.prom import common_metrics, printed_digits, rounding_error
 from ctxbench.records import RequestRecord, Usage
 from ctxbench.report.agreement import agreement_section, engine_agreement
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 
 def printed(value: float) -> float:

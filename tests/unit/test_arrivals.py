@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ctxbench.arrivals import behind_threshold_s, due_times, lag_growth, open_loop
-from ctxbench.load_params import ThroughputParams
+from ctxbench.config.load_params import ThroughputParams
+from ctxbench.measure.arrivals import behind_threshold_s, due_times, lag_growth, open_loop
 from ctxbench.records import Chunk, RequestRecord
 
 NS = 1_000_000_000

@@ -10,7 +10,7 @@ import pytest
 
 from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.records import CacheIntent, Chunk, RequestRecord, Usage
-from ctxbench.store import DuplicateRequestId, RunDir
+from ctxbench.store.run_dir import DuplicateRequestId, RunDir
 
 MS = 1_000_000
 FRESH = CacheIntent.fresh(11)

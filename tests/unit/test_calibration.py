@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from ctxbench.plan import DenseShape, predicted_prefill_s
-from ctxbench.ramp_table import rows_from_records, run_rows
 from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.results.calibration import CalibrationError, calibrate, solo_prefills
-from ctxbench.store import RunDir
+from ctxbench.store.ramp_table import rows_from_records, run_rows
+from ctxbench.store.run_dir import RunDir
 
 SHAPE = DenseShape(n_layer=4, n_embd=1024, n_head=16, n_head_kv=4, head_dim=64, n_ff=2816)
 TFLOPS = 785.0

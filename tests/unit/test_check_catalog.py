@@ -9,8 +9,8 @@ from ctxbench.checks.capacity import CapacityParams
 from ctxbench.checks.catalog import CHECK_NAMES, CHECKS, Checks, longest_prompt, request_count, selected
 from ctxbench.checks.probe import ProbeParams, probe_request_count
 from ctxbench.checks.returning.params import ReturningParams
-from ctxbench.load_params import ThroughputParams
-from ctxbench.params import NeedleParams, RampParams
+from ctxbench.config.load_params import ThroughputParams
+from ctxbench.config.params import NeedleParams, RampParams
 
 
 def test_every_table_of_checks_is_one_check_object_with_its_parameters_type() -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ctxbench.check_files import CheckFile, NeedleFile, ThroughputFile
 from ctxbench.checks.capacity.file import CapacityFile
 from ctxbench.checks.fidelity.file import FidelityFile
 from ctxbench.checks.returning.file import ReturningFile
 from ctxbench.checks.trace.file import TraceFile
+from ctxbench.store.check_files import CheckFile, NeedleFile, ThroughputFile
 
 MODELS: tuple[type[CheckFile], ...] = (
     CapacityFile,

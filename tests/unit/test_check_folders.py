@@ -72,7 +72,7 @@ def test_every_check_with_a_folder_is_held_here() -> None:
 
 
 def test_a_folder_holds_its_parameters_and_the_campaign_file_takes_its_table_from_the_check() -> None:
-    from ctxbench.campaign_file import Campaign
+    from ctxbench.campaigns.campaign_file import Campaign
     from ctxbench.checks.catalog import Checks
 
     for check in CHECKS:

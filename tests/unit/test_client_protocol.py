@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import pytest
 
-from ctxbench.client import Client
+from ctxbench.client.stream import Client
 from ctxbench.errors import ContextLimitExceeded, RequestFailed
 
 Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
@@ -362,7 +362,7 @@ async def test_a_pooled_connection_is_reused_only_while_the_peer_keeps_it_quietl
     # socket itself before reuse, without waiting for the event loop's next turn to notice (issue 38)
     import socket
 
-    from ctxbench.wire import Wire
+    from ctxbench.client.wire import Wire
 
     mine, theirs = socket.socketpair()
     mine.setblocking(False)

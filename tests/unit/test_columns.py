@@ -13,7 +13,7 @@ from ctxbench.report.decide import Reading, _complete, readings
 from ctxbench.results.columns import COLUMN_GROUPS, COLUMNS, EVIDENCE_COLUMNS, REPEATED
 from ctxbench.results.evidence import Row
 from ctxbench.results.load_cells import open_loop_cell
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 
 def test_every_column_is_a_row_field_and_the_derived_tables_follow_the_tuple() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.campaign_file import load_campaign
+from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.errors import CampaignFileError
 
 GOOD = """
@@ -182,7 +182,7 @@ def test_unreadable_file_and_unknown_deployment_flag(tmp_path: Path) -> None:
 
 
 def test_gpu_index_not_present_is_named(tmp_path: Path) -> None:
-    from ctxbench.preflight import check_gpus
+    from ctxbench.campaigns.preflight import check_gpus
 
     campaign = load_campaign(write(tmp_path, GOOD))
     with pytest.raises(CampaignFileError, match=r"deployments\[1\].gpus .*GPU 4 is not present.*4 GPU"):

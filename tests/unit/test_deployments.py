@@ -9,13 +9,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ctxbench.campaign_file import load_campaign
-from ctxbench.client import Client
+from ctxbench.campaigns.campaign_file import load_campaign
+from ctxbench.campaigns.preflight import dry_run
+from ctxbench.client.router import Router
+from ctxbench.client.stream import Client
 from ctxbench.engines.deployment import plan_deployment
 from ctxbench.engines.kinds import SGLANG, VLLM
 from ctxbench.engines.prom import common_metrics, parse_metrics
-from ctxbench.preflight import dry_run
-from ctxbench.router import Router
 
 CAMPAIGN = """
 [campaign]

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from ctxbench.check_files import ThroughputFile
 from ctxbench.results.endpoints_summary import (
     PERCENTILES,
     LoadPattern,
@@ -22,6 +21,7 @@ from ctxbench.results.endpoints_summary import (
     export_endpoints,
     series,
 )
+from ctxbench.store.check_files import ThroughputFile
 
 SHAPE = json.loads((Path(__file__).parents[1] / "fixtures" / "endpoints_upstream_shape.json").read_text())
 RECORDED = Path(__file__).parents[2] / "docs" / "gpu-validation"

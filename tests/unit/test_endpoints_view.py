@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from built_records import request
 
-from ctxbench import metrics
-from ctxbench.check_files import ThroughputFile
+from ctxbench.measure import metrics
 from ctxbench.records import Chunk
 from ctxbench.report.endpoints_view import EndpointsPoint, endpoints_points, pareto
 from ctxbench.report.run_report import run_report
-from ctxbench.store import RunDir
+from ctxbench.store.check_files import ThroughputFile
+from ctxbench.store.run_dir import RunDir
 
 RECORDED = Path(__file__).parents[2] / "docs" / "gpu-validation" / "h200-many-users"
 

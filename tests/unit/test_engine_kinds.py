@@ -3,7 +3,7 @@ has one, its counters map to ctxbench's common names (the plans' use of it: test
 
 from __future__ import annotations
 
-from ctxbench.config import ENGINE_TAGS
+from ctxbench.config.deployments import ENGINE_TAGS
 from ctxbench.engines.kinds import ENGINES, engine, find_engine
 from ctxbench.engines.prom import COMMON_METRICS, COMMON_NAMES, common_metrics
 

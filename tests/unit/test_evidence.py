@@ -15,7 +15,7 @@ from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.report.campaign import inline_code, write_campaign_report
 from ctxbench.results.evidence import Facts, collect, status_of
 from ctxbench.results.retrieval import TaskResult
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 H200_RUN = Path(__file__).parents[2] / "docs" / "gpu-validation" / "h200-run1"
 ALL: dict[str, object] = {"checks": {"capacity", "needle", "ramp"}, "ramp_with_two_users": True}

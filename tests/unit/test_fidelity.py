@@ -9,10 +9,10 @@ import pytest
 
 from ctxbench.checks.fidelity import FIDELITY
 from ctxbench.checks.fidelity.file import FidelityFile
-from ctxbench.fidelity import compare, smallest_margin
+from ctxbench.measure.fidelity import compare, smallest_margin
 from ctxbench.records import TokenLogprob
 from ctxbench.results.evidence import Facts, status_of
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 
 def answer(*tokens: tuple[int, float, float]) -> list[TokenLogprob]:

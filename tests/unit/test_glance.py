@@ -10,7 +10,7 @@ import pytest
 
 from ctxbench.records import RequestError, RequestRecord, requests_line
 from ctxbench.report.run_report import run_report
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 H200_RUN = Path(__file__).parents[2] / "docs" / "gpu-validation" / "h200-run1"
 

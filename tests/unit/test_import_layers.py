@@ -15,46 +15,17 @@ ROOT = Path(ctxbench.__file__).parent
 # A name is a top-level module or a whole package: every module of a package is in its package's stage. The
 # run directory's store comes before the checks, which write into it as they go (nothing measured is lost);
 # the results that read runs back (evidence, calibration, exports) come after them, and the reports after
-# the results; the suite writes a run's report as the run ends.
+# the results; the suite (in campaigns) writes a run's report as the run ends. The config (what a user
+# writes) comes before the client and the measures, which take its parameter types.
 STAGES: list[tuple[str, ...]] = [
-    (
-        "errors",
-        "records",
-        "answers",
-        "request_json",
-        "wire",
-        "sse",
-        "stats",
-        "plan",
-        "machine_cache",
-        "param_types",
-        "load_params",
-        "params",
-        "config",
-        "redaction",
-        "text",
-    ),
-    (
-        "transport",
-        "gc_pause",
-        "event_loop",
-        "client",
-        "metrics",
-        "steady",
-        "slo_search",
-        "arrivals",
-        "decode_stall",
-        "fidelity",
-        "router",
-        "chat_client",
-        "telemetry",
-    ),
-    ("engines", "store", "run_files", "check_files", "ramp_table", "counters", "render"),
+    ("errors", "records", "plan", "text"),
+    ("config",),
+    ("client", "measure"),
+    ("engines", "store", "render"),
     ("checks", "audits"),
-    ("campaign_file",),  # its `[checks.*]` tables are derived from the checks
     ("results",),
     ("report",),
-    ("suite", "preflight", "campaign", "demo", "distributed"),
+    ("campaigns",),  # the campaign file's `[checks.*]` tables are derived from the checks
     ("cli", "__main__", "__init__"),
 ]
 
@@ -172,16 +143,16 @@ def test_the_import_finder_sees_every_form_of_import(tmp_path: Path) -> None:
     """The rules hold only if every import is seen: these forms, each of a later stage, are all found."""
     probe = tmp_path / "probe.py"  # read as the module checks.probe_of_forms
     probe.write_text(
-        "from ctxbench import suite\n"
+        "from ctxbench.campaigns import suite\n"
         "import ctxbench.report.campaign\n"
         "from .. import cli\n"
         "import importlib\n"
         "def later():\n"
-        "    importlib.import_module('ctxbench.distributed')\n"
-        "    __import__('ctxbench.demo')\n"
+        "    importlib.import_module('ctxbench.campaigns.distributed')\n"
+        "    __import__('ctxbench.campaigns.demo')\n"
     )
     found = imports_of(probe, as_module="checks.probe_of_forms")
-    assert found == {"suite", "report.campaign", "cli", "distributed", "demo"}
+    assert found == {"campaigns.suite", "report.campaign", "cli", "campaigns.distributed", "campaigns.demo"}
     assert all(stage_of(name) > stage_of("checks") for name in found)
 
 

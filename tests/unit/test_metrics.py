@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ctxbench import metrics
+from ctxbench.measure import metrics
 from ctxbench.records import Chunk, RequestError, RequestRecord, Usage
 
 MS = 1_000_000

@@ -90,7 +90,7 @@ def test_a_repeated_send_writes_the_same_bytes_again_and_nothing_leaves_the_resu
 
 
 def test_without_ray_the_error_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxbench.distributed import RayNotInstalled, require_ray
+    from ctxbench.campaigns.distributed import RayNotInstalled, require_ray
 
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(RayNotInstalled, match=r"pip install 'ctxbench\[ray\]'"):

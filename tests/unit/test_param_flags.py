@@ -15,7 +15,7 @@ from ctxbench.checks.probe import ProbeParams
 from ctxbench.checks.quality import QualityParams
 from ctxbench.cli import app
 from ctxbench.cli.param_flags import flag_of, params_flags
-from ctxbench.params import NeedleParams, RampParams
+from ctxbench.config.params import NeedleParams, RampParams
 
 GENERATED = {"probe": ProbeParams, "needle": NeedleParams, "ramp": RampParams, "quality": QualityParams}
 

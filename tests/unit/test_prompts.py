@@ -72,8 +72,8 @@ def test_code_snippets_are_valid_python_and_seeded() -> None:
 def test_generated_prompts_are_token_exact_whatever_their_source(source: str) -> None:
     # code snippets were counted without the blank line that joins them: 8 to 10 tokens over at 1024
     from ctxbench.checks.prompts import PromptMaker
+    from ctxbench.config.load_params import ThroughputParams
     from ctxbench.engines.models import tiny_model
-    from ctxbench.load_params import ThroughputParams
     from ctxbench.text.haystack import UnitPool
     from ctxbench.text.tokens import HfTokenCounter
 

@@ -21,7 +21,7 @@ def test_the_readme_says_how_many_requests_the_demo_plans() -> None:
     # Issue 57: the README said the demo sends 61 requests while it planned and sent far more.
     from importlib import resources
 
-    from ctxbench.campaign_file import load_campaign
+    from ctxbench.campaigns.campaign_file import load_campaign
     from ctxbench.checks.catalog import request_count
 
     with resources.as_file(resources.files("ctxbench.campaigns").joinpath("demo.toml")) as path:

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.answers import unplanned_prompt
-from ctxbench.campaign_file import load_campaign
-from ctxbench.check_files import Control
+from ctxbench.campaigns.campaign_file import load_campaign
+from ctxbench.campaigns.preflight import describe_counter, dry_run, fit_warnings
+from ctxbench.client.answers import unplanned_prompt
+from ctxbench.config.params import NeedleParams
 from ctxbench.engines.chat_template import compare_with_counter, served_template, template_warnings
 from ctxbench.engines.models import TinyModelSpec, tiny_model
 from ctxbench.errors import TokenizerError
-from ctxbench.params import NeedleParams
-from ctxbench.preflight import describe_counter, dry_run, fit_warnings
 from ctxbench.records import Usage
+from ctxbench.store.check_files import Control
 from ctxbench.text.gguf_vocab import SentencePieceCounter, gguf_token_counter
 from ctxbench.text.tokens import load_token_counter, require_content_counted
 
@@ -198,11 +198,11 @@ def test_the_dry_run_says_when_a_named_tokenizer_cannot_be_read(tmp_path: Path) 
 def test_the_dry_run_says_when_a_listed_gpu_is_not_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ctxbench.preflight
+    import ctxbench.campaigns.preflight
 
     path = tmp_path / "gpus.toml"
     path.write_text(CAMPAIGN.format(results=tmp_path / "r", tokenizer="server") + "gpus = [0, 1]\n")
-    monkeypatch.setattr(ctxbench.preflight, "available_gpus", lambda: 1)
+    monkeypatch.setattr(ctxbench.campaigns.preflight, "available_gpus", lambda: 1)
     lines = dry_run(load_campaign(path), [])
     assert any(
         line.startswith(

@@ -11,7 +11,7 @@ import pytest
 
 from ctxbench.report.campaign import write_campaign_report
 from ctxbench.report.run_report import run_report
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
 
 VALIDATION = Path(__file__).parents[2] / "docs" / "gpu-validation"
 RECORDED = sorted(p for p in VALIDATION.glob("h[0-9]*-*") if (p / "runs").is_dir())

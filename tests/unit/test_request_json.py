@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ctxbench.request_json import RequestJson
+from ctxbench.client.request_json import RequestJson
 
 
 def test_a_body_decodes_to_what_was_given_and_a_repeated_message_is_encoded_once() -> None:

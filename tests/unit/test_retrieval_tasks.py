@@ -8,8 +8,8 @@ import re
 
 import pytest
 
+from ctxbench.config.params import NeedleParams
 from ctxbench.engines.models import tiny_model
-from ctxbench.params import NeedleParams
 from ctxbench.text.corpus import FIRST_NAMES, PLACES
 from ctxbench.text.haystack import SEPARATOR, UnitPool, build_planted
 from ctxbench.text.tasks import (
@@ -216,8 +216,8 @@ def test_tasks_and_depth_curves_in_the_campaign_schema() -> None:
 
 
 def test_a_tasks_cell_says_not_scored_rather_than_0_of_0_and_names_a_missed_control() -> None:
-    from ctxbench.check_files import Control
     from ctxbench.results.retrieval import TaskResult
+    from ctxbench.store.check_files import Control
 
     assert TaskResult("multi_key", 0, 0, None, alone=False).text() == "multi_key not scored"
     assert TaskResult("multi_key", 2, 3, None, alone=False).text() == "multi_key 2/3 [0.21, 0.94]"
@@ -235,7 +235,7 @@ def test_every_task_is_one_object_and_the_ramp_asks_the_ones_it_can() -> None:
     import pytest as _pytest
     from pydantic import ValidationError
 
-    from ctxbench.params import RampParams
+    from ctxbench.config.params import RampParams
 
     assert tuple(task.name for task in RETRIEVAL_TASKS) == TASKS
     assert RAMP_TASKS == ("single", "multi_key", "non_literal")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ctxbench.run_files import MANIFEST_FILE, Manifest
-from ctxbench.store import RunDir
+from ctxbench.store.run_dir import RunDir
+from ctxbench.store.run_files import MANIFEST_FILE, Manifest
 
 RECORDED = sorted((Path(__file__).parents[2] / "docs" / "gpu-validation").glob(f"*/runs/*/{MANIFEST_FILE}"))
 

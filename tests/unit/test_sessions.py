@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ctxbench.campaign_file import load_campaign
+from ctxbench.campaigns.campaign_file import load_campaign
+from ctxbench.campaigns.preflight import fit_warnings
 from ctxbench.checks.sessions.file import SessionsFile, SessionTurn, level_summary
 from ctxbench.checks.sessions.forecast import pool_sessions_forecast, sessions_forecast
 from ctxbench.checks.sessions.params import SessionsParams
@@ -21,7 +22,6 @@ from ctxbench.checks.sessions.recorded import (
 from ctxbench.checks.trace import TraceFileError
 from ctxbench.engines.models import tiny_model
 from ctxbench.errors import CampaignFileError
-from ctxbench.preflight import fit_warnings
 from ctxbench.text.tokens import HfTokenCounter
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ctxbench.load_params import SloParams, ThroughputParams
-from ctxbench.slo_search import Breach, bracket, breach_text, breaches, search, slo_text
+from ctxbench.config.load_params import SloParams, ThroughputParams
+from ctxbench.measure.slo_search import Breach, bracket, breach_text, breaches, search, slo_text
 
 
 def level(ttft_p99: float, *, requests: int = 10, failed: int = 0, good: int | None = None, **extra: Any):

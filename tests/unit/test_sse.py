@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxbench.sse import SseDecoder
+from ctxbench.client.sse import SseDecoder
 
 
 def decode(*parts: bytes) -> list[str]:

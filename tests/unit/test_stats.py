@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from ctxbench import stats
-from ctxbench.stats import quantile_bounds, samples_for_upper
+from ctxbench.measure import stats
+from ctxbench.measure.stats import quantile_bounds, samples_for_upper
 
 
 def test_wilson_interval_matches_the_published_example() -> None:
@@ -65,8 +65,8 @@ def test_an_end_the_values_cannot_reach_is_none_and_the_count_needed_is_said() -
 
 
 def test_a_percentile_is_written_with_its_interval_or_says_too_few() -> None:
-    from ctxbench.check_files import Stats
     from ctxbench.render.tables import percentile_text, stats_text
+    from ctxbench.store.check_files import Stats
 
     values = [float(v) for v in range(1, 101)]  # 100 values: p50 and p90 bounded, p99 has no upper end
     low, high = quantile_bounds(values, 0.5)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from built_records import NS, request
 
+from ctxbench.measure.steady import in_flight, steady_state
 from ctxbench.records import RequestRecord
-from ctxbench.steady import in_flight, steady_state
 
 
 def two_users() -> list[RequestRecord]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ctxbench.records import RequestRecord
-from ctxbench.run_files import Manifest
-from ctxbench.store import RunDir, git_revision, new_run_id, safe_name
+from ctxbench.store.run_dir import RunDir, git_revision, new_run_id, safe_name
+from ctxbench.store.run_files import Manifest
 
 
 def a_record(request_id: str) -> RequestRecord:
@@ -66,7 +66,7 @@ def test_manifest_is_replaced_whole(tmp_path: Path) -> None:
 
 
 def test_secrets_never_reach_a_manifest() -> None:
-    from ctxbench.redaction import redact_command, redact_env
+    from ctxbench.config.redaction import redact_command, redact_env
 
     command = ["llama-server", "--api-key", "sk-live-123", "--hf-token=hf_abc", "--port", "8080"]
     assert redact_command(command) == [
@@ -92,7 +92,7 @@ def test_appends_are_flushed_at_once_and_fsynced_off_the_loop(
     import sys
     import threading
 
-    from ctxbench import store
+    from ctxbench.store import run_dir as store
 
     synced: list[tuple[int, str]] = []
     real_fsync = os.fsync

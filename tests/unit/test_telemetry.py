@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.telemetry import (
+from ctxbench.measure.telemetry import (
     BETWEEN_CHECKS,
     TELEMETRY_FILE,
     GpuSample,
@@ -204,7 +204,7 @@ def test_a_file_of_another_version_is_refused_with_its_path(tmp_path: Path) -> N
 def test_report_names_an_unreadable_telemetry_file_without_a_traceback(tmp_path: Path) -> None:
     from cli_main import run_main
 
-    from ctxbench.store import RunDir
+    from ctxbench.store.run_dir import RunDir
 
     run = RunDir.create(tmp_path, "telemetry")
     run.write_manifest({"deployment": "d"})

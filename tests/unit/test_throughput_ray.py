@@ -62,7 +62,7 @@ def test_a_killed_tasks_local_results_are_swept_by_the_next_task_on_its_node(tmp
     import subprocess
     import sys
 
-    from ctxbench.distributed import LOCAL_PREFIX, sweep_orphans
+    from ctxbench.campaigns.distributed import LOCAL_PREFIX, sweep_orphans
 
     code = "import os; print(os.getpid())"
     dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

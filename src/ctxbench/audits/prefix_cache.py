@@ -36,14 +36,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
-from .. import metrics
 from ..checks.catalog import CHECKS
 from ..checks.trace import implied_cached, reuse_bound
-from ..counters import CheckCounters, counter_windows
 from ..engines.prom import common_metrics
-from ..ramp_table import attempt_of
+from ..measure import metrics
 from ..records import CACHE_SLACK_TOKENS, RequestRecord
-from ..store import RunDir
+from ..store.counters import CheckCounters, counter_windows
+from ..store.ramp_table import attempt_of
+from ..store.run_dir import RunDir
 
 # the fresh checks, for records made before version 3 (no intent)
 FRESH_CHECKS = tuple(check.name for check in CHECKS if check.fresh_only)

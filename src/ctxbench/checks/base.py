@@ -16,15 +16,15 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from ..chat_client import ChatClient
+from ..client.chat import ChatClient
+from ..config.param_types import Strict
 from ..engines.limits import ContextLimit
 from ..errors import UsageError
-from ..param_types import Strict
 from ..records import RequestRecord
 from ..render.cell import Cell, Glance
 from ..render.column import Column
 from ..render.run_read import RunRead
-from ..store import RunDir
+from ..store.run_dir import RunDir
 from ..text.haystack import UnitPool
 from ..text.tokens import TokenCounter
 

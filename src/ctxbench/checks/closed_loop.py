@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..chat_client import ChatClient
-from ..client import Client
+from ..client.chat import ChatClient
+from ..client.router import Router
+from ..client.stream import Client
+from ..config.load_params import ThroughputParams
 from ..errors import CtxbenchError
-from ..load_params import ThroughputParams
 from ..records import RequestRecord
-from ..router import Router
-from ..store import RunDir
+from ..store.run_dir import RunDir
 from ..text.haystack import request_seed
 from .prompts import PromptMaker
 

@@ -22,13 +22,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .. import metrics
-from ..chat_client import ChatClient
-from ..check_files import Control, NeedleFile, NeedleTrial, Recall, TaskRecall
-from ..params import NeedleParams
+from ..client.chat import ChatClient
+from ..config.params import NeedleParams
+from ..measure import metrics
 from ..records import CacheIntent, RequestRecord
-from ..run_files import NIAH_LOG
-from ..store import RunDir
+from ..store.check_files import Control, NeedleFile, NeedleTrial, Recall, TaskRecall
+from ..store.run_dir import RunDir
+from ..store.run_files import NIAH_LOG
 from ..text.haystack import Haystack, UnitPool, build_planted, lead_tokens, request_seed
 from ..text.tasks import Knobs, Planted, TaskName, answer_labels, expected_text, task_named
 from .base import Check, RunContext

@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .. import metrics
-from ..arrivals import behind_threshold_s, due_times, open_loop
-from ..chat_client import ChatClient
-from ..load_params import ThroughputParams
+from ..client.chat import ChatClient
+from ..config.load_params import ThroughputParams
+from ..measure import metrics
+from ..measure.arrivals import behind_threshold_s, due_times, open_loop
 from ..records import CacheIntent, RequestRecord
-from ..store import RunDir
+from ..store.run_dir import RunDir
 from ..text.haystack import request_seed
 from .prompts import PromptMaker
 

@@ -8,8 +8,8 @@ import json
 import random
 from pathlib import Path
 
+from ..config.load_params import ThroughputParams
 from ..errors import PromptSourceError
-from ..load_params import ThroughputParams
 from ..records import CacheIntent
 from ..text.code import CodeGenerator
 from ..text.haystack import SEPARATOR, UnitPool, build_haystack, lead_tokens, request_seed

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import decode_stall, metrics
-from ..chat_client import ChatClient
-from ..params import RampParams
-from ..ramp_table import RAMP_COLUMNS, RAMP_TABLE, append_rows, record_row
+from ..client.chat import ChatClient
+from ..config.params import RampParams
+from ..measure import decode_stall, metrics
 from ..records import CacheIntent, RequestRecord
-from ..store import RunDir
+from ..store.ramp_table import RAMP_COLUMNS, RAMP_TABLE, append_rows, record_row
+from ..store.run_dir import RunDir
 from ..text.haystack import HaystackError, UnitPool, build_planted, lead_tokens, request_seed
 from ..text.tasks import Knobs, Planted, answer_labels, task_named
 from .base import Check, RunContext, StageLoad

@@ -17,12 +17,12 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from ..chat_client import ChatClient
-from ..check_files import ThroughputFile, _Open
-from ..load_params import AskParams, ThroughputParams
+from ..client.chat import ChatClient
+from ..config.load_params import AskParams, ThroughputParams
+from ..measure.stats import wilson
 from ..records import CacheIntent, RequestRecord
-from ..stats import wilson
-from ..store import RunDir
+from ..store.check_files import ThroughputFile, _Open
+from ..store.run_dir import RunDir
 from ..text.haystack import Needle, UnitPool, build_haystack, lead_tokens, request_seed
 from .closed_loop import extra_body
 from .prompts import PromptMaker

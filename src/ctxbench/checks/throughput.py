@@ -17,14 +17,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .. import metrics
-from ..chat_client import ChatClient
-from ..check_files import ThroughputFile
-from ..load_params import ThroughputParams
+from ..client.chat import ChatClient
+from ..config.load_params import ThroughputParams
+from ..measure import metrics
+from ..measure.slo_search import search
+from ..measure.steady import steady_state
 from ..records import WARMUP_LABEL, RequestRecord
-from ..slo_search import search
-from ..steady import steady_state
-from ..store import RunDir
+from ..store.check_files import ThroughputFile
+from ..store.run_dir import RunDir
 from .base import Check, RunContext, StageLoad
 from .closed_loop import extra_body, run_user, users_in_processes
 from .open_loop import rate_summary, rate_unit, run_rate

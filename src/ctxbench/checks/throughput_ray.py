@@ -28,13 +28,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..chat_client import ChatClient
-from ..client import Client
+from ..client.chat import ChatClient
+from ..client.router import Router
+from ..client.stream import Client
+from ..config.load_params import ThroughputParams
 from ..errors import CtxbenchError
-from ..load_params import ThroughputParams
 from ..records import RequestRecord
-from ..router import Router
-from ..store import RunDir
+from ..store.run_dir import RunDir
 from .closed_loop import WorkerJob, client_settings, make_client
 from .prompts import PromptMaker
 

@@ -15,9 +15,9 @@ import pickle
 import sys
 from pathlib import Path
 
-from .. import event_loop
+from ..client import event_loop
 from ..records import RequestRecord
-from ..store import RunDir
+from ..store.run_dir import RunDir
 from .closed_loop import READY, WorkerJob, make_client
 
 

@@ -12,12 +12,13 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .. import __version__, event_loop
+from .. import __version__
 from ..checks.base import Check, RunContext
-from ..client import Client, Timeouts
+from ..client import event_loop
+from ..client.stream import Client, Timeouts
 from ..engines.limits import ContextLimit
-from ..run_files import Manifest
-from ..store import RunDir, new_run_id, safe_name
+from ..store.run_dir import RunDir, new_run_id, safe_name
+from ..store.run_files import Manifest
 from ..text.haystack import UnitPool
 from ..text.tokens import NotCounting, TokenCounter
 from .common import _progress, console

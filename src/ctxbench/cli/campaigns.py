@@ -7,14 +7,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..config import (
-    DEFAULT_PRICE_PER_GPU_HOUR,
-)
-from ..counters import reported_text
+from ..config.deployments import DEFAULT_PRICE_PER_GPU_HOUR
 from ..errors import EXIT_FAILED, EXIT_UNREACHABLE, UsageError
 from ..report.run_page import write_run_report
 from ..results.exports import EXPORTERS, FORMATS, exporter, writing
-from ..store import RunDir
+from ..store.counters import reported_text
+from ..store.run_dir import RunDir
 from .common import (
     ResultsOption,
     _progress,
@@ -38,7 +36,7 @@ def demo(
     """Run the demo campaign (SmolLM2 on the embedded llama-server, every check) and write its report.
 
     An interrupted demo resumes where it stopped when run again; a finished one is run anew."""
-    from ..demo import demo_campaign
+    from ..campaigns.demo import demo_campaign
 
     campaign = demo_campaign()
     _run_campaign(campaign, results, [], force=True)
@@ -74,9 +72,9 @@ def run(
     ] = None,
 ) -> None:
     """Run a campaign: per deployment, start it, run the checks, stop it. Rerun to resume."""
-    from ..campaign_file import load_campaign, require_cluster_for_actors
-    from ..preflight import dry_run as plan_lines
-    from ..preflight import preflight
+    from ..campaigns.campaign_file import load_campaign, require_cluster_for_actors
+    from ..campaigns.preflight import dry_run as plan_lines
+    from ..campaigns.preflight import preflight
 
     campaign = load_campaign(campaign_file, check_paths=not dry_run)
     if dry_run:
@@ -100,9 +98,9 @@ def run(
 
 
 def _run_campaign(campaign, results: Path, names: list[str], *, force: bool, ray: str | None = None) -> None:
-    from ..campaign import run_campaign
+    from ..campaigns.campaign import run_campaign
+    from ..campaigns.distributed import run_campaign_on_ray
     from ..checks.catalog import request_count
-    from ..distributed import run_campaign_on_ray
     from ..report.campaign import write_campaign_report
 
     selected = campaign.select(names)

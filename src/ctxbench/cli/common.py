@@ -32,7 +32,7 @@ from ..records import RequestRecord, requests_line
 from ..render.tables import request_lines
 from ..report.run_page import write_run_report
 from ..report.run_report import claims_summary
-from ..store import RunDir
+from ..store.run_dir import RunDir
 from .progress import PlainProgress, progress
 
 app = typer.Typer(
@@ -115,8 +115,8 @@ ModelOption = Annotated[str, typer.Option(help="Model name the server serves.")]
 
 
 def _validated(model: type[ParamsT], flags: dict[str, str], **values: object) -> ParamsT:
-    """`values` checked by the campaign file's own model of the check (config.py): the same defaults, ranges
-    and messages; an error names the flag it came from."""
+    """`values` checked by the campaign file's own model of the check (its `params_type`): the same defaults,
+    ranges and messages; an error names the flag it came from."""
     try:
         return model(**values)
     except ValidationError as exc:
@@ -338,7 +338,7 @@ LimitOption = Annotated[int | None, typer.Option(help="Context limit, if the ser
 
 def parse_token_count(text: str, flag: str | None = None) -> int:
     """`8192`, `8K` (8192), `1M` (1048576), `1.5K`: the campaign files' rule (`params.token_count`)."""
-    from ..param_types import token_count
+    from ..config.param_types import token_count
 
     try:
         return token_count(text)

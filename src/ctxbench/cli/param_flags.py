@@ -1,5 +1,5 @@
 """A check's flags generated from its `*Params` model, so a parameter is written once: its name, default,
-range and help (the field's `description`) live in params.py; a command names which fields it exposes and
+range and help (the field's `description`) live in the model; a command names which fields it exposes and
 receives the validated model.
 
     @app.command()

@@ -11,12 +11,10 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ..config import (
-    DEFAULT_PRICE_PER_GPU_HOUR,
-)
+from ..config.deployments import DEFAULT_PRICE_PER_GPU_HOUR
 from ..errors import UsageError, validation_message
 from ..plan import Forecast
-from ..store import RunDir
+from ..store.run_dir import RunDir
 from .common import app, console, parse_token_count
 
 
@@ -222,7 +220,7 @@ def _print_ramp_prefills(shape, ramp: str, tflops: float) -> None:
     from pydantic import ValidationError
 
     from ..checks.ramp import ramp_schedule
-    from ..params import RampParams
+    from ..config.params import RampParams
     from ..plan import predicted_prefill_s
 
     usage = f"--ramp {ramp!r}: write START:END:TURNS, e.g. 32K:1M:10"

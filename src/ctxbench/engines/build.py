@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import EngineBuildError
-from ..machine_cache import cache_root, pip_download
+from .machine_cache import cache_root, pip_download
 
 LLAMACPP_SDIST_VERSION = "0.3.36"
 # llama.cpp's release number for a commit an sdist vendors, which the sdist cannot say (its submodule's git

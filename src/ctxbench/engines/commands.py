@@ -4,7 +4,7 @@ loopback address and `{port}`, the served name and what ctxbench reads from it (
 
 from __future__ import annotations
 
-from ..config import LlamaCppDeployment, SglangDeployment, VllmDeployment
+from ..config.deployments import LlamaCppDeployment, SglangDeployment, VllmDeployment
 
 # Filled in by the server when it starts (engines/server.py): the port it picked, the key it made.
 PORT = "{port}"

@@ -16,14 +16,10 @@ from typing import Any
 
 import httpx
 
-from ..config import (
-    Deployment,
-    ExternalDeployment,
-    TinyModelShape,
-)
+from ..config.deployments import Deployment, ExternalDeployment, TinyModelShape
+from ..config.param_types import DEFAULT_READ_TIMEOUT_S
+from ..config.redaction import redact_command, redact_env
 from ..errors import EngineNotReady
-from ..param_types import DEFAULT_READ_TIMEOUT_S
-from ..redaction import redact_command, redact_env
 from .chat_template import served_template
 from .kinds import EXTERNAL, LLAMACPP, engine
 from .llamacpp import LlamaServerConfig

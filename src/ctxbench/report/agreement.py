@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import metrics
 from ..checks.catalog import CHECK_NAMES
-from ..counters import engine_counters, reported_text
-from ..ramp_table import attempt_of
+from ..measure import metrics
 from ..records import RequestRecord
 from ..render.tables import markdown_table
-from ..store import RunDir
+from ..store.counters import engine_counters, reported_text
+from ..store.ramp_table import attempt_of
+from ..store.run_dir import RunDir
 
 NAMES = (
     "requests",

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from markupsafe import Markup, escape
 
-from .. import metrics, stats
-from ..check_files import NeedleFile, ThroughputFile
 from ..checks.catalog import CHECKS
+from ..measure import metrics, stats
 from ..results.columns import COLUMN_GROUPS, COLUMNS, REPEATED
 from ..results.evidence import MISSING, Row, collect
-from ..run_files import MANIFEST_FILE
-from ..store import RunDir
+from ..store.check_files import NeedleFile, ThroughputFile
+from ..store.run_dir import RunDir
+from ..store.run_files import MANIFEST_FILE
 from .check_sections import ramp_table_rows
 from .decide import Reading, readings
 from .interactive import figures_json, interactive_figures, plotly_js

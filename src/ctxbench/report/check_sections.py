@@ -6,19 +6,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import decode_stall, metrics
-from ..check_files import Steady, ThroughputFile
 from ..checks.recall_under_load import RecallUnderLoad
-from ..counters import counter_deltas
+from ..measure import decode_stall, metrics
+from ..measure.steady import steady_requests
+from ..measure.telemetry import TELEMETRY_FILE, read_telemetry
 from ..plan import cost_per_million
-from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
 from ..render.run_read import RunRead
 from ..render.tables import BOUNDS_NOTE, fmt, lateness_text, markdown_table, relative, stats_text
 from ..results.cost import price_of
-from ..steady import steady_requests
-from ..store import RunDir
-from ..telemetry import TELEMETRY_FILE, read_telemetry
+from ..store.check_files import Steady, ThroughputFile
+from ..store.counters import counter_deltas
+from ..store.ramp_table import RAMP_TABLE, run_rows
+from ..store.run_dir import RunDir
 from .endpoints_view import endpoints_lines, measured_records
 from .slo_section import search_lines
 

@@ -1,10 +1,10 @@
-"""The run report's section of the engine's own counters over each check (`counters.py`)."""
+"""The run report's section of the engine's own counters over each check (`store/counters.py`)."""
 
 from __future__ import annotations
 
-from ..counters import COUNTER_NAMES, counter_deltas
 from ..render.tables import markdown_table
-from ..store import RunDir
+from ..store.counters import COUNTER_NAMES, counter_deltas
+from ..store.run_dir import RunDir
 
 
 def counters_section(run: RunDir) -> list[str]:

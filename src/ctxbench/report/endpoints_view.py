@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import metrics
-from ..check_files import Level, ThroughputFile
+from ..measure import metrics
 from ..records import RequestRecord
 from ..render.tables import fmt, markdown_table, percentile_text
 from ..results.evidence import Row
-from ..store import RunDir
+from ..store.check_files import Level, ThroughputFile
+from ..store.run_dir import RunDir
 from .figure_layout import plot_figure
 
 RULES = "mlcommons/endpoints_policies endpoints_rules.md (v1.0 draft, 2026-05-05, commit 00135a0)"

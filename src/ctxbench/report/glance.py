@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..check_files import NeedleFile, NeedleTrial
 from ..checks.catalog import CHECKS
 from ..records import RequestRecord, requests_line
 from ..render.cell import FAIL, MEASURED, NO_VERDICT, NOISE, PASS, UNSCORED, Glance
@@ -21,7 +20,8 @@ from ..render.tables import cell as table_cell
 from ..results.columns import EVIDENCE_COLUMNS
 from ..results.evidence import Cell, Row, evidence_row
 from ..results.retrieval import task_results
-from ..store import RunDir
+from ..store.check_files import NeedleFile, NeedleTrial
+from ..store.run_dir import RunDir
 from .check_sections import ramp_table_rows
 
 SHOWN = 3  # misses named before "and N more"

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..check_files import NeedleFile, ThroughputFile
+from ..measure.telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, by_instant, gpu_series, read_telemetry
 from ..results.evidence import Row
-from ..run_files import MANIFEST_FILE
-from ..store import RunDir
-from ..telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, by_instant, gpu_series, read_telemetry
+from ..store.check_files import NeedleFile, ThroughputFile
+from ..store.run_dir import RunDir
+from ..store.run_files import MANIFEST_FILE
 from .check_sections import ramp_table_rows
 from .endpoints_view import pareto_figure
 from .figure_layout import AXIS, LAYOUT, TITLE, legend_below, plot_figure, spread, ticks, tokens

@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..check_files import NeedleFile, NeedleTrial
 from ..checks.needle import CONTROL_FAILED
-from ..counters import reported_text
+from ..measure.stats import wilson
 from ..render.run_read import RunRead
 from ..render.tables import fmt, markdown_table, relative
-from ..run_files import NIAH_LOG
-from ..stats import wilson
+from ..store.check_files import NeedleFile, NeedleTrial
+from ..store.counters import reported_text
+from ..store.run_files import NIAH_LOG
 
 CURVE_FILE = "recall-by-depth"
 MULTI_DEPTH = (

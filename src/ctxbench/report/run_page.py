@@ -8,7 +8,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from ..store import RunDir
+from ..store.run_dir import RunDir
 from .run_report import run_report
 
 STYLE = """

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .. import decode_stall, metrics
-from ..check_files import (
-    NeedleFile,
-    ThroughputFile,
-)
 from ..checks.catalog import CHECKS
 from ..checks.recall_under_load import RecallUnderLoad
+from ..measure import decode_stall, metrics
+from ..measure.slo_search import search_text
+from ..measure.telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
 from ..records import RequestRecord, requests_line
 from ..render.run_read import RunRead
 from ..render.tables import (
@@ -22,9 +20,8 @@ from ..render.tables import (
     request_row,
     ttft_split_note,
 )
-from ..slo_search import search_text
-from ..store import RunDir
-from ..telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
+from ..store.check_files import NeedleFile, ThroughputFile
+from ..store.run_dir import RunDir
 from .agreement import agreement_section
 from .check_sections import ramp_table_rows
 from .counters import counters_section

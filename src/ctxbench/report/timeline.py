@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..measure.telemetry import GpuSample, GpuSeries, by_instant, gpu_series
 from ..records import RequestRecord
-from ..telemetry import GpuSample, GpuSeries, by_instant, gpu_series
 
 NS = 1e9
 PREFILL_COLOUR = "#d95f02"

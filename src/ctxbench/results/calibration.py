@@ -22,12 +22,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import metrics
 from ..errors import CalibrationError
+from ..measure import metrics
+from ..measure.telemetry import TELEMETRY_FILE, read_telemetry
 from ..plan import DenseShape, predicted_prefill_s
 from ..records import RequestRecord
-from ..store import RunDir
-from ..telemetry import TELEMETRY_FILE, read_telemetry
+from ..store.run_dir import RunDir
 
 # llama.cpp: "llama_kv_cache:      CUDA0 KV buffer size =  8200.00 MiB" (one line per device buffer)
 _KV_BUFFER = re.compile(r"KV buffer size\s*=\s*([0-9.]+)\s*MiB")

@@ -35,10 +35,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .. import __version__, metrics
+from .. import __version__
+from ..measure import metrics
 from ..records import RequestRecord
-from ..run_files import MANIFEST_FILE, Manifest
-from ..store import RunDir
+from ..store.run_dir import RunDir
+from ..store.run_files import MANIFEST_FILE, Manifest
 from .llmd_report import stages
 
 UPSTREAM = {

@@ -14,18 +14,18 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
-from .. import decode_stall, metrics
-from ..check_files import NeedleFile
 from ..checks.base import Judgement
 from ..checks.catalog import CHECKS
 from ..checks.needle import CONTROL_FAILED
 from ..engines.chat_template import template_warnings
+from ..measure import decode_stall, metrics
 from ..plan import cost_per_million
-from ..ramp_table import RAMP_TABLE, run_rows
 from ..records import RequestRecord
 from ..render.cell import MISSING, Cell, clause
-from ..run_files import MANIFEST_FILE, NIAH_LOG
-from ..store import RunDir
+from ..store.check_files import NeedleFile
+from ..store.ramp_table import RAMP_TABLE, run_rows
+from ..store.run_dir import RunDir
+from ..store.run_files import MANIFEST_FILE, NIAH_LOG
 from .cost import price_of
 from .load_cells import ask_cell, open_loop_cell, slo_cell, throughput_cells
 from .retrieval import TaskResult, task_results

@@ -8,8 +8,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .. import metrics
 from ..checks.catalog import CHECKS_BY_NAME
+from ..measure import metrics
 from ..records import RequestRecord
 from .llmd_schema import Statistics
 

@@ -25,14 +25,15 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, metrics
+from .. import __version__
 from ..checks.base import StageLoad
 from ..checks.catalog import CHECKS_BY_NAME
 from ..engines.kinds import find_engine
+from ..measure import metrics
+from ..measure.telemetry import TELEMETRY_FILE, read_telemetry
 from ..records import RequestRecord
-from ..run_files import MANIFEST_FILE, Manifest
-from ..store import RunDir
-from ..telemetry import TELEMETRY_FILE, read_telemetry
+from ..store.run_dir import RunDir
+from ..store.run_files import MANIFEST_FILE, Manifest
 from .llmd_figures import aggregate, peak_in_flight, sessions
 from .llmd_schema import (
     REPORTS,

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..check_files import ThroughputFile
 from ..checks.recall_under_load import RecallUnderLoad
+from ..measure.slo_search import search_text
 from ..plan import cost_per_million
 from ..render.cell import Cell
 from ..render.tables import p99_bound_text
-from ..slo_search import search_text
-from ..store import RunDir
+from ..store.check_files import ThroughputFile
+from ..store.run_dir import RunDir
 
 
 def throughput_cells(results: Path, run: RunDir, gpus: int, price_per_gpu_hour: float) -> dict[str, Cell]:

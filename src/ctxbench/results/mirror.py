@@ -2,7 +2,7 @@
 
 A deployment that runs as a Ray task on some node writes its run directory on that node's disk, as it would
 at home; `Tail` sends what changed to the driver's `Mirror` (a Ray actor on the driver's node; both classes
-here are plain, `distributed.py` makes the actor). Files that only grow (records, units, telemetry, logs) go
+here are plain, distributed.py makes the actor). Files that only grow (records, units, telemetry, logs) go
 as the bytes past what was sent, at their offset (a repeated send writes the same bytes again); any other
 file goes whole when its size or time changes, written atomically. `units.jsonl` goes last (as long as it
 was when the flush began, so a unit finished meanwhile waits for its files), and again the moment a unit is

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..check_files import Control, NeedleFile
-from ..stats import wilson
+from ..measure.stats import wilson
+from ..store.check_files import Control, NeedleFile
 
 
 @dataclass(frozen=True)

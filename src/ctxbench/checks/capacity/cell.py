@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ...render.cell import FAIL, NOT_CONCLUDED, PASS, Cell, Glance, clause
 from ...render.column import CLAIMS_1_2, Column
-from ...store import RunDir
+from ...store.run_dir import RunDir
 from ..base import Judgement
 from .file import CapacityFile
 

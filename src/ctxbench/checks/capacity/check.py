@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ... import metrics
-from ...chat_client import ChatClient
+from ...client.chat import ChatClient
 from ...engines.limits import ContextLimit
+from ...measure import metrics
 from ...records import CacheIntent, RequestRecord
 from ...render.cell import Cell, Glance
 from ...render.run_read import RunRead
-from ...store import RunDir
+from ...store.run_dir import RunDir
 from ...text.haystack import UnitPool, build_haystack, lead_tokens, request_seed
 from ..base import Check, Judgement, RunContext
 from .cell import CAPACITY_COLUMNS, capacity_cells, glance_lines, judgement_of

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ...check_files import CheckFile
+from ...store.check_files import CheckFile
 
 
 class CapacityFile(CheckFile):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ...param_types import MAX_TOKENS_PER_PROMPT, Strict
+from ...config.param_types import MAX_TOKENS_PER_PROMPT, Strict
 
 
 class CapacityParams(Strict):

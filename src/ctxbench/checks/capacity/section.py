@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...render.run_read import RunRead
 from ...render.tables import fmt, relative
-from ...store import RunDir
+from ...store.run_dir import RunDir
 from .file import CapacityFile
 
 

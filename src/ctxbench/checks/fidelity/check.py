@@ -25,13 +25,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from ... import metrics
-from ...chat_client import ChatClient
-from ...fidelity import compare, smallest_margin
+from ...client.chat import ChatClient
+from ...measure import metrics
+from ...measure.fidelity import compare, smallest_margin
 from ...records import CACHE_SLACK_TOKENS, CacheIntent, RequestRecord
 from ...render.cell import Cell
 from ...render.run_read import RunRead
-from ...store import RunDir
+from ...store.run_dir import RunDir
 from ...text.haystack import UnitPool, build_haystack, lead_tokens, request_seed
 from ..base import Check, Judgement, RunContext
 from .cell import FIDELITY_COLUMNS, fidelity_cells, judgement_of

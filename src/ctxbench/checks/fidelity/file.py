@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ...check_files import CheckFile, _Open
-from ...fidelity import HOLDS
+from ...measure.fidelity import HOLDS
+from ...store.check_files import CheckFile, _Open
 
 
 class FidelityPathResult(_Open):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ...param_types import Strict, Tokens
+from ...config.param_types import Strict, Tokens
 
 FidelityPath = Literal["warm", "partial", "restored", "load"]
 

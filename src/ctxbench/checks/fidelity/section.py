@@ -9,7 +9,7 @@ from pathlib import Path
 from ...records import RequestRecord
 from ...render.run_read import RunRead
 from ...render.tables import fmt, markdown_table, relative
-from ...store import RunDir
+from ...store.run_dir import RunDir
 from .file import FidelityFile
 
 

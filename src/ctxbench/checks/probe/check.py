@@ -11,10 +11,10 @@ import asyncio
 from collections.abc import Callable, Sequence
 from time import perf_counter_ns
 
-from ...chat_client import ChatClient
+from ...client.chat import ChatClient
 from ...records import CacheIntent, RequestRecord
 from ...render.run_read import RunRead
-from ...store import RunDir
+from ...store.run_dir import RunDir
 from ...text.corpus import ProseGenerator
 from ..base import Check, RunContext
 from .params import ProbeParams

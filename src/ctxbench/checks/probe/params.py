@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ...param_types import Strict
+from ...config.param_types import Strict
 
 
 class ProbeParams(Strict):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ...render.cell import Cell
 from ...render.column import QUALITY, Column
-from ...store import RunDir
+from ...store.run_dir import RunDir
 from .file import QUALITY_FILE, run_summaries
 
 QUALITY_COLUMNS: tuple[Column, ...] = (

@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ...chat_client import ChatClient
+from ...client.chat import ChatClient
 from ...records import CacheIntent, RequestRecord
 from ...render.cell import Cell
 from ...render.run_read import RunRead
-from ...store import RunDir
+from ...store.run_dir import RunDir
 from ..base import Check, LocalFile, RunContext
 from .cell import QUALITY_COLUMNS, quality_cells
 from .data import Problem, flexible_answer, load_problems, prompt_text, split, strict_answer

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ... import stats
+from ...measure import stats
 
 QUALITY_FILE = Path("quality") / "quality.jsonl"  # under the results directory
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ...param_types import Strict
+from ...config.param_types import Strict
 
 
 class QualityParams(Strict):

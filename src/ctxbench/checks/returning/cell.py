@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...counters import engine_hits
 from ...render.cell import Cell
 from ...render.column import TRAFFIC, Column, Guide
-from ...store import RunDir
+from ...store.counters import engine_hits
+from ...store.run_dir import RunDir
 from .file import ReturningFile
 
 RETURNING_COLUMNS: tuple[Column, ...] = (

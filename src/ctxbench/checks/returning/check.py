@@ -16,12 +16,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
-from ... import metrics
-from ...chat_client import ChatClient
+from ...client.chat import ChatClient
+from ...measure import metrics
 from ...records import CacheIntent, RequestRecord
 from ...render.cell import Cell
 from ...render.run_read import RunRead
-from ...store import RunDir
+from ...store.run_dir import RunDir
 from ...text.haystack import UnitPool, build_haystack, lead_tokens, request_seed, turn_overhead_tokens
 from ..base import Check, RunContext
 from .cell import RETURNING_COLUMNS, returning_cells

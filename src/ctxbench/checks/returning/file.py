@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from ...check_files import CheckFile, _Open
+from ...store.check_files import CheckFile, _Open
 
 Verdict = Literal["cached", "partly cached", "recomputed", "not reported", "failed"]
 

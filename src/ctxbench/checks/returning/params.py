@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ...param_types import Strict, Tokens
+from ...config.param_types import Strict, Tokens
 
 
 class ReturningParams(Strict):

@@ -8,8 +8,8 @@ from ...engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
 from ...errors import CalibrationError
 from ...render.run_read import RunRead
 from ...render.tables import fmt, markdown_table, recorded_text, relative
-from ...run_files import Manifest
-from ...store import RunDir
+from ...store.run_dir import RunDir
+from ...store.run_files import Manifest
 from .file import ReturningFile
 from .forecast import ReturnForecast, returning_forecast
 

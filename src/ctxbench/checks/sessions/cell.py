@@ -7,13 +7,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ...counters import engine_hits
 from ...engines.kinds import find_engine
 from ...engines.llamacpp import KV_BYTES_PER_VALUE, cache_settings
 from ...errors import CalibrationError
 from ...render.cell import Cell
 from ...render.column import TRAFFIC, Column, Guide
-from ...store import RunDir
+from ...store.counters import engine_hits
+from ...store.run_dir import RunDir
 from .file import SessionsFile
 from .forecast import SessionsForecast, pool_sessions_forecast, sessions_forecast
 

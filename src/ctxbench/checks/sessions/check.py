@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import metrics
+from ...measure import metrics
 from ...records import CacheIntent, RequestRecord
 from ...render.cell import Cell
 from ...render.run_read import RunRead
-from ...store import RunDir
+from ...store.run_dir import RunDir
 from ...text.haystack import (
     SEPARATOR,
     build_haystack,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ...check_files import CheckFile, _Open
-from ...stats import percentile
+from ...measure.stats import percentile
+from ...store.check_files import CheckFile, _Open
 from .params import SessionsParams
 
 HELD_SHARE = 0.9  # a returning turn that found this share of its previous context cached was kept

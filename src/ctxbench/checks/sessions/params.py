@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from ...param_types import Strict, Tokens
+from ...config.param_types import Strict, Tokens
 
 GapShape = Literal["fixed", "exponential"]
 

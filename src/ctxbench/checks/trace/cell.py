@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...counters import engine_hits
 from ...render.cell import Cell
 from ...render.column import TRAFFIC, Column, Guide
 from ...render.tables import p99_bound_text
-from ...store import RunDir
+from ...store.counters import engine_hits
+from ...store.run_dir import RunDir
 from .file import TraceFile
 
 TRACE_COLUMNS: tuple[Column, ...] = (

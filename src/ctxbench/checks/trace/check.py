@@ -19,14 +19,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import metrics
-from ...arrivals import lag_growth, lateness_s
-from ...chat_client import ChatClient
+from ...client.chat import ChatClient
 from ...errors import CtxbenchError, UsageError
+from ...measure import metrics
+from ...measure.arrivals import lag_growth, lateness_s
 from ...records import CacheIntent, RequestRecord
 from ...render.cell import Cell
 from ...render.run_read import RunRead
-from ...store import RunDir
+from ...store.run_dir import RunDir
 from ...text.blocks import LEAD, BlockPrompts
 from ...text.haystack import UnitPool, lead_tokens, request_seed
 from ..base import Check, LocalFile, RunContext, StageLoad

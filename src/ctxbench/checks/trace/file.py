@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ...check_files import CheckFile, Stats
+from ...store.check_files import CheckFile, Stats
 
 
 class TraceFile(CheckFile):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ...param_types import Strict
+from ...config.param_types import Strict
 
 
 class TraceParams(Strict):

@@ -3,11 +3,11 @@ shared blocks imply against those the server reported) and its console line."""
 
 from __future__ import annotations
 
-from ... import metrics
-from ...counters import reported_text
+from ...measure import metrics
 from ...render.run_read import RunRead
 from ...render.tables import BOUNDS_NOTE, bounded_text, fmt, lateness_text, relative, stats_text
-from ...store import RunDir
+from ...store.counters import reported_text
+from ...store.run_dir import RunDir
 from .file import TraceFile
 
 

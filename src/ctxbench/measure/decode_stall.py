@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
 
+from ..records import RequestRecord
 from .metrics import NS, engine_prompt_s, first_token_ns, implausible, output_tokens
-from .records import RequestRecord
 
 # Where the prefill windows came from: the engine's prompt time for every window that overlapped the decode,
 # the client's send -> first token for every one (an upper bound), or some of each.

@@ -7,26 +7,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..checks.catalog import Checks
+from ..checks.catalog import selected as selected_checks
+from ..checks.needle import NEEDLE
+from ..checks.prompts import QUESTIONS, read_prompts
+from ..checks.ramp import RAMP
+from ..checks.sessions import SESSIONS
+from ..checks.throughput import THROUGHPUT
+from ..checks.trace import TRACE, read_trace
+from ..config.deployments import BUILTIN_MODELS, Deployment, ExternalDeployment, LlamaCppDeployment
+from ..engines.deployment import plan_deployment
+from ..engines.kinds import engine
+from ..errors import CampaignFileError, CtxbenchError, UsageError
+from ..text.blocks import shortest_prompt
+from ..text.tokens import SERVER, load_token_counter
 from .campaign_file import Campaign
-from .checks.catalog import Checks
-from .checks.catalog import selected as selected_checks
-from .checks.needle import NEEDLE
-from .checks.prompts import QUESTIONS, read_prompts
-from .checks.ramp import RAMP
-from .checks.sessions import SESSIONS
-from .checks.throughput import THROUGHPUT
-from .checks.trace import TRACE, read_trace
-from .config import (
-    BUILTIN_MODELS,
-    Deployment,
-    ExternalDeployment,
-    LlamaCppDeployment,
-)
-from .engines.deployment import plan_deployment
-from .engines.kinds import engine
-from .errors import CampaignFileError, CtxbenchError, UsageError
-from .text.blocks import shortest_prompt
-from .text.tokens import SERVER, load_token_counter
 
 
 def counter_source(deployment: Deployment, model: str) -> tuple[Path | str | None, Path | None]:

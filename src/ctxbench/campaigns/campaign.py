@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ..config.deployments import Deployment
+from ..config.redaction import redact_env
+from ..engines.deployment import plan_deployment
+from ..errors import CtxbenchError
+from ..store.run_dir import RunDir, safe_name, write_json_atomic
+from ..text.tokens import TokenCounter, load_token_counter
 from .campaign_file import Campaign
-from .config import Deployment
-from .engines.deployment import plan_deployment
-from .errors import CtxbenchError
 from .preflight import counter_source, preflight
-from .redaction import redact_env
-from .store import RunDir, safe_name, write_json_atomic
 from .suite import run_suite
-from .text.tokens import TokenCounter, load_token_counter
 
 Status = Literal["started", "done", "failed"]
 

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ..records import RequestRecord
 from .metrics import NS, percentile
-from .records import RequestRecord
 
 Arrival = Literal["poisson", "constant"]
 

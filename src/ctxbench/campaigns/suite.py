@@ -15,33 +15,34 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from . import __version__, event_loop
-from .checks.base import RunContext
-from .checks.catalog import Checks, longest_prompt, selected
-from .client import Client, Timeouts
-from .engines.chat_template import TEMPLATE_FILE, compare_with_counter, template_warnings
-from .engines.deployment import DeploymentPlan, Running, merged_samples
-from .engines.kinds import engine
-from .engines.limits import ContextLimit, ContextLimitUnstated, read_context_limit
-from .engines.llamacpp import LlamaServerConfig
-from .engines.models import gguf_shape
-from .engines.prom import common_metrics
-from .engines.server import EngineDied
-from .errors import CtxbenchError
-from .report.run_page import write_run_report
-from .router import Router
-from .run_files import Attempt, EngineEntry, Failure, Manifest
-from .store import RunDir, git_revision, new_run_id
-from .telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, GpuSampler
-from .text.haystack import pool_for
-from .text.tokens import (
+from .. import __version__
+from ..checks.base import RunContext
+from ..checks.catalog import Checks, longest_prompt, selected
+from ..client import event_loop
+from ..client.router import Router
+from ..client.stream import Client, Timeouts
+from ..client.wire import arrival_clock
+from ..engines.chat_template import TEMPLATE_FILE, compare_with_counter, template_warnings
+from ..engines.deployment import DeploymentPlan, Running, merged_samples
+from ..engines.kinds import engine
+from ..engines.limits import ContextLimit, ContextLimitUnstated, read_context_limit
+from ..engines.llamacpp import LlamaServerConfig
+from ..engines.models import gguf_shape
+from ..engines.prom import common_metrics
+from ..engines.server import EngineDied
+from ..errors import CtxbenchError
+from ..measure.telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, GpuSampler
+from ..report.run_page import write_run_report
+from ..store.run_dir import RunDir, git_revision, new_run_id
+from ..store.run_files import Attempt, EngineEntry, Failure, Manifest
+from ..text.haystack import pool_for
+from ..text.tokens import (
     NotCounting,
     ServerTokenCounter,
     TemplatedCounter,
     TokenCounter,
     require_content_counted,
 )
-from .wire import arrival_clock
 
 
 def _context_limit(plan: DeploymentPlan, running: Running, checks: Checks) -> ContextLimit | None:

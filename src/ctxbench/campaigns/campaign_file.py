@@ -1,7 +1,8 @@
 """A campaign file: its model (`Campaign`, whose `[checks.*]` tables are derived from the checks and whose
-deployments are config.py's) and its reading: TOML, validated, every error naming the file, the line and the
-key, and (for a run) the local paths it names checked before anything starts: the model exists, llama.cpp's
-is a GGUF file, the binary exists, and so does each file a check reads (`Check.local_files`)."""
+deployments are config/deployments.py's) and its reading: TOML, validated, every error naming the file, the
+line and the key, and (for a run) the local paths it names checked before anything starts: the model
+exists, llama.cpp's is a GGUF file, the binary exists, and so does each file a check reads
+(`Check.local_files`)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
-from .checks.catalog import CHECK_NAMES, Checks, selected
-from .checks.throughput import THROUGHPUT
-from .config import (
+from ..checks.catalog import CHECK_NAMES, Checks, selected
+from ..checks.throughput import THROUGHPUT
+from ..config.deployments import (
     BUILTIN_MODELS,
     ENGINE_TAGS,
     CampaignSettings,
@@ -26,9 +27,9 @@ from .config import (
     LlamaCppDeployment,
     _Deployment,
 )
-from .errors import CampaignFileError, validation_message
-from .param_types import Strict
-from .text.gguf_vocab import not_gguf
+from ..config.param_types import Strict
+from ..errors import CampaignFileError, validation_message
+from ..text.gguf_vocab import not_gguf
 
 
 class Campaign(Strict):

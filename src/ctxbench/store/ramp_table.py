@@ -13,9 +13,9 @@ import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from . import decode_stall, metrics
-from .records import RequestRecord
-from .text.tasks import question_from_labels
+from ..measure import decode_stall, metrics
+from ..records import RequestRecord
+from ..text.tasks import question_from_labels
 
 RAMP_TABLE = "ramp1m.csv"
 RAMP_COLUMNS = (

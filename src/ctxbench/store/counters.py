@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .engines.prom import common_metrics, printed_digits, rounding_error
-from .store import RunDir
+from ..engines.prom import common_metrics, printed_digits, rounding_error
+from .run_dir import RunDir
 
 COUNTER_NAMES = (
     "prompt_tokens",

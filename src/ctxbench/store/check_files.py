@@ -16,7 +16,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from .store import write_json_atomic
+from .run_dir import write_json_atomic
 
 F = TypeVar("F", bound="CheckFile")
 

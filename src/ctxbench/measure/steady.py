@@ -23,8 +23,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..records import RequestRecord
 from .metrics import NS, Distribution, output_tokens, tpot_s, ttft_s
-from .records import RequestRecord
 
 TOLERANCE = 0.1
 PLATEAU_SHARE = 0.1  # of the level's window a count must be held to be its plateau

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .records import TokenLogprob
+from ..records import TokenLogprob
 
 Verdict = Literal[
     "bitwise identical",

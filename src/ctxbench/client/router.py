@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .client import Client, Message
-from .records import RequestRecord
+from ..records import RequestRecord
+from .stream import Client, Message
 
 
 class Router:

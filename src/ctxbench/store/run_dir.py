@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .records import RequestRecord
+from ..records import RequestRecord
 from .run_files import MANIFEST_FILE, Manifest
 
 MANIFEST_VERSION = 1
@@ -108,7 +108,7 @@ def git_revision(package: Path | None = None) -> str | None:
     folder would climb to any enclosing repository, and a copy of the source inside another project (or an
     installed wheel) would record that project's commit. A tracked file changed since that commit adds
     `-dirty` (as `git describe --dirty` does): the code that ran was not the commit's."""
-    root = (package or Path(__file__).resolve().parent).parent.parent
+    root = (package or Path(__file__).resolve().parents[1]).parent.parent
     if not (root / ".git").exists():
         return None
     try:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .errors import CtxbenchError
+from ..errors import CtxbenchError
 
 
 def cache_root() -> Path:

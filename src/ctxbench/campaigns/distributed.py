@@ -27,6 +27,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ..config.deployments import Deployment, ExternalDeployment, LlamaCppDeployment
+from ..errors import CtxbenchError, ServerUnreachable
+from ..results.mirror import Mirror, Tail
+from ..store.run_dir import write_json_atomic
 from .campaign import (
     Outcome,
     Work,
@@ -39,10 +43,6 @@ from .campaign import (
 )
 from .campaign import state_path as campaign_state_path
 from .campaign_file import Campaign
-from .config import Deployment, ExternalDeployment, LlamaCppDeployment
-from .errors import CtxbenchError, ServerUnreachable
-from .results.mirror import Mirror, Tail
-from .store import write_json_atomic
 
 TAIL_INTERVAL_S = 1.0
 # How long joining the cluster may take before we say so: Ray itself retries an address that accepts
@@ -340,7 +340,7 @@ def deployment_task(
     send("placed", (state_key(name, repeat), ray.get_runtime_context().get_node_id()))
 
     if isinstance(deployment, LlamaCppDeployment) and deployment.binary is None:
-        from .engines.build import LlamaCppBuild, build_llamacpp
+        from ..engines.build import LlamaCppBuild, build_llamacpp
 
         try:
             build_llamacpp(LlamaCppBuild(variant=deployment.build))  # found in this node's cache, else built

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .records import RequestError, Usage
+from ..records import RequestError, Usage
 
 
 def _number(value: object) -> bool:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..engines.build import LlamaCppBuild
+from ..engines.models import demo_model_path
+from ..errors import EngineNotReady
 from .campaign_file import Campaign, load_campaign
-from .engines.build import LlamaCppBuild
-from .engines.models import demo_model_path
-from .errors import EngineNotReady
 
-DEMO_CAMPAIGN = Path(__file__).parent / "campaigns" / "demo.toml"
+DEMO_CAMPAIGN = Path(__file__).parent / "demo.toml"
 
 
 def demo_campaign() -> Campaign:

@@ -18,11 +18,11 @@ from typing import Any, Literal, TypedDict, Unpack
 import httpx
 from pydantic import TypeAdapter
 
+from ..config.param_types import DEFAULT_READ_TIMEOUT_S
+from ..records import PLANNED_LABEL, CacheIntent, Chunk, RequestError, RequestRecord, TokenLogprob, Usage
 from . import answers
 from .answers import closing_event, http_error, not_a_stream, token_of, unplanned_prompt, usage_of
 from .gc_pause import NO_FULL_COLLECTIONS
-from .param_types import DEFAULT_READ_TIMEOUT_S
-from .records import PLANNED_LABEL, CacheIntent, Chunk, RequestError, RequestRecord, TokenLogprob, Usage
 from .request_json import RequestJson
 from .sse import SseDecoder
 from .transport import HEAD_NS, STAMPED, LeanTransport, StampedBody

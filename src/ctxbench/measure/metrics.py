@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
 
-from .records import RequestRecord
+from ..records import RequestRecord
 from .stats import Distribution as Distribution  # re-exported: where the metrics are summarised
 from .stats import percentile as percentile
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import CalibrationError
-from .plan import DenseShape
+from ..errors import CalibrationError
+from ..plan import DenseShape
 
 MANIFEST_FILE = "manifest.json"
 NIAH_LOG = "niah.log"

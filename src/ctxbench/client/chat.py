@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, Unpack
 
-from .client import Message, SendOptions
-from .records import RequestRecord
+from ..records import RequestRecord
+from .stream import Message, SendOptions
 
 
 class ChatClient(Protocol):

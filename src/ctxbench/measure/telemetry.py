@@ -20,9 +20,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+from ..errors import TelemetryFormatError
+from ..records import RequestRecord
 from . import metrics
-from .errors import TelemetryFormatError
-from .records import RequestRecord
 
 TELEMETRY_FILE = "telemetry.jsonl"
 TELEMETRY_FORMAT = "ctxbench.gpu-telemetry"

@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from ..text.tasks import RAMP_TASKS, TASKS, TaskName, curve_count, curve_depths, listed_tasks, task_named
 from .param_types import MAX_TOKENS_PER_PROMPT, Strict, Tokens, token_count
-from .text.tasks import RAMP_TASKS, TASKS, TaskName, curve_count, curve_depths, listed_tasks, task_named
 
 
 class NeedleParams(Strict):

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from .load_params import SloParams, ThroughputParams
+from ..config.load_params import SloParams, ThroughputParams
 from .stats import samples_for_upper
 
 Limit = Literal["ttft_p99_s", "tpot_p99_s", "goodput_fraction", "failed", "saturated", "no_answer"]
