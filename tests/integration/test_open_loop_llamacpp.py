@@ -63,14 +63,17 @@ saturation_lag_growth = 0.5
     report = run_report(run)
     assert "### Open loop: requests at a rate" in report and "SATURATED" in report and "kept up" in report
     (row,) = collect(tmp_path / "results")
-    assert row.open_loop.text.startswith("kept up with 2 req/s") and "saturated at 1000" in row.open_loop.text
+    assert (
+        row.cell("open_loop").text.startswith("kept up with 2 req/s")
+        and "saturated at 1000" in row.cell("open_loop").text
+    )
     # the p99 beside its 95% upper end, or why there is none (8 requests cannot bound a p99)
-    assert "too few to bound (8 of 368)" in row.open_loop.text
+    assert "too few to bound (8 of 368)" in row.cell("open_loop").text
     summary = "\n".join(claims_summary(run))
     assert "open loop: 2 req/s kept up" in summary and "1000 req/s SATURATED" in summary
     assert "2000 req/s not offered" in summary
     (guide,) = [g for g in readings([row]) if g.question.startswith("Most requests a second")]
-    assert guide.answer == f"tiny: {row.open_loop.text}"
+    assert guide.answer == f"tiny: {row.cell('open_loop').text}"
 
 
 async def test_a_client_whose_loop_stalled_is_reported_behind(

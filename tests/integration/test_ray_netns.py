@@ -23,11 +23,11 @@ from netns import Host, Network
 
 from ctxbench.campaigns.campaign import run_campaign
 from ctxbench.campaigns.campaign_file import load_campaign
+from ctxbench.checks.throughput.file import ThroughputFile
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
 from ctxbench.measure import metrics
-from ctxbench.store.check_files import ThroughputFile
 from ctxbench.store.run_dir import RunDir
 
 from .test_campaign_llamacpp import campaign_file

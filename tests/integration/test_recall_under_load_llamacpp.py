@@ -61,4 +61,4 @@ def test_questions_are_asked_alone_then_inside_the_load_and_scored_from_their_an
     assert "### Recall under load" in run_report(run)
     assert any(line.startswith("recall under load: ") for line in claims_summary(run))
     (row,) = collect(tmp_path / "results")
-    assert row.ask.text.startswith("recall ") and "under 2 users' load" in row.ask.text
+    assert row.cell("ask").text.startswith("recall ") and "under 2 users' load" in row.cell("ask").text

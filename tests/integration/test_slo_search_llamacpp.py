@@ -66,7 +66,9 @@ def test_the_search_finds_the_slots_a_ttft_limit_allows(tmp_path: Path, tiny: Ti
     assert "### The highest level within the SLO" in report and "**2 users**, met in 2 of 2 runs" in report
     (row,) = collect(tmp_path / "search" / "results")
     assert not [r for r in row.reasons if "cache audit" in r], row.reasons  # fresh prompts: no cache hits
-    assert row.slo.value == 2 and row.slo.text.startswith(f"2 users within TTFT p99 <= {limit:g} s")
+    assert row.cell("slo").value == 2 and row.cell("slo").text.startswith(
+        f"2 users within TTFT p99 <= {limit:g} s"
+    )
     # Run again: every probe is done, nothing is sent, and the search reads the same.
     before = len(records)
     (again,) = run_campaign_file(path)
@@ -88,10 +90,10 @@ def test_by_default_a_p99_limit_needs_the_requests_to_bound_it(tmp_path: Path, t
     assert data["levels"]["1"]["ttft_s"]["p99"] < 600 and data["levels"]["1"]["ttft_s"]["p99_ci"][1] is None
     assert found["met"] is None and [p["level"] for p in found["probes"]] == [1]
     (row,) = collect(tmp_path / "bounded" / "results")
-    assert row.slo.text.startswith(
+    assert row.cell("slo").text.startswith(
         "none met TTFT p99 <= 600 s (each p99 by its 95% upper bound) (from 1 users: TTFT p99: 4 request(s) "
         "give no 95% upper bound (368 needed))"
-    ), row.slo.text
+    ), row.cell("slo").text
 
 
 def test_a_search_over_levels_already_measured_reads_them_back_and_sends_no_request_twice(

@@ -118,7 +118,9 @@ random_weights = true
     assert "steady output tok/s (cut)" in report and f"{steady['output_tokens_per_s']:.1f} (" in report
     (row,) = collect(tmp_path / "results")
     # The evidence cell is the best level, whichever it was on this host.
-    assert row.throughput.value == pytest.approx(max(one["output_tokens_per_s"], four["output_tokens_per_s"]))
+    assert row.cell("throughput").value == pytest.approx(
+        max(one["output_tokens_per_s"], four["output_tokens_per_s"])
+    )
 
 
 def test_speculative_decoding_acceptance_is_read_from_the_engines_counters(
@@ -267,8 +269,9 @@ async def test_a_client_process_that_cannot_start_fails_the_level_with_a_message
 ) -> None:
     # The worker gets settings it cannot make a client from: it exits before saying ready, and the parent
     # says so instead of waiting for it.
-    from ctxbench.checks import closed_loop, throughput
     from ctxbench.checks import prompts as prompt_makers
+    from ctxbench.checks.throughput import check as throughput
+    from ctxbench.checks.throughput import closed_loop
     from ctxbench.client.stream import Client
     from ctxbench.errors import CtxbenchError
     from ctxbench.text.haystack import UnitPool

@@ -129,7 +129,7 @@ def test_the_many_users_schema_takes_rates_and_counts_their_requests() -> None:
 
 
 def test_rates_of_capacity_scale_the_best_closed_loop_level_and_need_what_makes_them_known() -> None:
-    from ctxbench.checks.throughput import offered_rates
+    from ctxbench.checks.throughput.check import offered_rates
 
     params = ThroughputParams(levels=[1, 2], rates_of_capacity=[4, 0.25], requests_per_rate=6)
     summary = {"levels": {"1": {"requests_per_s": 0.6}, "2": {"requests_per_s": 1.18}}}

@@ -19,7 +19,7 @@ ROOT = Path(ctxbench.__file__).parent
 
 def test_every_check_has_its_section_from_one_place() -> None:
     own = {c.name for c in CHECKS if c.own_report}
-    assert own >= {"returning", "sessions", "fidelity", "trace", "probe", "quality", "capacity"}
+    assert own >= {"returning", "sessions", "fidelity", "trace", "probe", "quality", "capacity", "throughput"}
     assert set(SECTIONS) == {c.name for c in CHECKS} - own  # not both, not neither
     assert list(CHECK_SECTIONS) == [c.name for c in CHECKS]
     for check in CHECKS:
@@ -46,6 +46,12 @@ PARTS = {
     "quality": (
         r"checks\.quality\.|quality_cells?\b|QualitySummary|run_summaries|QUALITY_COLUMNS|QUALITY_FILE"
     ),
+    # the preflight reads a campaign's many-users prompts through the shared prompts module, not the folder
+    "throughput": (
+        r"checks\.throughput\.|throughput_(cells|section|comparison)\b|ThroughputFile|THROUGHPUT_COLUMNS|"
+        r"closed_loop|recall_under_load|RecallUnderLoad|endpoints_(lines|points)|pareto_figure|search_lines|"
+        r"open_loop_cell|slo_cell|ask_cell|many_users_figures"
+    ),
     "sessions": (
         r"checks\.sessions\.|sessions_(cells|section|file|forecast)\b|session_trace|Sessions(File|Params|Forecast)|"
         r"SESSIONS_COLUMNS"
@@ -71,13 +77,19 @@ def test_every_check_with_a_folder_is_held_here() -> None:
     assert {c.name for c in CHECKS if c.own_report} == set(PARTS)
 
 
+# Many users' parameters stay below the checks (config/load_params.py): the shared prompts and open loop (the
+# trace replay sends through it too) and the SLO search's rule (measure/slo_search.py) take them.
+SHARED_PARAMS = {"throughput": "ctxbench.config.load_params"}
+
+
 def test_a_folder_holds_its_parameters_and_the_campaign_file_takes_its_table_from_the_check() -> None:
     from ctxbench.campaigns.campaign_file import Campaign
     from ctxbench.checks.catalog import Checks
 
     for check in CHECKS:
         if check.own_report:
-            assert check.params_type.__module__ == f"ctxbench.checks.{check.name}.params", check.name
+            home = SHARED_PARAMS.get(check.name, f"ctxbench.checks.{check.name}.params")
+            assert check.params_type.__module__ == home, check.name
         assert Campaign.model_fields["checks"].annotation is Checks
         assert Checks.model_fields[check.name].annotation == check.params_type | None, check.name
 

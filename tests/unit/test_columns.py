@@ -8,11 +8,11 @@ import string
 from pathlib import Path
 
 from ctxbench.checks.catalog import CHECKS
+from ctxbench.checks.throughput.cell import open_loop_cell
 from ctxbench.render.cell import MISSING, Cell
 from ctxbench.report.decide import Reading, _complete, readings
 from ctxbench.results.columns import COLUMN_GROUPS, COLUMNS, EVIDENCE_COLUMNS, REPEATED
 from ctxbench.results.evidence import Row
-from ctxbench.results.load_cells import open_loop_cell
 from ctxbench.store.run_dir import RunDir
 
 
@@ -67,8 +67,10 @@ def _served(name: str, tok_s: float, cost: float | None) -> Row:
         gpus=1 if cost is not None else 0,
         random_weights=False,
         status="validated",
-        throughput=Cell(f"{tok_s:.0f} output tok/s", "throughput.json", tok_s),
-        throughput_cost=Cell(f"${cost}/M", "throughput.json", cost) if cost is not None else MISSING,
+        own={
+            "throughput": Cell(f"{tok_s:.0f} output tok/s", "throughput.json", tok_s),
+            "throughput_cost": Cell(f"${cost}/M", "throughput.json", cost) if cost is not None else MISSING,
+        },
     )
 
 

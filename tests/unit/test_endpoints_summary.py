@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ctxbench.checks.throughput.file import ThroughputFile
 from ctxbench.results.endpoints_summary import (
     PERCENTILES,
     LoadPattern,
@@ -21,7 +22,6 @@ from ctxbench.results.endpoints_summary import (
     export_endpoints,
     series,
 )
-from ctxbench.store.check_files import ThroughputFile
 
 SHAPE = json.loads((Path(__file__).parents[1] / "fixtures" / "endpoints_upstream_shape.json").read_text())
 RECORDED = Path(__file__).parents[2] / "docs" / "gpu-validation"

@@ -1,5 +1,5 @@
-"""The MLPerf Endpoints view of the many-users check (report/endpoints_view.py): each closed-loop level as a
-Pareto point by the rules' definitions, from the run's own records; the front as MLPerf's step curve."""
+"""The MLPerf Endpoints view of the many-users check (checks/throughput/endpoints.py): each closed-loop level
+as a Pareto point by the rules' definitions, from the run's own records; the front as MLPerf's step curve."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from built_records import request
 
+from ctxbench.checks.throughput.endpoints import EndpointsPoint, endpoints_points, pareto
+from ctxbench.checks.throughput.file import ThroughputFile
 from ctxbench.measure import metrics
 from ctxbench.records import Chunk
-from ctxbench.report.endpoints_view import EndpointsPoint, endpoints_points, pareto
 from ctxbench.report.run_report import run_report
-from ctxbench.store.check_files import ThroughputFile
 from ctxbench.store.run_dir import RunDir
 
 RECORDED = Path(__file__).parents[2] / "docs" / "gpu-validation" / "h200-many-users"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.checks.throughput_ray import bundles, require_cpus
+from ctxbench.checks.throughput.ray import bundles, require_cpus
 from ctxbench.errors import CtxbenchError
 
 NODES = [
@@ -38,7 +38,7 @@ def test_more_actors_than_the_reachable_nodes_have_cpus_are_refused_at_once_nami
 def test_a_vanished_head_during_cleanup_leaves_the_levels_own_outcome_standing() -> None:
     """After the head's host is cut off, every call to the cluster raises: the cleanup swallows it, so the
     error the level is already raising (or its records) come out, not a traceback from the `finally`."""
-    from ctxbench.checks.throughput_ray import release
+    from ctxbench.checks.throughput.ray import release
 
     killed, removed = [], []
 

@@ -23,6 +23,7 @@ from ..errors import UsageError
 from ..records import RequestRecord
 from ..render.cell import Cell, Glance
 from ..render.column import Column
+from ..render.figure_layout import PageRun
 from ..render.run_read import RunRead
 from ..store.run_dir import RunDir
 from ..text.haystack import UnitPool
@@ -188,7 +189,7 @@ class Check(Protocol[P]):
         """Its section of the run report (nothing where the run has none of it)."""
         return []
 
-    def cells(self, results: Path, run: RunDir) -> dict[str, Cell]:
+    def cells(self, results: Path, run: RunDir, price: float) -> dict[str, Cell]:
         """Its evidence cells, by column key (none where the run has none of it)."""
         return {}
 
@@ -199,6 +200,10 @@ class Check(Protocol[P]):
     def glance(self, run: RunDir, cells: Mapping[str, Cell]) -> list[Glance]:
         """Its lines of the run's first screen where it has a written pass condition (a figure for the reader
         to judge is drawn from its column's `glance` instead); `cells` are its evidence cells."""
+        return []
+
+    def figures(self, results: Path, runs: Sequence[PageRun]) -> list[dict[str, Any]]:
+        """Its figures on the evidence page (Plotly figure dicts), over every run the page draws."""
         return []
 
     def comparison(self, results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:

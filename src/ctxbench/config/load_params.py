@@ -78,7 +78,7 @@ class ThroughputParams(Strict):
     search_tolerance: float = Field(0.1, gt=0, le=1)  # rate: stop when broken / met <= 1 + this
     search_repeats: int = Field(1, ge=1, le=20)
     # Recall under load: retrieval questions asked alone, then inside the load at the level the search
-    # found (else the highest of `levels`), scored (checks/recall_under_load.py).
+    # found (else the highest of `levels`), scored (the many-users check's recall under load).
     ask: AskParams | None = None
     ignore_eos: bool = True  # every request writes `output_tokens`, so levels compare like with like
     # The users of a level spread over this many client processes; their records come back to this one, which

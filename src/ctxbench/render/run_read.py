@@ -16,4 +16,4 @@ class RunRead:
     run: RunDir
     records: Sequence[RequestRecord]
     manifest: Manifest
-    price_per_gpu_hour: float | None  # None: the campaign's own price (results.cost.price_of)
+    price_per_gpu_hour: float | None  # None: the campaign's own price (store.cost.price_of)

@@ -15,10 +15,10 @@ from pathlib import Path
 from markupsafe import Markup, escape
 
 from ..checks.catalog import CHECKS
-from ..measure import metrics, stats
+from ..measure import stats
 from ..results.columns import COLUMN_GROUPS, COLUMNS, REPEATED
 from ..results.evidence import MISSING, Row, collect
-from ..store.check_files import NeedleFile, ThroughputFile
+from ..store.check_files import NeedleFile
 from ..store.run_dir import RunDir
 from ..store.run_files import MANIFEST_FILE
 from .check_sections import ramp_table_rows
@@ -134,7 +134,6 @@ def side_by_side(rows: Sequence[Row], results: Path) -> list[Pair]:
             for label, left, right in both
             if (left, right) != ("not run", "not run")
         ]
-        cells += throughput_comparison(results, latest[a].run_id, latest[b].run_id)
         for check in CHECKS:  # the checks whose folder compares two runs of theirs (`Check.comparison`)
             cells += check.comparison(results, latest[a].run_id, latest[b].run_id) if check.own_report else []
         if repeated.get(a, (0, {}))[0] >= 3 and repeated.get(b, (0, {}))[0] >= 3:
@@ -151,46 +150,6 @@ def side_by_side(rows: Sequence[Row], results: Path) -> list[Pair]:
                     )
         pairs.append(Pair(a, b, f"{a} vs {b}" + (f": {question}" if question else ""), tuple(cells)))
     return pairs
-
-
-PER_REQUEST = (
-    ("TTFT s", metrics.ttft_s, 3),
-    ("TPOT s", metrics.tpot_s, 4),
-    ("decode tok/s a user", metrics.decode_rate, 1),
-)
-
-
-def throughput_comparison(results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:
-    """At each concurrency level both runs measured: the median of per-request TTFT, TPOT and decode rate
-    with 95% bootstrap intervals, and whether the difference is established (intervals apart)."""
-    levels = []
-    for run_id in (run_a, run_b):
-        data = ThroughputFile.load(results / "runs" / run_id)
-        levels.append(data.levels if data is not None else {})
-    rows = []
-    for users in sorted(set(levels[0]) & set(levels[1]), key=int):
-        records = []
-        for run_id, level in zip((run_a, run_b), levels, strict=True):
-            wanted = set(level[users].request_ids)
-            records.append(
-                [r for r in RunDir(results / "runs" / run_id).records() if r.request_id in wanted and r.ok]
-            )
-        for label, formula, digits in PER_REQUEST:
-            a, b = (
-                stats.median_interval(
-                    [v for r in side if (v := formula(r)) is not None], seed=f"{users}-{label}"
-                )
-                for side in records
-            )
-            rows.append(
-                (
-                    f"{users} users: {label} (median [95%])",
-                    a.text(digits) if a else "n/a",
-                    b.text(digits) if b else "n/a",
-                    stats.verdict(a, b),
-                )
-            )
-    return rows
 
 
 def markdown(

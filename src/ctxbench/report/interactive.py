@@ -14,14 +14,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..checks.catalog import CHECKS
 from ..measure.telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, by_instant, gpu_series, read_telemetry
+from ..render.figure_layout import (
+    AXIS,
+    LAYOUT,
+    TITLE,
+    PageRun,
+    legend_below,
+    plot_figure,
+    spread,
+    ticks,
+    tokens,
+)
 from ..results.evidence import Row
-from ..store.check_files import NeedleFile, ThroughputFile
+from ..store.check_files import NeedleFile
 from ..store.run_dir import RunDir
 from ..store.run_files import MANIFEST_FILE
 from .check_sections import ramp_table_rows
-from .endpoints_view import pareto_figure
-from .figure_layout import AXIS, LAYOUT, TITLE, legend_below, plot_figure, spread, ticks, tokens
 from .needle_section import curve_points
 from .timeline import gpu_axes, gpu_traces, timeline, timeline_figure
 
@@ -197,82 +207,6 @@ def _decode_figure(rows: Sequence[Row]) -> list[dict[str, Any]]:
     ]
 
 
-def _many_users_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
-    closed: list[dict[str, Any]] = []
-    latency: list[dict[str, Any]] = []
-    rates: list[dict[str, Any]] = []
-    for row in rows:
-        data = ThroughputFile.load(results / "runs" / row.run_id)
-        if data is None:
-            continue
-        levels = data.levels_sorted()
-        if levels:
-            users = [u for u, _ in levels]
-            closed.append(
-                {
-                    "type": "scatter",
-                    "mode": "lines+markers",
-                    "name": row.deployment,
-                    "x": users,
-                    "y": [level.output_tokens_per_s for _, level in levels],
-                }
-            )
-            latency.append(
-                {
-                    "type": "scatter",
-                    "mode": "lines+markers",
-                    "name": row.deployment,
-                    "x": users,
-                    "y": [level.ttft_s.p50 for _, level in levels],
-                    **_interval_bars([(level.ttft_s.p50, level.ttft_s.p50_ci) for _, level in levels]),
-                }
-            )
-        offered = [
-            (rate, line)
-            for rate, line in data.rates_sorted()
-            if line.skipped is None and line.ttft_s.p99 is not None
-        ]
-        if offered:
-            rates.append(
-                {
-                    "type": "scatter",
-                    "name": row.deployment,
-                    "x": [rate for rate, _ in offered],
-                    "y": [line.ttft_s.p99 for _, line in offered],
-                    **_interval_bars([(line.ttft_s.p99, line.ttft_s.p99_ci) for _, line in offered]),
-                    "text": ["saturated" if line.saturated else "kept up" for _, line in offered],
-                    "mode": "lines+markers+text",
-                    "textposition": "top center",
-                    "marker": {
-                        "symbol": ["x" if line.saturated else "circle" for _, line in offered],
-                        "size": [12 if line.saturated else 8 for _, line in offered],
-                    },
-                    "hovertemplate": "%{x} req/s offered: TTFT p99 %{y:.2f} s, %{text}",
-                }
-            )
-    out = []
-    if closed:
-        users_seen: list[float] = [u for line in closed for u in line["x"]]
-        axis = {"title": {"text": "users (closed loop)"}, **ticks(users_seen)}
-        out.append(
-            plot_figure(
-                "Many users: output tokens/s", closed, xaxis=axis, yaxis={"title": {"text": "tokens/s"}}
-            )
-        )
-        out.append(plot_figure("Many users: TTFT p50", latency, xaxis=axis, yaxis={"title": {"text": "s"}}))
-    if rates:
-        offered_all: list[float] = [x for line in rates for x in line["x"]]
-        out.append(
-            plot_figure(
-                "Open loop: TTFT p99 against the offered rate (x: saturated)",
-                rates,
-                xaxis={"title": {"text": "requests/s offered"}, **ticks(offered_all)},
-                yaxis={"title": {"text": "TTFT p99 s"}},
-            )
-        )
-    return out
-
-
 def _timeline_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
     """Each run's ramp with two users at once, as a timeline: where one user's decode slows while the other
     prefills, with the GPU underneath when the run sampled it."""
@@ -353,13 +287,13 @@ def _check_bands(seconds: Sequence[float], checks: Sequence[str]) -> list[tuple[
 
 def interactive_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
     """Every figure the rows have data for, as Plotly figure dicts."""
+    runs = [PageRun(row.deployment, row.run_id) for row in rows]
     return (
         _ramp_figures(results, rows)
         + _needle_figure(results, rows)
         + _decode_figure(rows)
         + _timeline_figures(results, rows)
-        + _many_users_figures(results, rows)
-        + pareto_figure(results, rows)
+        + [f for check in CHECKS if check.own_report for f in check.figures(results, runs)]
         + _telemetry_figures(results, rows)
     )
 
@@ -367,24 +301,3 @@ def interactive_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, An
 def figures_json(figures: list[dict[str, Any]]) -> str:
     """The figures as JSON that is safe inside a <script> element."""
     return json.dumps(figures).replace("</", "<\\/")
-
-
-def _interval_bars(
-    points: Sequence[tuple[float | None, tuple[float | None, float | None] | None]],
-) -> dict[str, Any]:
-    """Plotly error bars for percentiles from their 95% intervals (an end too few requests give is drawn
-    as none); nothing for figures recorded before the intervals were."""
-    if not any(ci is not None for _, ci in points):
-        return {}
-
-    def reach(value: float | None, end: float | None) -> float | None:
-        return None if value is None or end is None else abs(end - value)
-
-    return {
-        "error_y": {
-            "type": "data",
-            "symmetric": False,
-            "array": [reach(v, ci[1] if ci else None) for v, ci in points],
-            "arrayminus": [reach(v, ci[0] if ci else None) for v, ci in points],
-        }
-    }

@@ -5,14 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..checks.catalog import CHECKS
-from ..checks.recall_under_load import RecallUnderLoad
 from ..measure import decode_stall, metrics
-from ..measure.slo_search import search_text
 from ..measure.telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
 from ..records import RequestRecord, requests_line
 from ..render.run_read import RunRead
 from ..render.tables import (
-    bounded_text,
     fmt,
     markdown_table,
     percentile_text,
@@ -20,7 +17,7 @@ from ..render.tables import (
     request_row,
     ttft_split_note,
 )
-from ..store.check_files import NeedleFile, ThroughputFile
+from ..store.check_files import NeedleFile
 from ..store.run_dir import RunDir
 from .agreement import agreement_section
 from .check_sections import ramp_table_rows
@@ -211,58 +208,9 @@ def _ramp_lines(run: RunDir) -> list[str]:
     return lines
 
 
-def _throughput_lines(run: RunDir) -> list[str]:
-    lines: list[str] = []
-    data = ThroughputFile.load(run.path) or ThroughputFile()
-    if data.levels:
-        lines.append(
-            "many users: "
-            + ", ".join(
-                f"{users} user(s) {fmt(level.output_tokens_per_s, 1)} output tok/s (TTFT p50 "
-                f"{bounded_text(level.ttft_s.p50, level.ttft_s.p50_ci)} s)"
-                for users, level in data.levels_sorted()
-            )
-        )
-    if data.rates_skipped:
-        lines.append(f"open loop: not offered: {data.rates_skipped}")
-    if data.rates:
-        capacity_per_s = data.capacity_requests_per_s
-        lines.append(
-            "open loop"
-            + (
-                f" (rates scaled from the closed loop's {fmt(capacity_per_s)} req/s)"
-                if capacity_per_s
-                else ""
-            )
-            + ": "
-            + ", ".join(
-                f"{rate:g} req/s "
-                + (
-                    "not offered"
-                    if line.skipped is not None
-                    else ("SATURATED" if line.saturated else "kept up")
-                    + (", CLIENT BEHIND" if line.client_behind else "")
-                    + f" (TTFT p99 {bounded_text(line.ttft_s.p99, line.ttft_s.p99_ci)} s)"
-                )
-                for rate, line in data.rates_sorted()
-            )
-        )
-    found = data.search
-    if found:
-        lines.append(
-            "SLO search: "
-            + (f"not searched: {found['skipped']}" if "skipped" in found else search_text(found))
-        )
-    asked = RecallUnderLoad.of(data)
-    if asked is not None:
-        lines.append(f"recall under load: {asked.text().removeprefix('recall ')}")
-    return lines
-
-
 _CONSOLE: dict[str, Callable[[RunDir], list[str]]] = {
     "needle": _needle_lines,
     "ramp": _ramp_lines,
-    "throughput": _throughput_lines,
 }
 
 

@@ -89,74 +89,7 @@ EVIDENCE_COLUMNS: tuple[Column, ...] = (
             ),
         ),
     ),
-    Column(
-        "throughput",
-        "many users: output tok/s",
-        MANY_USERS,
-        glance="many users, closed loop",
-        repeated=("many users, best output tok/s", 0),
-        guide=Guide(
-            "Many users, short prompts: most output tokens/s",
-            "no GPU count, so no cost (a CPU run)",
-            lower_is_better=False,
-            missing=(
-                "Many users, short prompts",
-                "not measured",
-                "add `[checks.throughput]` to the campaign file",
-            ),
-            unless="throughput_cost",
-        ),
-    ),
-    Column(
-        "throughput_cost",
-        "many users: cost",
-        MANY_USERS,
-        guide=Guide(
-            "Many users, short prompts: cheapest per output token",
-            "closed-loop users at the level with the most output tokens/s, this prompt and output length, "
-            "this campaign's price and GPU count",
-            answer="{text} ({throughput})",
-        ),
-    ),
-    Column(
-        "open_loop",
-        "many users: rate kept up",
-        MANY_USERS,
-        glance="many users, open loop",
-        guide=Guide(
-            "Most requests a second kept up with (open loop)",
-            "the highest offered rate whose requests' lag did not grow, at these prompt and output lengths; "
-            "compare deployments swept over the same rates (`rates_of_capacity` scales them to each run's "
-            "own capacity, so those differ)",
-            lower_is_better=False,
-        ),
-    ),
-    Column(
-        "slo",
-        "many users: most within the SLO",
-        MANY_USERS,
-        glance="many users, within the SLO",
-        guide=Guide(
-            "The highest load within an SLO",
-            "each run's own search, SLO and prompt and output lengths (the cell says which), not ranked: "
-            "levels meet an SLO by the figures of one run of them, and with search_repeats the cell says in "
-            "how many runs the level found met it",
-            caveat=False,
-            listed="cells",
-        ),
-    ),
-    Column(
-        "ask",
-        "many users: recall under load",
-        MANY_USERS,
-        glance="many users, recall under load",
-        guide=Guide(
-            "Keeps finding a planted fact under the load its users can be given",
-            "questions of its `ask` length at the level its search found (else its highest level), beside as "
-            "many asked alone; few questions give wide intervals (the cell gives them)",
-            lower_is_better=False,
-        ),
-    ),
+    *_own(MANY_USERS),
     *_own(TRAFFIC),
     *_own(FIDELITY),
     *_own(QUALITY),

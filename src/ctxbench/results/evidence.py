@@ -23,11 +23,10 @@ from ..plan import cost_per_million
 from ..records import RequestRecord
 from ..render.cell import MISSING, Cell, clause
 from ..store.check_files import NeedleFile
+from ..store.cost import price_of
 from ..store.ramp_table import RAMP_TABLE, run_rows
 from ..store.run_dir import RunDir
 from ..store.run_files import MANIFEST_FILE, NIAH_LOG
-from .cost import price_of
-from .load_cells import ask_cell, open_loop_cell, slo_cell, throughput_cells
 from .retrieval import TaskResult, task_results
 
 Status = Literal["validated", "provisional", "failed"]
@@ -48,11 +47,6 @@ class Row:
     decode_shared: Cell = MISSING
     stall: Cell = MISSING
     cost: Cell = MISSING
-    throughput: Cell = MISSING
-    throughput_cost: Cell = MISSING
-    open_loop: Cell = MISSING
-    slo: Cell = MISSING
-    ask: Cell = MISSING
     status: Status = "provisional"
     reasons: tuple[str, ...] = field(default_factory=tuple)
     # the cells of the checks whose folder holds them (`Check.cells`), by column key
@@ -189,12 +183,11 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
                 _rel(results, run.requests_path),
                 cost,
             )
-    cells.update(throughput_cells(results, run, gpus, price))
-    cells.update(open_loop_cell(results, run))
-    cells.update(slo_cell(results, run))
-    cells.update(ask_cell(results, run))
     own = {
-        key: cell for check in CHECKS if check.own_report for key, cell in check.cells(results, run).items()
+        key: cell
+        for check in CHECKS
+        if check.own_report
+        for key, cell in check.cells(results, run, price).items()
     }
     facts.judgements = [check.judge(run, manifest.random_weights) for check in CHECKS if check.own_report]
     from ..audits.prefix_cache import audit_run

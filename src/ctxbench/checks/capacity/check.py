@@ -132,7 +132,7 @@ class CapacityCheck(Check[CapacityParams]):
     def section(self, read: RunRead) -> list[str]:
         return capacity_section(read)
 
-    def cells(self, results: Path, run: RunDir) -> dict[str, Cell]:
+    def cells(self, results: Path, run: RunDir, price: float) -> dict[str, Cell]:
         return capacity_cells(results, run)
 
     def console(self, run: RunDir) -> list[str]:

@@ -274,7 +274,7 @@ class FidelityCheck(Check[FidelityParams]):
     def section(self, read: RunRead) -> list[str]:
         return fidelity_section(read)
 
-    def cells(self, results: Path, run: RunDir) -> dict[str, Cell]:
+    def cells(self, results: Path, run: RunDir, price: float) -> dict[str, Cell]:
         return fidelity_cells(results, run)
 
     def console(self, run: RunDir) -> list[str]:

@@ -195,7 +195,7 @@ class QualityCheck(Check[QualityParams]):
     def section(self, read: RunRead) -> list[str]:
         return []  # a campaign-level table (quality.jsonl): the evidence report's column and comparisons
 
-    def cells(self, results: Path, run: RunDir) -> dict[str, Cell]:
+    def cells(self, results: Path, run: RunDir, price: float) -> dict[str, Cell]:
         return quality_cells(results, run)
 
     def comparison(self, results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:

@@ -191,7 +191,7 @@ class ReturningCheck(Check[ReturningParams]):
     def section(self, read: RunRead) -> list[str]:
         return returning_section(read)
 
-    def cells(self, results: Path, run: RunDir) -> dict[str, Cell]:
+    def cells(self, results: Path, run: RunDir, price: float) -> dict[str, Cell]:
         return returning_cells(results, run)
 
     def console(self, run: RunDir) -> list[str]:

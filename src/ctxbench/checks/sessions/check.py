@@ -351,7 +351,7 @@ class SessionsCheck(Check[SessionsParams]):
     def section(self, read: RunRead) -> list[str]:
         return sessions_section(read)
 
-    def cells(self, results: Path, run: RunDir) -> dict[str, Cell]:
+    def cells(self, results: Path, run: RunDir, price: float) -> dict[str, Cell]:
         return sessions_cells(results, run)
 
     def console(self, run: RunDir) -> list[str]:

@@ -282,7 +282,7 @@ class TraceCheck(Check[TraceParams]):
     def section(self, read: RunRead) -> list[str]:
         return trace_section(read)
 
-    def cells(self, results: Path, run: RunDir) -> dict[str, Cell]:
+    def cells(self, results: Path, run: RunDir, price: float) -> dict[str, Cell]:
         return trace_cells(results, run)
 
     def console(self, run: RunDir) -> list[str]:

@@ -17,15 +17,16 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from ..client.chat import ChatClient
-from ..config.load_params import AskParams, ThroughputParams
-from ..measure.stats import wilson
-from ..records import CacheIntent, RequestRecord
-from ..store.check_files import ThroughputFile, _Open
-from ..store.run_dir import RunDir
-from ..text.haystack import Needle, UnitPool, build_haystack, lead_tokens, request_seed
+from ...client.chat import ChatClient
+from ...config.load_params import AskParams, ThroughputParams
+from ...measure.stats import wilson
+from ...records import CacheIntent, RequestRecord
+from ...store.check_files import _Open
+from ...store.run_dir import RunDir
+from ...text.haystack import Needle, UnitPool, build_haystack, lead_tokens, request_seed
+from ..prompts import PromptMaker
 from .closed_loop import extra_body
-from .prompts import PromptMaker
+from .file import ThroughputFile
 
 UNIT = "throughput-ask"
 

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..client.chat import ChatClient
-from ..client.router import Router
-from ..client.stream import Client
-from ..config.load_params import ThroughputParams
-from ..errors import CtxbenchError
-from ..records import RequestRecord
-from ..store.run_dir import RunDir
-from ..text.haystack import request_seed
-from .prompts import PromptMaker
+from ...client.chat import ChatClient
+from ...client.router import Router
+from ...client.stream import Client
+from ...config.load_params import ThroughputParams
+from ...errors import CtxbenchError
+from ...records import RequestRecord
+from ...store.run_dir import RunDir
+from ...text.haystack import request_seed
+from ..prompts import PromptMaker
 
 SAMPLING = {"temperature": 0.0}
 
@@ -176,7 +176,7 @@ async def users_in_processes(
             worker = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "ctxbench.checks.throughput_worker",
+                "ctxbench.checks.throughput.worker",
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 limit=1 << 26,

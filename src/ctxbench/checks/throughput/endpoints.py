@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..measure import metrics
-from ..records import RequestRecord
-from ..render.tables import fmt, markdown_table, percentile_text
-from ..results.evidence import Row
-from ..store.check_files import Level, ThroughputFile
-from ..store.run_dir import RunDir
-from .figure_layout import plot_figure
+from ...measure import metrics
+from ...records import RequestRecord
+from ...render.figure_layout import PageRun, plot_figure
+from ...render.tables import fmt, markdown_table, percentile_text
+from ...store.run_dir import RunDir
+from .file import Level, ThroughputFile
 
 RULES = "mlcommons/endpoints_policies endpoints_rules.md (v1.0 draft, 2026-05-05, commit 00135a0)"
 MIN_POINTS = 7  # §5.3: 1 + 3 + 3
@@ -193,11 +192,11 @@ def draw_pareto(points: Sequence[EndpointsPoint], stem: Path) -> Path | None:
     return stem.with_suffix(".png")
 
 
-def pareto_figure(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
+def pareto_figure(results: Path, runs: Sequence[PageRun]) -> list[dict[str, Any]]:
     """The evidence page's MLPerf Endpoints chart: system_tps against tps_per_user, a deployment's
     front as steps, each point named by its concurrency."""
     lines = []
-    for row in rows:
+    for row in runs:
         data = ThroughputFile.load(results / "runs" / row.run_id)
         if data is None or not data.levels:
             continue

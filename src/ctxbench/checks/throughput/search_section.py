@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..measure.slo_search import breach_text, slo_text
-from ..render.tables import bounded_text, fmt, markdown_table
+from ...measure.slo_search import breach_text, slo_text
+from ...render.tables import bounded_text, fmt, markdown_table
 
 
 def _figures(data: Mapping[str, Any], by: str, level: float, run: int) -> Mapping[str, Any] | None:

@@ -15,22 +15,30 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from ..client.chat import ChatClient
-from ..config.load_params import ThroughputParams
-from ..measure import metrics
-from ..measure.slo_search import search
-from ..measure.steady import steady_state
-from ..records import WARMUP_LABEL, RequestRecord
-from ..store.check_files import ThroughputFile
-from ..store.run_dir import RunDir
-from .base import Check, RunContext, StageLoad
+from ...client.chat import ChatClient
+from ...config.load_params import ThroughputParams
+from ...measure import metrics
+from ...measure.slo_search import search
+from ...measure.steady import steady_state
+from ...records import WARMUP_LABEL, RequestRecord
+from ...render.cell import Cell
+from ...render.figure_layout import PageRun
+from ...render.run_read import RunRead
+from ...store.run_dir import RunDir
+from ..base import Check, RunContext, StageLoad
+from ..open_loop import rate_summary, rate_unit, run_rate
+from ..prompts import PromptMaker
+from .cell import THROUGHPUT_COLUMNS, ask_cell, open_loop_cell, slo_cell, throughput_cells
 from .closed_loop import extra_body, run_user, users_in_processes
-from .open_loop import rate_summary, rate_unit, run_rate
-from .prompts import PromptMaker
+from .comparison import throughput_comparison
+from .figures import figures
+from .file import ThroughputFile
 from .recall_under_load import UNIT as ASK_UNIT
 from .recall_under_load import ask_level, run_recall_under_load
+from .section import console_lines, throughput_section
 
 
 def level_unit(users: int, repeat: int = 0) -> str:
@@ -82,7 +90,7 @@ class _Levels:
         params, run, scope, on_request = self.params, self.run, self.scope, self.on_request
         self.snapshot(unit, "before")
         if params.ray_actors > 0:
-            from .throughput_ray import users_over_ray
+            from .ray import users_over_ray
 
             records = await users_over_ray(
                 self.client, self.prompts, params, run, scope, users, on_request, repeat
@@ -290,6 +298,31 @@ class ThroughputCheck(Check[ThroughputParams]):
             on_request=ctx.advance,
             skip_completed=not ctx.force,
         )
+
+    # its reporting, from this folder: the run report's section, the evidence cells and columns, the console
+    # lines, the evidence page's figures and the side-by-side rows
+    own_report = True
+    columns = THROUGHPUT_COLUMNS
+
+    def section(self, read: RunRead) -> list[str]:
+        return throughput_section(read)
+
+    def cells(self, results: Path, run: RunDir, price: float) -> dict[str, Cell]:
+        return {
+            **throughput_cells(results, run, run.manifest().gpus, price),
+            **open_loop_cell(results, run),
+            **slo_cell(results, run),
+            **ask_cell(results, run),
+        }
+
+    def console(self, run: RunDir) -> list[str]:
+        return console_lines(run)
+
+    def figures(self, results: Path, runs: Sequence[PageRun]) -> list[dict[str, Any]]:
+        return figures(results, runs)
+
+    def comparison(self, results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:
+        return throughput_comparison(results, run_a, run_b)
 
 
 THROUGHPUT = ThroughputCheck()

@@ -28,15 +28,15 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..client.chat import ChatClient
-from ..client.router import Router
-from ..client.stream import Client
-from ..config.load_params import ThroughputParams
-from ..errors import CtxbenchError
-from ..records import RequestRecord
-from ..store.run_dir import RunDir
+from ...client.chat import ChatClient
+from ...client.router import Router
+from ...client.stream import Client
+from ...config.load_params import ThroughputParams
+from ...errors import CtxbenchError
+from ...records import RequestRecord
+from ...store.run_dir import RunDir
+from ..prompts import PromptMaker
 from .closed_loop import WorkerJob, client_settings, make_client
-from .prompts import PromptMaker
 
 START_AHEAD_S = 0.5  # from naming the start instant to it: every actor hears of it before it comes
 

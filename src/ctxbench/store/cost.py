@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..config.deployments import DEFAULT_PRICE_PER_GPU_HOUR
-from ..store.run_files import Manifest
+from .run_files import Manifest
 
 
 def price_of(manifest: Manifest, override: float | None = None) -> float:

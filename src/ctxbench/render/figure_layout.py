@@ -5,10 +5,18 @@ values themselves)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
+
 
 # Legends sit in a row under the plot (at 800 px one beside it took a third of the width); the title sits in
 # the top margin, left, clear of the plot and of the figure above; axes make room for their labels.
+class PageRun(NamedTuple):
+    """A run the evidence page draws: its deployment's name (the figure's legend) and its run id."""
+
+    deployment: str
+    run_id: str
+
+
 LAYOUT = {
     "margin": {"l": 60, "r": 20, "t": 50, "b": 40},
     "height": 420,
@@ -84,3 +92,24 @@ def spread(values: Sequence[float]) -> list[float]:
     while len(ticks) > 8:
         ticks = ticks[::2]
     return ticks or [float(low)]
+
+
+def interval_bars(
+    points: Sequence[tuple[float | None, tuple[float | None, float | None] | None]],
+) -> dict[str, Any]:
+    """Plotly error bars for percentiles from their 95% intervals (an end too few requests give is drawn
+    as none); nothing for figures recorded before the intervals were."""
+    if not any(ci is not None for _, ci in points):
+        return {}
+
+    def reach(value: float | None, end: float | None) -> float | None:
+        return None if value is None or end is None else abs(end - value)
+
+    return {
+        "error_y": {
+            "type": "data",
+            "symmetric": False,
+            "array": [reach(v, ci[1] if ci else None) for v, ci in points],
+            "arrayminus": [reach(v, ci[0] if ci else None) for v, ci in points],
+        }
+    }

@@ -15,9 +15,9 @@ import pickle
 import sys
 from pathlib import Path
 
-from ..client import event_loop
-from ..records import RequestRecord
-from ..store.run_dir import RunDir
+from ...client import event_loop
+from ...records import RequestRecord
+from ...store.run_dir import RunDir
 from .closed_loop import READY, WorkerJob, make_client
 
 
@@ -48,7 +48,7 @@ async def _work(job: WorkerJob) -> None:
 def main() -> None:
     job = pickle.load(sys.stdin.buffer)
     if not isinstance(job, WorkerJob):
-        raise SystemExit("ctxbench.checks.throughput_worker is started by the many-users check, not by hand")
+        raise SystemExit("ctxbench.checks.throughput.worker is started by the many-users check, not by hand")
     event_loop.run(_work(job))
 
 
