@@ -8,6 +8,7 @@ import json
 import random
 from pathlib import Path
 
+from ..config.jsonl import json_values
 from ..config.load_params import ThroughputParams
 from ..errors import PromptSourceError
 from ..records import CacheIntent
@@ -43,18 +44,9 @@ def read_prompts(path: Path) -> list[list[dict[str, str]]]:
             raise PromptSourceError(f"{path}: not a JSON array ({exc}).") from None
         places = [f"{path}[{index}]" for index in range(len(entries))]
     else:
-        entries, places = [], []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                entries.append(json.loads(line))
-            except ValueError:
-                raise PromptSourceError(
-                    f"{path}:{number}: not JSON; write one object a line, "
-                    '{"prompt": "..."}, {"messages": [...]} or {"conversations": [...]}.'
-                ) from None
-            places.append(f"{path}:{number}")
+        each = 'write one object a line, {"prompt": "..."}, {"messages": [...]} or {"conversations": [...]}.'
+        lines = list(json_values(path, text.splitlines(), PromptSourceError, each))
+        entries, places = [entry for _, _, entry in lines], [where for _, where, _ in lines]
     prompts = [_messages(entry, where) for entry, where in zip(entries, places, strict=True)]
     if not prompts:
         raise PromptSourceError(f"{path}: no prompts in the file.")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...config.jsonl import json_values, read_lines
 from ...text.tokens import TokenCounter
 from ..trace import TraceFileError, read_trace
 
@@ -52,21 +53,9 @@ class RecordedSession:
 
 def read_session_trace(path: Path, max_sessions: int | None = None) -> list[RecordedSession]:
     """ctxbench's session-trace JSONL: sessions in the order of their first turn, turns by `turn`."""
-    try:
-        lines = path.expanduser().read_text().splitlines()
-    except OSError as exc:
-        raise TraceFileError(
-            f"{path}: cannot read the session trace ({exc.strerror}); give a local JSONL file"
-        ) from None
+    lines = read_lines(path, TraceFileError, "the session trace")
     rows: dict[str, list[tuple[int, dict[str, object], str]]] = {}
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            entry = json.loads(text)
-        except ValueError as exc:
-            raise TraceFileError(f"{where}: not JSON ({exc}); each line is one turn object") from None
+    for _number, where, entry in json_values(path, lines, TraceFileError, "each line is one turn object"):
         if not isinstance(entry, dict) or "session" not in entry:
             raise TraceFileError(f'{where}: a line is a turn object with "session", "input_tokens", ...')
         turn = _whole(entry, "turn", where, 1, default=len(rows.get(str(entry["session"]), [])) + 1)

@@ -12,7 +12,6 @@ summary sets them beside what the server reported, and the cache audit flags reu
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ...client.chat import ChatClient
+from ...config.jsonl import json_values, read_lines
 from ...errors import CtxbenchError, UsageError
 from ...measure import metrics
 from ...measure.arrivals import lag_growth, lateness_s
@@ -55,16 +55,10 @@ class TraceRequest:
 
 def read_trace(path: Path, max_requests: int | None = None) -> list[TraceRequest]:
     """The trace's requests in time order (blank lines skipped)."""
-    try:
-        lines = path.expanduser().read_text().splitlines()
-    except OSError as exc:
-        raise TraceFileError(
-            f"{path}: cannot read the trace ({exc.strerror}); give a local JSONL file"
-        ) from None
+    lines = read_lines(path, TraceFileError, "the trace")
     requests = []
-    for number, text in enumerate(lines, start=1):
-        if text.strip():
-            requests.append(_parse(path, number, text))
+    for number, where, entry in json_values(path, lines, TraceFileError, "each line is one request object"):
+        requests.append(_parse(where, number, entry))
         if max_requests is not None and len(requests) >= max_requests:
             break
     if not requests:
@@ -72,12 +66,7 @@ def read_trace(path: Path, max_requests: int | None = None) -> list[TraceRequest
     return sorted(requests, key=lambda r: r.timestamp_ms)
 
 
-def _parse(path: Path, number: int, text: str) -> TraceRequest:
-    where = f"{path}:{number}"
-    try:
-        entry = json.loads(text)
-    except ValueError as exc:
-        raise TraceFileError(f"{where}: not JSON ({exc}); each line is one request object") from None
+def _parse(where: str, number: int, entry: object) -> TraceRequest:
     if not isinstance(entry, dict):
         raise TraceFileError(f"{where}: a line is a JSON object with timestamp, input_length, output_length")
 
