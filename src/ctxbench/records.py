@@ -131,6 +131,12 @@ class RequestError(_Frozen):
 CHECK_LABEL, PLANNED_LABEL, WARMUP_LABEL = "check", "planned_tokens", "warmup"
 
 
+def not_planned_head(message: str) -> str:
+    """'server counted 3 tokens, planned 2048' from a prompt_not_planned error, as its record's message or
+    as a summary file's "kind: message" text (the kind and the parenthesised detail dropped)."""
+    return message.removeprefix("prompt_not_planned: ").split(" (", 1)[0]
+
+
 class RequestRecord(_Frozen):
     """Everything observed about one request; stamps are `time.perf_counter_ns()`."""
 

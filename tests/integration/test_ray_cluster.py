@@ -102,7 +102,7 @@ def evidence(results: Path) -> list[tuple[Any, ...]]:
             r.status,
             r.reasons,
             r.cell("capacity").text,
-            r.retrieval.text,
+            r.cell("retrieval").text,
             r.recall_alone.text,
             tuple(name for name, value in vars(r).items() if getattr(value, "source", None)),
         )

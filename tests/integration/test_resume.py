@@ -11,7 +11,8 @@ import pytest
 from ctxbench.campaigns.suite import run_suite
 from ctxbench.checks.capacity import CapacityParams
 from ctxbench.checks.catalog import Checks
-from ctxbench.config.params import NeedleParams, RampParams
+from ctxbench.checks.needle.params import NeedleParams
+from ctxbench.config.params import RampParams
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel

@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 
 from ctxbench.audits.prefix_cache import audit_run
-from ctxbench.checks.needle import run_needle
+from ctxbench.checks.needle.check import run_needle
+from ctxbench.checks.needle.file import NeedleFile, NeedleTrial
+from ctxbench.checks.needle.params import NeedleParams
 from ctxbench.checks.ramp import run_ramp
 from ctxbench.client.stream import Client
-from ctxbench.config.params import NeedleParams, RampParams
+from ctxbench.config.params import RampParams
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel, demo_model_path
 from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import evidence_row
-from ctxbench.store.check_files import NeedleFile, NeedleTrial
 from ctxbench.store.ramp_table import RAMP_TABLE
 from ctxbench.store.run_dir import RunDir
 from ctxbench.text.gguf_vocab import gguf_token_counter
@@ -70,9 +71,9 @@ async def test_every_task_runs_on_the_demo_model_token_exact_and_scored_by_its_r
     for task in TASKS:
         assert f"| {task} | all | all |" in report, report
     row = evidence_row(tmp_path, run)
-    assert all(task in row.retrieval.text for task in TASKS), row.retrieval.text
+    assert all(task in row.cell("retrieval").text for task in TASKS), row.cell("retrieval").text
     k = sum(t.found is True for t in trials)
-    assert row.retrieval.scored == (k, len(trials)), answers
+    assert row.cell("retrieval").scored == (k, len(trials)), answers
 
 
 async def test_a_depth_curve_is_drawn_a_line_per_length(

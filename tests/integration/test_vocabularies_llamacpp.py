@@ -170,7 +170,7 @@ def test_a_template_that_drops_the_content_fails_the_check_with_the_counts(tmp_p
     assert row.status == "failed"
     assert row.reasons[0].startswith("1 prompt(s) were not what was planned, first: server counted ")
     assert any("chat template differs" in reason for reason in row.reasons)
-    assert row.retrieval.text.startswith("FAILS: 1 prompt(s) not as planned (server counted ")
+    assert row.cell("retrieval").text.startswith("FAILS: 1 prompt(s) not as planned (server counted ")
     manifest = json.loads((run.path / "manifest.json").read_text())
     assert manifest["chat_template"]["counter"] == "differs"
     assert (run.path / "chat_template.jinja").read_text() == "gemma"

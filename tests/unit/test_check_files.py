@@ -12,10 +12,11 @@ from pydantic import ValidationError
 
 from ctxbench.checks.capacity.file import CapacityFile
 from ctxbench.checks.fidelity.file import FidelityFile
+from ctxbench.checks.needle.file import NeedleFile
 from ctxbench.checks.returning.file import ReturningFile
 from ctxbench.checks.throughput.file import ThroughputFile
 from ctxbench.checks.trace.file import TraceFile
-from ctxbench.store.check_files import CheckFile, NeedleFile
+from ctxbench.store.check_files import CheckFile
 
 MODELS: tuple[type[CheckFile], ...] = (
     CapacityFile,

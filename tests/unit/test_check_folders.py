@@ -19,7 +19,19 @@ ROOT = Path(ctxbench.__file__).parent
 
 def test_every_check_has_its_section_from_one_place() -> None:
     own = {c.name for c in CHECKS if c.own_report}
-    assert own >= {"returning", "sessions", "fidelity", "trace", "probe", "quality", "capacity", "throughput"}
+    assert own >= {
+        *(
+            "returning",
+            "sessions",
+            "fidelity",
+            "trace",
+            "probe",
+            "quality",
+            "capacity",
+            "throughput",
+            "needle",
+        )
+    }
     assert set(SECTIONS) == {c.name for c in CHECKS} - own  # not both, not neither
     assert list(CHECK_SECTIONS) == [c.name for c in CHECKS]
     for check in CHECKS:
@@ -51,6 +63,11 @@ PARTS = {
         r"checks\.throughput\.|throughput_(cells|section|comparison)\b|ThroughputFile|THROUGHPUT_COLUMNS|"
         r"closed_loop|recall_under_load|RecallUnderLoad|endpoints_(lines|points)|pareto_figure|search_lines|"
         r"open_loop_cell|slo_cell|ask_cell|many_users_figures"
+    ),
+    # the ramp's verdict reads which tasks failed their control, the evidence page every answer (the package's)
+    "needle": (
+        r"checks\.needle\.|needle_(cells|section)\b|Needle(File|Trial)|TaskRecall|TaskResult|task_results|"
+        r"NEEDLE_COLUMNS|CONTROL_FAILED|curve_points"
     ),
     "sessions": (
         r"checks\.sessions\.|sessions_(cells|section|file|forecast)\b|session_trace|Sessions(File|Params|Forecast)|"

@@ -8,26 +8,49 @@ from pathlib import Path
 
 import pytest
 
+from ctxbench.checks.base import Judgement
 from ctxbench.checks.capacity import CAPACITY
 from ctxbench.checks.capacity.file import CapacityFile
+from ctxbench.checks.needle import NEEDLE
+from ctxbench.checks.needle.file import NeedleFile, NeedleTrial, Recall
 from ctxbench.plan import cost_per_million
 from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.report.campaign import inline_code, write_campaign_report
 from ctxbench.results.evidence import Facts, collect, status_of
-from ctxbench.results.retrieval import TaskResult
 from ctxbench.store.run_dir import RunDir
 
 H200_RUN = Path(__file__).parents[2] / "docs" / "gpu-validation" / "h200-run1"
 ALL: dict[str, object] = {"checks": {"capacity", "needle", "ramp"}, "ramp_with_two_users": True}
 
 
-def _found(k: int, n: int) -> list[TaskResult]:
-    """The single literal fact's recall, as the evidence reads a run's needle.json."""
-    return [TaskResult("single", k, n, None, alone=True)]
+def needle_file(found: list[bool], counted: list[int] | None = None) -> NeedleFile:
+    """The single literal fact asked at 8192 tokens, once per entry of `found`; the server counted
+    `counted` tokens for each (the planned 8192 where not given)."""
+    counted = counted or [8192] * len(found)
+    trials = [
+        NeedleTrial(
+            length=8192,
+            depth=i / len(found),
+            request_id=f"needle-{i}",
+            seed=i,
+            planned_tokens=8192,
+            prompt_tokens=tokens,
+            cached_tokens=0,
+            ttft_s=1.0,
+            found=hit,
+            expected="x",
+            answer="x" if hit else "y",
+            skipped=None,
+            error=None,
+            cache_hit_suspected=False,
+        )
+        for i, (hit, tokens) in enumerate(zip(found, counted, strict=True))
+    ]
+    return NeedleFile(recall_by_length={"8192": Recall(found=sum(found), scored=len(found))}, trials=trials)
 
 
 def test_complete_evidence_is_validated() -> None:
-    assert status_of(Facts(**{**ALL, "retrieval": _found(3, 3)}), random_weights=False) == (
+    assert status_of(Facts(**{**ALL}), random_weights=False) == (
         "validated",
         (),
     )
@@ -63,15 +86,11 @@ def test_a_failed_capacity_fails_the_row_whatever_else_holds(tmp_path: Path) -> 
     run.write_manifest({"deployment": "d", "checks": ["capacity"]})
     capacity_file(holds=False).save(run.path)
     judged = [CAPACITY.judge(run, False)]
-    status, reasons = status_of(
-        Facts(**{**ALL, "retrieval": _found(3, 3), "judgements": judged}), random_weights=False
-    )
+    status, reasons = status_of(Facts(**{**ALL, "judgements": judged}), random_weights=False)
     assert status == "failed" and reasons == ("the capacity claim does not hold",)
     capacity_file(holds=True, count_error=3).save(run.path)
     judged = [CAPACITY.judge(run, False)]
-    status, reasons = status_of(
-        Facts(**{**ALL, "retrieval": _found(3, 3), "judgements": judged}), random_weights=False
-    )
+    status, reasons = status_of(Facts(**{**ALL, "judgements": judged}), random_weights=False)
     assert status == "provisional" and reasons == (
         "the capacity prompt's planned length differs from the server's count by +3 tokens (within the "
         "tolerance; docs/metrics.md)",
@@ -81,14 +100,8 @@ def test_a_failed_capacity_fails_the_row_whatever_else_holds(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("facts", "reason"),
     [
-        ({"retrieval": _found(2, 3)}, "one-shot retrieval 2/3 is below n/n"),
         ({"cache_findings": 1}, "the cache audit has 1 finding(s) (`ctxbench audit-cache`)"),
         ({"token_fallback": True}, "some token counts came from a fallback, not the server's usage"),
-        (
-            {"needle_count_errors": [-1, 2]},
-            "2 planned prompt length(s) differ from the server's count (by up to +2 tokens, within the "
-            "tolerance; docs/metrics.md)",
-        ),
         (
             {"template_warnings": ["the model has no chat template"]},
             "the model has no chat template",
@@ -97,14 +110,39 @@ def test_a_failed_capacity_fails_the_row_whatever_else_holds(tmp_path: Path) -> 
     ],
 )
 def test_each_rule_makes_the_row_provisional_and_says_why(facts: dict[str, object], reason: str) -> None:
-    status, reasons = status_of(Facts(**{**ALL, "retrieval": _found(3, 3), **facts}), random_weights=False)
+    status, reasons = status_of(Facts(**{**ALL, **facts}), random_weights=False)
     assert status == "provisional" and reason in reasons
+
+
+def test_the_needle_judges_its_own_results_and_they_follow_the_claims_the_run_left_out(
+    tmp_path: Path,
+) -> None:
+    """The needle check's judgement (`Check.judge`, from needle.json): a recall below n/n and planned lengths
+    the server counted otherwise; placed after the checks that did not run, before the cache audit's."""
+    run = RunDir.create(tmp_path, "r")
+    run.write_manifest({"deployment": "d", "checks": ["needle"]})
+    needle_file([True, True, True]).save(run.path)
+    assert NEEDLE.judge(run, False) == Judgement()
+    needle_file([True, False, True], counted=[8191, 8194, 8192]).save(run.path)
+    judged = NEEDLE.judge(run, False)
+    assert judged.results == (
+        "one-shot retrieval 2/3 is below n/n",
+        "2 planned prompt length(s) differ from the server's count (by up to +2 tokens, within the "
+        "tolerance; docs/metrics.md)",
+    )
+    facts = Facts(checks={"needle", "ramp"}, ramp_with_two_users=True, judgements=[judged], cache_findings=1)
+    status, reasons = status_of(facts, random_weights=False)
+    assert status == "provisional" and reasons == (
+        "the capacity check did not run",
+        *judged.results,
+        "the cache audit has 1 finding(s) (`ctxbench audit-cache`)",
+    )
 
 
 def test_a_prompt_the_server_did_not_see_fails_the_row_and_names_the_counts() -> None:
     message = "server counted 3 tokens, planned 2048 (-2045, beyond the tolerance of 20): the server ..."
     status, reasons = status_of(
-        Facts(**{**ALL, "retrieval": _found(0, 0), "not_planned": [message, message]}),
+        Facts(**{**ALL, "not_planned": [message, message]}),
         random_weights=False,
     )
     assert status == "failed"
@@ -115,7 +153,7 @@ def test_a_prompt_the_server_did_not_see_fails_the_row_and_names_the_counts() ->
 
 
 def test_random_weights_are_always_provisional() -> None:
-    status, reasons = status_of(Facts(**{**ALL, "retrieval": _found(3, 3)}), random_weights=True)
+    status, reasons = status_of(Facts(**{**ALL}), random_weights=True)
     assert status == "provisional" and reasons == ("random weights: recall is noise",)
 
 
@@ -137,8 +175,10 @@ def test_evidence_row_from_the_h200_run_names_its_sources(results: Path) -> None
     (row,) = collect(results)
     assert row.deployment == "random-740m-llamacpp-cuda-h200"
     assert row.cell("capacity").text == "holds at 263136 of 263168"
-    assert row.cell("capacity").source.endswith("capacity.json") and row.retrieval.source.endswith("niah.log")
-    assert row.retrieval.text.startswith("0/6") and row.status == "provisional"
+    assert row.cell("capacity").source.endswith("capacity.json") and row.cell("retrieval").source.endswith(
+        "niah.log"
+    )
+    assert row.cell("retrieval").text.startswith("0/6") and row.status == "provisional"
     assert row.recall_alone.text == "0/8" and row.recall_shared.text == "0/16"
     assert row.ttft_shared.value == pytest.approx(21.47, abs=0.01)
     assert row.stall.value is not None and row.stall.value > 2
@@ -161,11 +201,11 @@ def test_report_is_rebuilt_from_files_and_escapes_model_output(results: Path) ->
     assert html.count("<script") == 4 and "Plotly.newPlot" in html
     figures = json.loads(html.split('id="figure-data">')[1].split("</script>")[0])
     titles = [f["layout"]["title"]["text"] for f in figures]
-    assert titles[:3] == [
+    assert titles[:2] == [
         "TTFT against context (the conversation ramp)",
         "Recall per turn (green: the planted fact was found)",
-        "One-shot retrieval by length and depth (share of trials that found the fact)",
     ]
+    assert "One-shot retrieval by length and depth (share of trials that found the fact)" in titles
     # the page without plotly.js: no link to fetch (the browser test watches the requests), one image
     page = html.split("<script>", 1)[0] + html.split('<script type="application/json"', 1)[1]
     assert "http://" not in page and "https://" not in page
@@ -239,7 +279,7 @@ def test_requests_the_server_refused_fail_the_row_and_name_the_first() -> None:
     # Issue 51: a many-users level whose every request got HTTP 400 read PROVISIONAL; the campaign exited 0.
     refused = [_failed("tput-u1-user0-0", 400, "throughput"), _failed("tput-u1-user0-1", 400, "throughput")]
     status, reasons = status_of(
-        Facts(**{**ALL, "retrieval": _found(3, 3), "refused": refused}),
+        Facts(**{**ALL, "refused": refused}),
         random_weights=False,
     )
     assert status == "failed"

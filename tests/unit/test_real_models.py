@@ -11,13 +11,13 @@ import pytest
 
 from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.campaigns.preflight import describe_counter, dry_run, fit_warnings
+from ctxbench.checks.needle.file import Control
+from ctxbench.checks.needle.params import NeedleParams
 from ctxbench.client.answers import unplanned_prompt
-from ctxbench.config.params import NeedleParams
 from ctxbench.engines.chat_template import compare_with_counter, served_template, template_warnings
 from ctxbench.engines.models import TinyModelSpec, tiny_model
 from ctxbench.errors import TokenizerError
 from ctxbench.records import Usage
-from ctxbench.store.check_files import Control
 from ctxbench.text.gguf_vocab import SentencePieceCounter, gguf_token_counter
 from ctxbench.text.tokens import load_token_counter, require_content_counted
 

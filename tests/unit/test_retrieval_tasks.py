@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from ctxbench.config.params import NeedleParams
+from ctxbench.checks.needle.params import NeedleParams
 from ctxbench.engines.models import tiny_model
 from ctxbench.text.corpus import FIRST_NAMES, PLACES
 from ctxbench.text.haystack import SEPARATOR, UnitPool, build_planted
@@ -216,8 +216,8 @@ def test_tasks_and_depth_curves_in_the_campaign_schema() -> None:
 
 
 def test_a_tasks_cell_says_not_scored_rather_than_0_of_0_and_names_a_missed_control() -> None:
-    from ctxbench.results.retrieval import TaskResult
-    from ctxbench.store.check_files import Control
+    from ctxbench.checks.needle.file import Control
+    from ctxbench.checks.needle.retrieval import TaskResult
 
     assert TaskResult("multi_key", 0, 0, None, alone=False).text() == "multi_key not scored"
     assert TaskResult("multi_key", 2, 3, None, alone=False).text() == "multi_key 2/3 [0.21, 0.94]"

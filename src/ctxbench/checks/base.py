@@ -68,10 +68,13 @@ class StageLoad:
 @dataclass(frozen=True)
 class Judgement:
     """What a check's own results say of a run's status (docs/validation.md): any `failed` reason fails the
-    run; `provisional` reasons keep it from VALIDATED."""
+    run; `provisional` and `results` reasons keep it from VALIDATED. `provisional` reasons come first (what
+    the engine did: not bit for bit, a cached path that flipped); `results` come after the claims the run
+    left unchecked (a recall below n/n, prompts skipped, a count off within the tolerance)."""
 
     failed: tuple[str, ...] = ()
     provisional: tuple[str, ...] = ()
+    results: tuple[str, ...] = ()
 
 
 class CheckTables(Strict):

@@ -11,12 +11,12 @@ import typer
 
 from ..checks.capacity import CAPACITY, CapacityParams
 from ..checks.fidelity import FIDELITY, FidelityParams
-from ..checks.needle import NEEDLE
+from ..checks.needle import NEEDLE, NeedleParams
 from ..checks.probe import PROBE, ProbeParams
 from ..checks.quality import QUALITY, QualityParams, load_problems
 from ..checks.ramp import RAMP
 from ..config.param_types import DEFAULT_READ_TIMEOUT_S
-from ..config.params import NeedleParams, RampParams
+from ..config.params import RampParams
 from .adhoc import Server, run_check
 from .common import (
     CampaignOption,

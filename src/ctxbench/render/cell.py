@@ -3,6 +3,7 @@ verdicts a reader of the cell needs as typed fields (never parsed back out of th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -48,3 +49,11 @@ class Glance:
     verdict: str
     cell: Cell
     why: str = ""
+
+
+def named_misses(misses: Sequence[str], shown: int = 3) -> str:
+    """The first `shown` misses of a glance line's "why not", and how many more; a model's answer stays
+    inside its table cell."""
+    more = len(misses) - shown
+    text = "; ".join(misses[:shown]) + (f"; and {more} more" if more > 0 else "")
+    return " ".join(text.split()).replace("|", "\\|")

@@ -15,16 +15,15 @@ from pathlib import Path
 from markupsafe import Markup, escape
 
 from ..checks.catalog import CHECKS
+from ..checks.needle import answers as needle_answers
 from ..measure import stats
 from ..results.columns import COLUMN_GROUPS, COLUMNS, REPEATED
 from ..results.evidence import MISSING, Row, collect
-from ..store.check_files import NeedleFile
 from ..store.run_dir import RunDir
 from ..store.run_files import MANIFEST_FILE
 from .check_sections import ramp_table_rows
 from .decide import Reading, readings
 from .interactive import figures_json, interactive_figures, plotly_js
-from .needle_section import outcome
 
 # The page itself (jinja2, autoescaped): a file beside this module, shipped in the wheel.
 TEMPLATE = "evidence.html.j2"
@@ -305,14 +304,13 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None
     named = {RunDir(results / "runs" / row.run_id).manifest().campaign for row in rows}
     campaigns = sorted(name for name in named if name)
     title = ", ".join(campaigns) or results.resolve().name
-    answers = []
-    for row in rows:
-        needle = NeedleFile.load(results / "runs" / row.run_id)
-        if needle is not None:
-            answers.append((row.run_id, needle.trials))
+    answers = [
+        (row.run_id, listed)
+        for row in rows
+        if (listed := needle_answers(results / "runs" / row.run_id)) is not None
+    ]
     env = Environment(autoescape=True)
     env.filters["code"] = inline_code
-    env.filters["outcome"] = outcome
     page = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
     html = env.from_string(page).render(
         title=title,

@@ -14,17 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..checks.catalog import CHECKS
+from ..checks.needle import blind_tasks
 from ..records import RequestRecord, requests_line
-from ..render.cell import FAIL, MEASURED, NO_VERDICT, NOISE, PASS, UNSCORED, Glance
+from ..render.cell import FAIL, MEASURED, NO_VERDICT, NOISE, PASS, UNSCORED, Glance, named_misses
 from ..render.tables import cell as table_cell
 from ..results.columns import EVIDENCE_COLUMNS
 from ..results.evidence import Cell, Row, evidence_row
-from ..results.retrieval import task_results
-from ..store.check_files import NeedleFile, NeedleTrial
 from ..store.run_dir import RunDir
 from .check_sections import ramp_table_rows
-
-SHOWN = 3  # misses named before "and N more"
 
 
 def glance_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
@@ -50,30 +47,24 @@ def glance_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
 
 
 def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[tuple[str, str, Cell, str]]:
-    # recall of random weights is noise: shown, not judged; a model that fails the short control fails the
-    # task, so its misses at length say nothing of the context
-    needle = NeedleFile.load(run.path)
-    results = task_results(needle) if needle is not None else []
-    blind = {t.task for t in results if t.control is not None and t.control.missed}  # failed their control
-    # the ramp's task (the single literal fact unless told otherwise): its control speaks for claim 3
+    # recall of random weights is noise: shown, not judged; a model that fails the short control of the
+    # ramp's task (the single literal fact unless told otherwise) fails the task, so its misses at length say
+    # nothing of the context
     ramp_task = (run.manifest().check_parameters.get("ramp") or {}).get("task", "single")
-    judged = NOISE if row.random_weights else NO_VERDICT if ramp_task in blind else None
-    # the checks whose folder says their own glance line (`Check.glance`): capacity, the first claim
+    judged = NOISE if row.random_weights else NO_VERDICT if ramp_task in blind_tasks(run) else None
+    # the checks whose folder says their own glance line (`Check.glance`): capacity and retrieval, the
+    # first claims
     own: list[Glance] = [g for check in CHECKS if check.own_report for g in check.glance(run, row.own)]
     out: list[tuple[str, str, Cell, str]] = [(g.label, g.verdict, g.cell, g.why) for g in own]
-    if row.retrieval.source:
-        trials = [t for t in needle.trials if t.task not in blind] if needle is not None else []
-        misses = _needle_misses(trials, named=bool(results) and not results[0].alone)
-        every = bool(results) and blind == {t.task for t in results}
-        verdict = NOISE if row.random_weights else NO_VERDICT if every else (FAIL if misses else PASS)
-        out.append(("2 retrieval, fresh document", verdict, row.retrieval, _named(misses)))
     lost = _ramp_losses(run, records)
     for users, cell in (("1", row.recall_alone), ("2", row.recall_shared)):
         if cell.source:
             misses = lost.get(users, [])
             scored = cell.scored is not None and cell.scored[1] > 0
             verdict = (judged or (FAIL if misses else PASS)) if scored else UNSCORED
-            out.append((f"3 recall, {'alone' if users == '1' else '2 users'}", verdict, cell, _named(misses)))
+            out.append(
+                (f"3 recall, {'alone' if users == '1' else '2 users'}", verdict, cell, named_misses(misses))
+            )
     for column in EVIDENCE_COLUMNS:
         cell = row.cell(column.key)
         if column.glance is not None and cell.source:
@@ -92,17 +83,6 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
     return out
 
 
-def _needle_misses(trials: Sequence[NeedleTrial], named: bool) -> list[str]:
-    """Each miss and skip, the task named where the run asked more than the single fact."""
-
-    def where(t: NeedleTrial) -> str:
-        return f"{t.task} " * named + f"{t.length} tokens at depth {t.depth:.0%}"
-
-    return [f"{where(t)} (answered {str(t.answer)[:24]!r})" for t in trials if t.found is False] + [
-        f"{where(t)} skipped" for t in trials if t.skipped
-    ]
-
-
 def _ramp_losses(run: RunDir, records: Sequence[RequestRecord]) -> dict[str, list[str]]:
     lost: dict[str, list[str]] = {}
     for r in ramp_table_rows(run, records):
@@ -111,12 +91,6 @@ def _ramp_losses(run: RunDir, records: Sequence[RequestRecord]) -> dict[str, lis
                 f"user {r['user']} turn {r['turn']} at {r['context_tokens']} tokens"
             )
     return lost
-
-
-def _named(misses: Sequence[str]) -> str:
-    more = len(misses) - SHOWN
-    text = "; ".join(misses[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
-    return " ".join(text.split()).replace("|", "\\|")  # a model's answer stays inside its table cell
 
 
 def _source(results: Path, run: RunDir, cell: Cell) -> str:

@@ -28,11 +28,9 @@ from ..render.figure_layout import (
     tokens,
 )
 from ..results.evidence import Row
-from ..store.check_files import NeedleFile
 from ..store.run_dir import RunDir
 from ..store.run_files import MANIFEST_FILE
 from .check_sections import ramp_table_rows
-from .needle_section import curve_points
 from .timeline import gpu_axes, gpu_traces, timeline, timeline_figure
 
 # plotly.js's partial bundle of the cartesian traces (vendor/README.md): the page draws scatter, bar and
@@ -108,79 +106,6 @@ def _ramp_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
             yaxis={"type": "category", "automargin": True, "autorange": "reversed"},
         ),
     ]
-
-
-def _needle_figure(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
-    cells: dict[tuple[str, str, int], dict[float, list[bool]]] = {}
-    curves: list[dict[str, Any]] = []
-    for row in rows:
-        needle = NeedleFile.load(results / "runs" / row.run_id)
-        for trial in needle.trials if needle is not None else []:
-            if trial.found is not None:
-                found = cells.setdefault((row.deployment, trial.task, trial.length), {})
-                found.setdefault(trial.depth, []).append(trial.found)
-        if needle is not None and needle.depth_curve:
-            named = len(needle.task_names()) > 1
-            for (task, length), line in curve_points(needle).items():
-                label = f"{row.deployment}: " + f"{task}, " * named + f"{length} tokens"
-                curves.append(
-                    {
-                        "type": "scatter",
-                        "mode": "lines+markers",
-                        "name": label,
-                        "x": [d for d, _ in line],
-                        "y": [share for _, share in line],
-                    }
-                )
-    if not cells:
-        return []
-    depths = sorted({d for found in cells.values() for d in found})
-    keys = sorted(cells, key=lambda k: (k[0], k[1] != "single", k[1], k[2]))
-    z = [[_share(cells[k].get(d)) for d in depths] for k in keys]
-    heat = {
-        "type": "heatmap",
-        "x": [f"{d:.0%}" for d in depths],
-        "y": [
-            f"{name}: " + ("" if task == "single" else f"{task}, ") + f"{length} tokens"
-            for name, task, length in keys
-        ],
-        "z": z,
-        "zmin": 0,
-        "zmax": 1,
-        "colorscale": [[0, "#e8a0a0"], [1, "#8fd18f"]],
-        "hovertemplate": "%{y} at depth %{x}: %{z:.0%} found<extra></extra>",
-    }
-    return [
-        plot_figure(
-            "One-shot retrieval by length and depth (share of trials that found the fact)",
-            [heat],
-            height=140 + 28 * len(keys),
-            xaxis={"title": {"text": "depth of the planted fact"}, "type": "category"},
-            yaxis={"type": "category", "automargin": True, "autorange": "reversed"},
-        )
-    ] + _curve_figure(curves)
-
-
-def _curve_figure(curves: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Retrieval against depth, a line per deployment, task and length (runs that asked for a curve)."""
-    if not curves:
-        return []
-    return [
-        plot_figure(
-            "Retrieval by depth (share of answers that found the fact)",
-            curves,
-            xaxis={
-                "title": {"text": "depth of the planted fact"},
-                "range": [-0.02, 1.02],
-                "tickformat": ".0%",
-            },
-            yaxis={"title": {"text": "share found"}, "range": [-0.05, 1.05]},
-        )
-    ]
-
-
-def _share(found: list[bool] | None) -> float | None:
-    return None if not found else sum(found) / len(found)
 
 
 def _decode_figure(rows: Sequence[Row]) -> list[dict[str, Any]]:
@@ -290,7 +215,6 @@ def interactive_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, An
     runs = [PageRun(row.deployment, row.run_id) for row in rows]
     return (
         _ramp_figures(results, rows)
-        + _needle_figure(results, rows)
         + _decode_figure(rows)
         + _timeline_figures(results, rows)
         + [f for check in CHECKS if check.own_report for f in check.figures(results, runs)]

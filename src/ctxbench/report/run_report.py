@@ -9,15 +9,7 @@ from ..measure import decode_stall, metrics
 from ..measure.telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
 from ..records import RequestRecord, requests_line
 from ..render.run_read import RunRead
-from ..render.tables import (
-    fmt,
-    markdown_table,
-    percentile_text,
-    relative,
-    request_row,
-    ttft_split_note,
-)
-from ..store.check_files import NeedleFile
+from ..render.tables import fmt, markdown_table, percentile_text, relative, request_row, ttft_split_note
 from ..store.run_dir import RunDir
 from .agreement import agreement_section
 from .check_sections import ramp_table_rows
@@ -156,23 +148,6 @@ def claims_summary(run: RunDir) -> list[str]:
     return lines
 
 
-def _needle_lines(run: RunDir) -> list[str]:
-    lines: list[str] = []
-    needle = NeedleFile.load(run.path)
-    if needle is not None:
-        control = needle.control
-        lines.append(
-            "needle recall: "
-            + (
-                f"control {control.length} tokens {needle.recall_text(control.length, control, True)}; "
-                if control
-                else ""
-            )
-            + ", ".join(f"{n} tokens {needle.recall_text(n, r)}" for n, r in needle.recall_sorted())
-        )
-    return lines
-
-
 def _ramp_lines(run: RunDir) -> list[str]:
     lines: list[str] = []
     records = list(run.records())
@@ -209,7 +184,6 @@ def _ramp_lines(run: RunDir) -> list[str]:
 
 
 _CONSOLE: dict[str, Callable[[RunDir], list[str]]] = {
-    "needle": _needle_lines,
     "ramp": _ramp_lines,
 }
 

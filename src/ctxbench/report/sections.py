@@ -11,12 +11,10 @@ from collections.abc import Callable
 from ..checks.catalog import CHECKS
 from ..render.run_read import RunRead
 from .check_sections import ramp_section
-from .needle_section import needle_section
 
 Section = Callable[[RunRead], list[str]]
 
 SECTIONS: dict[str, Section | None] = {
-    "needle": needle_section,
     "ramp": ramp_section,
 }
 

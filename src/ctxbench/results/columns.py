@@ -21,25 +21,6 @@ EVIDENCE_COLUMNS: tuple[Column, ...] = (
     Column("deployment", "deployment"),
     Column("status", "status"),
     *_own(CLAIMS_1_2),
-    Column(
-        "retrieval",
-        "2 retrieval k/n",
-        CLAIMS_1_2,
-        guide=Guide(
-            "Complete recall on every sampled check",
-            "one-shot retrieval n/n and conversation recall n/n alone and with 2 users, at the sampled "
-            "lengths and depths only; not a broad reasoning evaluation",
-            among="complete recall",
-            caveat=False,
-            listed="names",
-            missing=(
-                "Complete recall on every sampled check",
-                "none",
-                "one-shot retrieval n/n and conversation recall n/n alone and with 2 users, at the sampled "
-                "lengths and depths only; not a broad reasoning evaluation",
-            ),
-        ),
-    ),
     Column("recall_alone", "3 recall alone", CLAIM_3),
     Column("recall_shared", "3 recall, 2 users", CLAIM_3),
     Column(

@@ -16,18 +16,15 @@ from typing import Literal
 
 from ..checks.base import Judgement
 from ..checks.catalog import CHECKS
-from ..checks.needle import CONTROL_FAILED
 from ..engines.chat_template import template_warnings
 from ..measure import decode_stall, metrics
 from ..plan import cost_per_million
-from ..records import RequestRecord
+from ..records import RequestRecord, not_planned_head
 from ..render.cell import MISSING, Cell, clause
-from ..store.check_files import NeedleFile
 from ..store.cost import price_of
 from ..store.ramp_table import RAMP_TABLE, run_rows
 from ..store.run_dir import RunDir
-from ..store.run_files import MANIFEST_FILE, NIAH_LOG
-from .retrieval import TaskResult, task_results
+from ..store.run_files import MANIFEST_FILE
 
 Status = Literal["validated", "provisional", "failed"]
 
@@ -38,7 +35,6 @@ class Row:
     run_id: str
     gpus: int
     random_weights: bool
-    retrieval: Cell = MISSING
     recall_alone: Cell = MISSING
     recall_shared: Cell = MISSING
     ttft_alone: Cell = MISSING
@@ -63,11 +59,6 @@ class Row:
 _FIELD_CELLS = frozenset(f.name for f in fields(Row) if f.type in ("Cell", Cell))
 
 
-def _head(message: str) -> str:
-    """'server counted 3 tokens, planned 2048' from a prompt_not_planned error (its kind prefix dropped)."""
-    return message.removeprefix("prompt_not_planned: ").split(" (", 1)[0]
-
-
 def _rel(results: Path, path: Path) -> str:
     return str(path.relative_to(results))
 
@@ -81,40 +72,6 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     facts = Facts(checks=set(manifest.checks), failed=manifest.failed.error if manifest.failed else None)
     if not manifest.checks and manifest.check:
         facts.adhoc = manifest.check
-    needle = NeedleFile.load(run.path)
-    if needle is not None:
-        recall = needle.recall_by_length
-        k = sum(r.found for r in recall.values())
-        n = sum(r.scored for r in recall.values())
-        longest = max((length for length, r in needle.recall_sorted() if r.scored), default=0)
-        unplanned = [t for t in needle.trials if (t.error or "").startswith("prompt_not_planned")]
-        control = needle.control
-        verdict = f"; {CONTROL_FAILED.format(length=control.length)}" if control and control.missed else ""
-        by_task = task_results(needle)
-        skipped = [t for t in needle.trials if t.skipped]
-        facts.needle_skipped = [f"{t.length} tokens: {(t.skipped or '').split(';')[0]}" for t in skipped]
-        if unplanned:
-            text = f"FAILS: {len(unplanned)} prompt(s) not as planned ({_head(unplanned[0].error or '')})"
-        elif n == 0 and skipped:
-            text = f"not run: {len(skipped)} prompt(s) skipped ({facts.needle_skipped[0]})"
-        elif n == 0:
-            unanswered = [t for t in needle.trials if t.error is not None]
-            first = (unanswered[0].error or "").split(" (", 1)[0][:80] if unanswered else "nothing answered"
-            text = f"not scored: {len(unanswered)} of {len(needle.trials)} failed (first: {first})"
-        elif needle.task_names() != ["single"]:
-            text = f"{'; '.join(t.text() for t in by_task)} (to {longest} tokens)"
-        else:
-            text = f"{k}/{n} (to {longest} tokens){verdict}"
-        complete = not unplanned and n > 0
-        cells["retrieval"] = Cell(
-            text, _rel(results, run.path / NIAH_LOG), scored=(k, n) if complete else None
-        )
-        facts.retrieval = by_task
-        facts.needle_count_errors = [
-            t.prompt_tokens - t.planned_tokens
-            for t in needle.trials
-            if t.planned_tokens and t.prompt_tokens and t.prompt_tokens != t.planned_tokens
-        ]
     records = list(run.records())
     rows = run_rows(
         results / RAMP_TABLE,
@@ -215,9 +172,6 @@ class Facts:
     checks: set[str] = field(default_factory=set)
     failed: str | None = None  # the deployment's failure, as the manifest says it
     adhoc: str | None = None  # the one check an ad-hoc command ran
-    needle_skipped: list[str] = field(default_factory=list)
-    retrieval: list[TaskResult] = field(default_factory=list)
-    needle_count_errors: list[int] = field(default_factory=list)
     implausible: int = 0  # records whose timing cannot be true
     not_planned: list[str] = field(default_factory=list)
     refused: list[RequestRecord] = field(default_factory=list)
@@ -237,7 +191,7 @@ def status_of(facts: Facts, *, random_weights: bool) -> tuple[Status, tuple[str,
     if facts.not_planned:
         return "failed", (
             f"{len(facts.not_planned)} prompt(s) were not what was planned, first: "
-            f"{_head(facts.not_planned[0])}; no figure or recall speaks for the planned lengths",
+            f"{not_planned_head(facts.not_planned[0])}; no figure or recall speaks for the planned lengths",
             *facts.template_warnings,
         )
     refused = facts.refused
@@ -264,18 +218,7 @@ def status_of(facts: Facts, *, random_weights: bool) -> tuple[Status, tuple[str,
         for claim in CHECKS:
             if claim.claim and claim.name not in checks:
                 reasons.append(f"the {claim.name} check did not run")
-    for task in facts.retrieval:
-        named = "" if task.alone else f" ({task.task})"
-        if task.control is not None and task.control.missed:
-            reasons.append(
-                f"retrieval{named} {CONTROL_FAILED.format(length=task.control.length)} "
-                f"({task.control.found}/{task.control.scored}): no long-context verdict is drawn"
-            )
-        elif task.found < task.scored:
-            reasons.append(f"one-shot retrieval{named} {task.found}/{task.scored} is below n/n")
-    skipped = facts.needle_skipped
-    if skipped:
-        reasons.append(f"{len(skipped)} needle prompt(s) skipped, not scored: {skipped[0]}")
+    reasons += [reason for judged in facts.judgements for reason in judged.results]
     if facts.cache_findings:
         reasons.append(f"the cache audit has {facts.cache_findings} finding(s) (`ctxbench audit-cache`)")
     if facts.implausible:
@@ -285,13 +228,6 @@ def status_of(facts: Facts, *, random_weights: bool) -> tuple[Status, tuple[str,
         )
     if facts.token_fallback:
         reasons.append("some token counts came from a fallback, not the server's usage")
-    errors = facts.needle_count_errors
-    if errors:
-        worst = max(errors, key=abs)
-        reasons.append(
-            f"{len(errors)} planned prompt length(s) differ from the server's count (by up to {worst:+d} "
-            "tokens, within the tolerance; docs/metrics.md)"
-        )
     reasons.extend(facts.template_warnings)
     if "ramp" in checks and not facts.ramp_with_two_users:
         reasons.append("the conversation ramp did not run with 2 users")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..measure.stats import wilson
-from ..store.check_files import Control, NeedleFile
+from ...measure.stats import wilson
+from .file import Control, NeedleFile
 
 
 @dataclass(frozen=True)

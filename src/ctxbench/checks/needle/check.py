@@ -21,19 +21,25 @@ import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from ..client.chat import ChatClient
-from ..config.params import NeedleParams
-from ..measure import metrics
-from ..records import CacheIntent, RequestRecord
-from ..store.check_files import Control, NeedleFile, NeedleTrial, Recall, TaskRecall
-from ..store.run_dir import RunDir
-from ..store.run_files import NIAH_LOG
-from ..text.haystack import Haystack, UnitPool, build_planted, lead_tokens, request_seed
-from ..text.tasks import Knobs, Planted, TaskName, answer_labels, expected_text, task_named
-from .base import Check, RunContext
-
-CONTROL_FAILED = "fails at the {length}-token control too: the model or its template, not the context"
+from ...client.chat import ChatClient
+from ...measure import metrics
+from ...records import CacheIntent, RequestRecord
+from ...render.cell import Cell, Glance
+from ...render.figure_layout import PageRun
+from ...render.run_read import RunRead
+from ...store.run_dir import RunDir
+from ...store.run_files import NIAH_LOG
+from ...text.haystack import Haystack, UnitPool, build_planted, lead_tokens, request_seed
+from ...text.tasks import Knobs, Planted, TaskName, answer_labels, expected_text, task_named
+from ..base import Check, Judgement, RunContext
+from .cell import NEEDLE_COLUMNS, glance_lines, judgement_of, needle_cells
+from .figures import figures
+from .file import Control, NeedleFile, NeedleTrial, Recall, TaskRecall
+from .params import NeedleParams
+from .section import console_lines, needle_section
 
 
 def recall_by_length(trials: Sequence[NeedleTrial]) -> dict[int, tuple[int, int]]:
@@ -335,6 +341,29 @@ class NeedleCheck(Check[NeedleParams]):
         await run_needle(
             ctx.client, ctx.pool, needle, ctx.run, ctx.scope, ctx.stated, done, force=params.over_limit
         )
+
+    # its reporting, from this folder: the run report's section, the evidence cell and column, its part in
+    # the run's status, its line at a glance, the console line and the evidence page's figures
+    own_report = True
+    columns = NEEDLE_COLUMNS
+
+    def section(self, read: RunRead) -> list[str]:
+        return needle_section(read)
+
+    def cells(self, results: Path, run: RunDir, price: float) -> dict[str, Cell]:
+        return needle_cells(results, run)
+
+    def judge(self, run: RunDir, random_weights: bool) -> Judgement:
+        return judgement_of(run)
+
+    def glance(self, run: RunDir, cells: Mapping[str, Cell]) -> list[Glance]:
+        return glance_lines(run, cells)
+
+    def console(self, run: RunDir) -> list[str]:
+        return console_lines(run)
+
+    def figures(self, results: Path, runs: Sequence[PageRun]) -> list[dict[str, Any]]:
+        return figures(results, runs)
 
 
 NEEDLE = NeedleCheck()

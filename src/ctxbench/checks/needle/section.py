@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..checks.needle import CONTROL_FAILED
-from ..measure.stats import wilson
-from ..render.run_read import RunRead
-from ..render.tables import fmt, markdown_table, relative
-from ..store.check_files import NeedleFile, NeedleTrial
-from ..store.counters import reported_text
-from ..store.run_files import NIAH_LOG
+from ...measure.stats import wilson
+from ...render.run_read import RunRead
+from ...render.tables import fmt, markdown_table, relative
+from ...store.counters import reported_text
+from ...store.run_dir import RunDir
+from ...store.run_files import NIAH_LOG
+from .cell import CONTROL_FAILED
+from .file import NeedleFile, NeedleTrial
 
 CURVE_FILE = "recall-by-depth"
 MULTI_DEPTH = (
@@ -210,3 +211,20 @@ def draw_depth_curve(
             fig.savefig(file)
     plt.close(fig)
     return files
+
+
+def console_lines(run: RunDir) -> list[str]:
+    lines: list[str] = []
+    needle = NeedleFile.load(run.path)
+    if needle is not None:
+        control = needle.control
+        lines.append(
+            "needle recall: "
+            + (
+                f"control {control.length} tokens {needle.recall_text(control.length, control, True)}; "
+                if control
+                else ""
+            )
+            + ", ".join(f"{n} tokens {needle.recall_text(n, r)}" for n, r in needle.recall_sorted())
+        )
+    return lines
