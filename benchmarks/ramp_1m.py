@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from client_speed import start_server  # noqa: E402
 
 from ctxbench import Client  # noqa: E402
-from ctxbench.checks.ramp import FOLLOW_UP, NEEDLE_DEPTH, ramp_schedule  # noqa: E402
-from ctxbench.config.params import RampParams  # noqa: E402
+from ctxbench.checks.ramp import RampParams  # noqa: E402
+from ctxbench.checks.ramp.check import FOLLOW_UP, NEEDLE_DEPTH, ramp_schedule  # noqa: E402
 from ctxbench.engines.models import tiny_model  # noqa: E402
 from ctxbench.text.haystack import Needle, build_haystack, pool_for  # noqa: E402
 from ctxbench.text.prompt_memo import PromptMemo  # noqa: E402

@@ -195,10 +195,10 @@ def test_a_value_the_campaign_file_refuses_is_refused_by_the_flag(
 def test_the_ad_hoc_flags_default_to_the_campaign_files_defaults() -> None:
     import typer.main
 
-    from ctxbench.checks.needle.params import NeedleParams
+    from ctxbench.checks.needle import NeedleParams
     from ctxbench.checks.probe import ProbeParams
+    from ctxbench.checks.ramp import RampParams
     from ctxbench.cli import app
-    from ctxbench.config.params import RampParams
 
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
     defaults = {

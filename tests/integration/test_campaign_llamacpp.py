@@ -15,10 +15,10 @@ import pytest
 
 from ctxbench.campaigns.campaign import read_state, run_campaign, state_path
 from ctxbench.campaigns.campaign_file import load_campaign
+from ctxbench.checks.ramp.table import RAMP_TABLE, read_rows
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel
 from ctxbench.results.evidence import collect
-from ctxbench.store.ramp_table import RAMP_TABLE, read_rows
 from ctxbench.store.run_dir import RunDir
 
 pytestmark = pytest.mark.engine

@@ -9,8 +9,8 @@ import pytest
 
 from ctxbench.checks.capacity import CapacityParams
 from ctxbench.checks.capacity.check import run_capacity
+from ctxbench.checks.needle import NeedleParams
 from ctxbench.checks.needle.check import recall_by_length, run_needle
-from ctxbench.checks.needle.params import NeedleParams
 from ctxbench.client.stream import Client
 from ctxbench.engines.limits import read_context_limit
 from ctxbench.engines.llamacpp import LlamaServer

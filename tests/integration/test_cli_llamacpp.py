@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cli_main import run_main
 
-from ctxbench.checks.needle.params import NeedleParams
+from ctxbench.checks.needle import NeedleParams
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel

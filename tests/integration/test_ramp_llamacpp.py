@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.checks.ramp import run_ramp
+from ctxbench.checks.ramp import RampParams
+from ctxbench.checks.ramp.check import run_ramp
+from ctxbench.checks.ramp.table import read_rows
 from ctxbench.client.stream import Client
-from ctxbench.config.params import RampParams
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
 from ctxbench.engines.models import TinyModel
 from ctxbench.measure import decode_stall, metrics
 from ctxbench.report.run_report import run_report
-from ctxbench.store.ramp_table import read_rows
 from ctxbench.store.run_dir import RunDir
 from ctxbench.text.haystack import UnitPool, build_haystack
 from ctxbench.text.tokens import HfTokenCounter

@@ -103,7 +103,7 @@ def evidence(results: Path) -> list[tuple[Any, ...]]:
             r.reasons,
             r.cell("capacity").text,
             r.cell("retrieval").text,
-            r.recall_alone.text,
+            r.cell("recall_alone").text,
             tuple(name for name, value in vars(r).items() if getattr(value, "source", None)),
         )
         for r in rows

@@ -11,12 +11,12 @@ import pytest
 from ctxbench.campaigns.suite import run_suite
 from ctxbench.checks.capacity import CapacityParams
 from ctxbench.checks.catalog import Checks
-from ctxbench.checks.needle.params import NeedleParams
-from ctxbench.config.params import RampParams
+from ctxbench.checks.needle import NeedleParams
+from ctxbench.checks.ramp import RampParams
+from ctxbench.checks.ramp.table import read_rows
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
-from ctxbench.store.ramp_table import read_rows
 from ctxbench.store.run_dir import RunDir
 from ctxbench.text.tokens import HfTokenCounter
 

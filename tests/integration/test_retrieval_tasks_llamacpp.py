@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 
 from ctxbench.audits.prefix_cache import audit_run
+from ctxbench.checks.needle import NeedleParams
 from ctxbench.checks.needle.check import run_needle
 from ctxbench.checks.needle.file import NeedleFile, NeedleTrial
-from ctxbench.checks.needle.params import NeedleParams
-from ctxbench.checks.ramp import run_ramp
+from ctxbench.checks.ramp import RampParams
+from ctxbench.checks.ramp.check import run_ramp
+from ctxbench.checks.ramp.table import RAMP_TABLE
 from ctxbench.client.stream import Client
-from ctxbench.config.params import RampParams
 from ctxbench.engines.llamacpp import LlamaServer
 from ctxbench.engines.models import TinyModel, demo_model_path
 from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import evidence_row
-from ctxbench.store.ramp_table import RAMP_TABLE
 from ctxbench.store.run_dir import RunDir
 from ctxbench.text.gguf_vocab import gguf_token_counter
 from ctxbench.text.haystack import UnitPool

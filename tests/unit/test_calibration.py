@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from ctxbench.checks.ramp.table import rows_from_records, run_rows
 from ctxbench.plan import DenseShape, predicted_prefill_s
 from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.results.calibration import CalibrationError, calibrate, solo_prefills
-from ctxbench.store.ramp_table import rows_from_records, run_rows
 from ctxbench.store.run_dir import RunDir
 
 SHAPE = DenseShape(n_layer=4, n_embd=1024, n_head=16, n_head_kv=4, head_dim=64, n_ff=2816)

@@ -7,11 +7,11 @@ import typing
 
 from ctxbench.checks.capacity import CapacityParams
 from ctxbench.checks.catalog import CHECK_NAMES, CHECKS, Checks, longest_prompt, request_count, selected
-from ctxbench.checks.needle.params import NeedleParams
+from ctxbench.checks.needle import NeedleParams
 from ctxbench.checks.probe import ProbeParams, probe_request_count
+from ctxbench.checks.ramp import RampParams
 from ctxbench.checks.returning.params import ReturningParams
 from ctxbench.config.load_params import ThroughputParams
-from ctxbench.config.params import RampParams
 
 
 def test_every_table_of_checks_is_one_check_object_with_its_parameters_type() -> None:

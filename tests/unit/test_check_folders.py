@@ -1,6 +1,6 @@
-"""A check whose folder holds its reporting (`Check.own_report`: returning users first) is read from there
-alone: its run-report section, evidence cells, console line and columns come from the `Check`, every other
-check's from the report's and the evidence's own tables, and no module outside the folder names its parts."""
+"""Every check is a folder (`checks/<name>/`) and is read from there alone: its run-report section, evidence
+cells and columns, console lines, glance lines, figures and status reasons come from the `Check`, and no
+module outside the folder names its parts."""
 
 from __future__ import annotations
 
@@ -11,33 +11,20 @@ import pytest
 
 import ctxbench
 from ctxbench.checks.catalog import CHECKS
-from ctxbench.report.sections import CHECK_SECTIONS, SECTIONS
+from ctxbench.report.sections import CHECK_SECTIONS
 from ctxbench.results.columns import EVIDENCE_COLUMNS
 
 ROOT = Path(ctxbench.__file__).parent
 
 
-def test_every_check_has_its_section_from_one_place() -> None:
-    own = {c.name for c in CHECKS if c.own_report}
-    assert own >= {
-        *(
-            "returning",
-            "sessions",
-            "fidelity",
-            "trace",
-            "probe",
-            "quality",
-            "capacity",
-            "throughput",
-            "needle",
-        )
-    }
-    assert set(SECTIONS) == {c.name for c in CHECKS} - own  # not both, not neither
+def test_every_check_is_a_folder_and_has_its_section_from_it() -> None:
+    for check in CHECKS:
+        assert (ROOT / "checks" / check.name / "check.py").exists(), check.name
+        assert type(check).__module__ == f"ctxbench.checks.{check.name}.check", check.name
     assert list(CHECK_SECTIONS) == [c.name for c in CHECKS]
     for check in CHECKS:
-        if check.own_report:
-            assert CHECK_SECTIONS[check.name] == check.section
-            assert all(column in EVIDENCE_COLUMNS for column in check.columns), check.name
+        assert CHECK_SECTIONS[check.name] == check.section
+        assert all(column in EVIDENCE_COLUMNS for column in check.columns), check.name
 
 
 # What each folder holds, as a module outside it would name it
@@ -64,10 +51,16 @@ PARTS = {
         r"closed_loop|recall_under_load|RecallUnderLoad|endpoints_(lines|points)|pareto_figure|search_lines|"
         r"open_loop_cell|slo_cell|ask_cell|many_users_figures"
     ),
-    # the ramp's verdict reads which tasks failed their control, the evidence page every answer (the package's)
+    # the ramp's verdict reads which tasks failed their control, the evidence page every answer (package's)
     "needle": (
         r"checks\.needle\.|needle_(cells|section)\b|Needle(File|Trial)|TaskRecall|TaskResult|task_results|"
         r"NEEDLE_COLUMNS|CONTROL_FAILED|curve_points"
+    ),
+    # the command line prints where the ramp table is and plans a ramp's turns (the package's `RAMP_TABLE`,
+    # `ramp_schedule`)
+    "ramp": (
+        r"checks\.ramp\.|ramp_(cells|section|table_rows)\b|RampFile|CLAIM_3_COLUMNS|run_rows|"
+        r"record_row|append_rows|draw_timeline|timeline_figure"
     ),
     "sessions": (
         r"checks\.sessions\.|sessions_(cells|section|file|forecast)\b|session_trace|Sessions(File|Params|Forecast)|"
@@ -90,8 +83,8 @@ def test_nothing_outside_a_checks_folder_names_its_parts(name: str) -> None:
     assert named == [], named
 
 
-def test_every_check_with_a_folder_is_held_here() -> None:
-    assert {c.name for c in CHECKS if c.own_report} == set(PARTS)
+def test_every_check_is_held_here() -> None:
+    assert {c.name for c in CHECKS} == set(PARTS)
 
 
 # Many users' parameters stay below the checks (config/load_params.py): the shared prompts and open loop (the
@@ -104,9 +97,8 @@ def test_a_folder_holds_its_parameters_and_the_campaign_file_takes_its_table_fro
     from ctxbench.checks.catalog import Checks
 
     for check in CHECKS:
-        if check.own_report:
-            home = SHARED_PARAMS.get(check.name, f"ctxbench.checks.{check.name}.params")
-            assert check.params_type.__module__ == home, check.name
+        home = SHARED_PARAMS.get(check.name, f"ctxbench.checks.{check.name}.params")
+        assert check.params_type.__module__ == home, check.name
         assert Campaign.model_fields["checks"].annotation is Checks
         assert Checks.model_fields[check.name].annotation == check.params_type | None, check.name
 

@@ -20,7 +20,7 @@ from ctxbench.results.evidence import Facts, collect, status_of
 from ctxbench.store.run_dir import RunDir
 
 H200_RUN = Path(__file__).parents[2] / "docs" / "gpu-validation" / "h200-run1"
-ALL: dict[str, object] = {"checks": {"capacity", "needle", "ramp"}, "ramp_with_two_users": True}
+ALL: dict[str, object] = {"checks": {"capacity", "needle", "ramp"}}
 
 
 def needle_file(found: list[bool], counted: list[int] | None = None) -> NeedleFile:
@@ -130,7 +130,7 @@ def test_the_needle_judges_its_own_results_and_they_follow_the_claims_the_run_le
         "2 planned prompt length(s) differ from the server's count (by up to +2 tokens, within the "
         "tolerance; docs/metrics.md)",
     )
-    facts = Facts(checks={"needle", "ramp"}, ramp_with_two_users=True, judgements=[judged], cache_findings=1)
+    facts = Facts(checks={"needle", "ramp"}, judgements=[judged], cache_findings=1)
     status, reasons = status_of(facts, random_weights=False)
     assert status == "provisional" and reasons == (
         "the capacity check did not run",
@@ -179,9 +179,9 @@ def test_evidence_row_from_the_h200_run_names_its_sources(results: Path) -> None
         "niah.log"
     )
     assert row.cell("retrieval").text.startswith("0/6") and row.status == "provisional"
-    assert row.recall_alone.text == "0/8" and row.recall_shared.text == "0/16"
-    assert row.ttft_shared.value == pytest.approx(21.47, abs=0.01)
-    assert row.stall.value is not None and row.stall.value > 2
+    assert row.cell("recall_alone").text == "0/8" and row.cell("recall_shared").text == "0/16"
+    assert row.cell("ttft_shared").value == pytest.approx(21.47, abs=0.01)
+    assert row.cell("stall").value is not None and row.cell("stall").value > 2
 
 
 def test_report_is_rebuilt_from_files_and_escapes_model_output(results: Path) -> None:
@@ -201,11 +201,12 @@ def test_report_is_rebuilt_from_files_and_escapes_model_output(results: Path) ->
     assert html.count("<script") == 4 and "Plotly.newPlot" in html
     figures = json.loads(html.split('id="figure-data">')[1].split("</script>")[0])
     titles = [f["layout"]["title"]["text"] for f in figures]
-    assert titles[:2] == [
+    # each check's figures, in the claims' order (`Check.figures`): retrieval, then the ramp
+    assert titles[:3] == [
+        "One-shot retrieval by length and depth (share of trials that found the fact)",
         "TTFT against context (the conversation ramp)",
         "Recall per turn (green: the planted fact was found)",
     ]
-    assert "One-shot retrieval by length and depth (share of trials that found the fact)" in titles
     # the page without plotly.js: no link to fetch (the browser test watches the requests), one image
     page = html.split("<script>", 1)[0] + html.split('<script type="application/json"', 1)[1]
     assert "http://" not in page and "https://" not in page
@@ -247,7 +248,7 @@ def test_a_run_of_a_cpu_deployment_has_no_gpu_cost(tmp_path: Path) -> None:
         )
     )
     (row,) = collect(tmp_path)
-    assert row.cost.text == "not run" and row.status == "provisional"
+    assert row.cell("cost").text == "not run" and row.status == "provisional"
     assert "the capacity check did not run" in row.reasons
 
 
@@ -256,9 +257,11 @@ def test_every_cost_of_a_row_is_at_the_price_its_manifest_recorded_unless_overri
     recorded = json.loads(manifest.read_text())
     manifest.write_text(json.dumps({**recorded, "price_per_gpu_hour": 2.00, "gpus": 1}))
     (row,) = collect(results)  # no price given: the run's own, not a default
-    assert "at $2.00/h" in row.cost.text
+    assert "at $2.00/h" in row.cell("cost").text
     (priced,) = collect(results, 7.00)
-    assert "at $7.00/h" in priced.cost.text and priced.cost.value == pytest.approx(row.cost.value * 3.5)
+    assert "at $7.00/h" in priced.cell("cost").text and priced.cell("cost").value == pytest.approx(
+        row.cell("cost").value * 3.5
+    )
 
 
 def _failed(name: str, status: int, check: str, kind: str = "http_status") -> RequestRecord:

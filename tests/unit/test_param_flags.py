@@ -11,12 +11,12 @@ import typer
 from cli_main import run_main
 from pydantic import BaseModel, Field
 
-from ctxbench.checks.needle.params import NeedleParams
+from ctxbench.checks.needle import NeedleParams
 from ctxbench.checks.probe import ProbeParams
 from ctxbench.checks.quality import QualityParams
+from ctxbench.checks.ramp import RampParams
 from ctxbench.cli import app
 from ctxbench.cli.param_flags import flag_of, params_flags
-from ctxbench.config.params import RampParams
 
 GENERATED = {"probe": ProbeParams, "needle": NeedleParams, "ramp": RampParams, "quality": QualityParams}
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ctxbench.checks.ramp import Turn, ramp_schedule, recall_k_of_n
-from ctxbench.config.params import RampParams
+from ctxbench.checks.ramp import RampParams
+from ctxbench.checks.ramp.check import Turn, ramp_schedule, recall_k_of_n
+from ctxbench.checks.ramp.table import RAMP_COLUMNS, append_rows, read_rows
 from ctxbench.measure import decode_stall
 from ctxbench.records import Chunk, RequestRecord, Usage
-from ctxbench.store.ramp_table import RAMP_COLUMNS, append_rows, read_rows
 
 MS = 1_000_000
 

@@ -11,8 +11,8 @@ import pytest
 
 from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.campaigns.preflight import describe_counter, dry_run, fit_warnings
+from ctxbench.checks.needle import NeedleParams
 from ctxbench.checks.needle.file import Control
-from ctxbench.checks.needle.params import NeedleParams
 from ctxbench.client.answers import unplanned_prompt
 from ctxbench.engines.chat_template import compare_with_counter, served_template, template_warnings
 from ctxbench.engines.models import TinyModelSpec, tiny_model

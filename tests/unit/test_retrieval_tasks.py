@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from ctxbench.checks.needle.params import NeedleParams
+from ctxbench.checks.needle import NeedleParams
 from ctxbench.engines.models import tiny_model
 from ctxbench.text.corpus import FIRST_NAMES, PLACES
 from ctxbench.text.haystack import SEPARATOR, UnitPool, build_planted
@@ -235,7 +235,7 @@ def test_every_task_is_one_object_and_the_ramp_asks_the_ones_it_can() -> None:
     import pytest as _pytest
     from pydantic import ValidationError
 
-    from ctxbench.config.params import RampParams
+    from ctxbench.checks.ramp import RampParams
 
     assert tuple(task.name for task in RETRIEVAL_TASKS) == TASKS
     assert RAMP_TASKS == ("single", "multi_key", "non_literal")

@@ -42,8 +42,7 @@ from ..engines.prom import common_metrics
 from ..measure import metrics
 from ..records import CACHE_SLACK_TOKENS, RequestRecord
 from ..store.counters import CheckCounters, counter_windows
-from ..store.ramp_table import attempt_of
-from ..store.run_dir import RunDir
+from ..store.run_dir import RunDir, attempt_of
 
 # the fresh checks, for records made before version 3 (no intent)
 FRESH_CHECKS = tuple(check.name for check in CHECKS if check.fresh_only)

@@ -181,11 +181,8 @@ class Check(Protocol[P]):
         completed once it returned and the engine is still alive; finer units it marks itself."""
         ...
 
-    # What the reports read of it. A check whose folder holds them (`checks/<name>/`: its section, its
-    # evidence column and cells, its console line) says so with `own_report`; the report, the evidence and
-    # the console take them from it. The others' still sit in report/ and results/ (docs/architecture.md,
-    # "Add a check"), moved one check at a time.
-    own_report: bool = False
+    # What the reports read of it, all held in its folder (`checks/<name>/`: its section, its evidence columns
+    # and cells, its console lines, its figures); the report, the evidence and the console take them from it.
     columns: tuple[Column, ...] = ()  # its evidence columns, in the table's order
 
     def section(self, read: RunRead) -> list[str]:
@@ -208,6 +205,14 @@ class Check(Protocol[P]):
     def figures(self, results: Path, runs: Sequence[PageRun]) -> list[dict[str, Any]]:
         """Its figures on the evidence page (Plotly figure dicts), over every run the page draws."""
         return []
+
+    def report_figures(self, results: Path, runs: Sequence[PageRun]) -> list[tuple[str, str, bytes]]:
+        """Its figures in the evidence report's Markdown, drawn once: (caption, file name, PNG)."""
+        return []
+
+    def label(self, labels: Mapping[str, str]) -> str:
+        """One of its requests in a few words, for a table of requests across checks (the calibration)."""
+        return self.name
 
     def comparison(self, results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:
         """(figure, run a's, run b's, whether the difference is established) for two runs in `results`, in

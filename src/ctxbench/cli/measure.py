@@ -14,9 +14,8 @@ from ..checks.fidelity import FIDELITY, FidelityParams
 from ..checks.needle import NEEDLE, NeedleParams
 from ..checks.probe import PROBE, ProbeParams
 from ..checks.quality import QUALITY, QualityParams, load_problems
-from ..checks.ramp import RAMP
+from ..checks.ramp import RAMP, RampParams
 from ..config.param_types import DEFAULT_READ_TIMEOUT_S
-from ..config.params import RampParams
 from .adhoc import Server, run_check
 from .common import (
     CampaignOption,
@@ -129,7 +128,7 @@ def ramp(
     read_timeout: ReadTimeoutOption = DEFAULT_READ_TIMEOUT_S,
 ) -> None:
     """Claim 3: conversations growing turn by turn, alone and beside other users; recall and decode stall."""
-    from ..store.ramp_table import RAMP_TABLE
+    from ..checks.ramp import RAMP_TABLE
     from ..text.tokens import load_token_counter
 
     counter = load_token_counter(tokenizer, gguf, url, model)

@@ -219,8 +219,7 @@ def _calibrate(
 def _print_ramp_prefills(shape, ramp: str, tflops: float) -> None:
     from pydantic import ValidationError
 
-    from ..checks.ramp import ramp_schedule
-    from ..config.params import RampParams
+    from ..checks.ramp import RampParams, ramp_schedule
     from ..plan import predicted_prefill_s
 
     usage = f"--ramp {ramp!r}: write START:END:TURNS, e.g. 32K:1M:10"

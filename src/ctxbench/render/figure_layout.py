@@ -4,17 +4,23 @@ values themselves)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, NamedTuple
+
+from ..measure.telemetry import GpuSeries
+from .cell import Cell
 
 
 # Legends sit in a row under the plot (at 800 px one beside it took a third of the width); the title sits in
 # the top margin, left, clear of the plot and of the figure above; axes make room for their labels.
 class PageRun(NamedTuple):
-    """A run the evidence page draws: its deployment's name (the figure's legend) and its run id."""
+    """A run the evidence page draws: its deployment's name (the figure's legend), its run id and its
+    evidence cells by column key (the checks' own, `Row.own`)."""
 
     deployment: str
     run_id: str
+    cells: Mapping[str, Cell] = MappingProxyType({})
 
 
 LAYOUT = {
@@ -112,4 +118,50 @@ def interval_bars(
             "array": [reach(v, ci[1] if ci else None) for v, ci in points],
             "arrayminus": [reach(v, ci[0] if ci else None) for v, ci in points],
         }
+    }
+
+
+def gpu_traces(series: GpuSeries, memory_axis: str, power_axis: str) -> list[dict[str, Any]]:
+    """GPU memory (GiB) on one axis, power (W) and SM utilisation (%) on another, over time."""
+    return [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "fill": "tozeroy",
+            "name": "GPU memory GiB (largest)",
+            "yaxis": memory_axis,
+            "line": {"color": "#7570b3", "width": 0.8},
+            "x": series.seconds,
+            "y": series.memory_gib,
+            "customdata": series.checks,
+            "hovertemplate": "%{x:.1f} s (%{customdata}): %{y:.1f} GiB<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "GPU power W",
+            "yaxis": power_axis,
+            "line": {"color": "#e7298a", "width": 0.8},
+            "x": series.seconds,
+            "y": series.power_w,
+            "hovertemplate": "%{x:.1f} s: %{y:.0f} W<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "SM utilisation %",
+            "yaxis": power_axis,
+            "line": {"color": "#666666", "width": 0.6, "dash": "dot"},
+            "x": series.seconds,
+            "y": series.sm_util_pct,
+            "hovertemplate": "%{x:.1f} s: %{y:.0f}% SM<extra></extra>",
+        },
+    ]
+
+
+def gpu_axes(domain: list[float], memory: str = "yaxis3", power: str = "yaxis4") -> dict[str, Any]:
+    anchor = memory.replace("yaxis", "y")
+    return {
+        memory: {"domain": domain, "title": {"text": "GiB"}, "rangemode": "tozero"},
+        power: {"overlaying": anchor, "side": "right", "title": {"text": "W / %"}, "rangemode": "tozero"},
     }

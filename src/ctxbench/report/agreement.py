@@ -20,8 +20,7 @@ from ..measure import metrics
 from ..records import RequestRecord
 from ..render.tables import markdown_table
 from ..store.counters import engine_counters, reported_text
-from ..store.ramp_table import attempt_of
-from ..store.run_dir import RunDir
+from ..store.run_dir import RunDir, attempt_of
 
 NAMES = (
     "requests",

@@ -5,7 +5,6 @@ offline). Every name and model answer is escaped: the HTML is built with jinja2'
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,11 +16,10 @@ from markupsafe import Markup, escape
 from ..checks.catalog import CHECKS
 from ..checks.needle import answers as needle_answers
 from ..measure import stats
+from ..render.figure_layout import PageRun
 from ..results.columns import COLUMN_GROUPS, COLUMNS, REPEATED
 from ..results.evidence import MISSING, Row, collect
 from ..store.run_dir import RunDir
-from ..store.run_files import MANIFEST_FILE
-from .check_sections import ramp_table_rows
 from .decide import Reading, readings
 from .interactive import figures_json, interactive_figures, plotly_js
 
@@ -134,7 +132,7 @@ def side_by_side(rows: Sequence[Row], results: Path) -> list[Pair]:
             if (left, right) != ("not run", "not run")
         ]
         for check in CHECKS:  # the checks whose folder compares two runs of theirs (`Check.comparison`)
-            cells += check.comparison(results, latest[a].run_id, latest[b].run_id) if check.own_report else []
+            cells += check.comparison(results, latest[a].run_id, latest[b].run_id)
         if repeated.get(a, (0, {}))[0] >= 3 and repeated.get(b, (0, {}))[0] >= 3:
             for key, label, digits in REPEATED:
                 left, right = repeated[a][1][key], repeated[b][1][key]
@@ -209,80 +207,6 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
-def _png(figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100)
-    return buffer.getvalue()
-
-
-def static_figures(results: Path, rows: Sequence[Row]) -> list[tuple[str, str, bytes]]:
-    """For the Markdown report: TTFT against context and recall per turn (the ramp's rows), and decode alone
-    against with 2 users; (caption, file name, PNG). The HTML page draws these interactively."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out: list[tuple[str, str, bytes]] = []
-    ramp = [
-        r
-        for row in rows
-        if (results / "runs" / row.run_id / MANIFEST_FILE).exists()
-        for r in ramp_table_rows(RunDir(results / "runs" / row.run_id))
-    ]
-    if ramp:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
-        for row in rows:
-            for users, style in (("1", "-o"), ("2", "--x")):
-                setting = [
-                    r for r in ramp if r["run_id"] == row.run_id and r["users"] == users and r["ttft_s"]
-                ]
-                for user in sorted({r["user"] for r in setting}):
-                    mine = [r for r in setting if r["user"] == user]
-                    label = f"{row.deployment} ({users} user{'s' if users != '1' else ''}: user {user})"
-                    left.plot(
-                        [int(r["context_tokens"]) for r in mine],
-                        [float(r["ttft_s"]) for r in mine],
-                        style,
-                        label=label,
-                        markersize=3,
-                    )
-                    right.plot(
-                        [int(r["turn"]) for r in mine],
-                        [int(r["recall"] or 0) for r in mine],
-                        style,
-                        markersize=3,
-                    )
-        left.set_xlabel("context tokens")
-        left.set_ylabel("TTFT s")
-        left.set_title("TTFT against context (ramp)")
-        if left.get_legend_handles_labels()[0]:  # a ramp whose every turn failed drew no line
-            left.legend(fontsize=7)
-        right.set_title("recall per turn (1 = fact found)")
-        right.set_xlabel("turn")
-        fig.tight_layout()
-        out.append(("TTFT against context, and recall per turn", "ttft-and-recall.png", _png(fig)))
-        plt.close(fig)
-        decoded = [r for r in rows if r.decode_alone.value is not None]
-        if decoded:
-            fig, axis = plt.subplots(figsize=(7, 3.2))
-            xs = range(len(decoded))
-            axis.bar([x - 0.2 for x in xs], [r.decode_alone.value or 0 for r in decoded], 0.4, label="alone")
-            axis.bar(
-                [x + 0.2 for x in xs],
-                [r.decode_shared.value or 0 for r in decoded],
-                0.4,
-                label="with 2 users",
-            )
-            axis.set_xticks(list(xs), [r.deployment for r in decoded], fontsize=7)
-            axis.set_ylabel("last-turn decode tok/s (slowest user)")
-            axis.legend(fontsize=7)
-            fig.tight_layout()
-            out.append(("Decode rate alone against with a second user", "decode.png", _png(fig)))
-            plt.close(fig)
-    return out
-
-
 def inline_code(text: str) -> Markup:
     """Text whose `backticked` spans are code, as the Markdown report writes them: escaped, each span in
     <code> (an unmatched backtick stays a backtick)."""
@@ -326,7 +250,8 @@ def write_campaign_report(results: Path, price_per_gpu_hour: float | None = None
         repeated=REPEATED,
     )
     md_path, html_path = results / "report.md", results / "report.html"
-    pictures = static_figures(results, rows)
+    runs = [PageRun(row.deployment, row.run_id, row.own) for row in rows]
+    pictures = [f for check in CHECKS for f in check.report_figures(results, runs)]
     if pictures:
         (results / "figures").mkdir(exist_ok=True)
         for _, name, png in pictures:

@@ -38,8 +38,9 @@ def _weighed(guide: Guide, rows: Sequence[Row]) -> list[Row]:
         return list(rows)
     kept = [r for r in rows if r.status != "failed"]
     if guide.among == "complete recall":
-        shared = [r for r in kept if r.recall_shared == MISSING or _complete(r.recall_shared)]
-        return [r for r in shared if _complete(r.recall_alone)]
+        # the ramp's recall columns: complete alone, and with 2 users where that ran
+        shared = [r for r in kept if r.cell("recall_shared") == MISSING or _complete(r.cell("recall_shared"))]
+        return [r for r in shared if _complete(r.cell("recall_alone"))]
     return kept
 
 

@@ -14,14 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..checks.catalog import CHECKS
-from ..checks.needle import blind_tasks
 from ..records import RequestRecord, requests_line
-from ..render.cell import FAIL, MEASURED, NO_VERDICT, NOISE, PASS, UNSCORED, Glance, named_misses
+from ..render.cell import FAIL, MEASURED, PASS, Glance
 from ..render.tables import cell as table_cell
 from ..results.columns import EVIDENCE_COLUMNS
 from ..results.evidence import Cell, Row, evidence_row
 from ..store.run_dir import RunDir
-from .check_sections import ramp_table_rows
 
 
 def glance_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
@@ -47,24 +45,10 @@ def glance_section(run: RunDir, records: Sequence[RequestRecord]) -> list[str]:
 
 
 def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[tuple[str, str, Cell, str]]:
-    # recall of random weights is noise: shown, not judged; a model that fails the short control of the
-    # ramp's task (the single literal fact unless told otherwise) fails the task, so its misses at length say
-    # nothing of the context
-    ramp_task = (run.manifest().check_parameters.get("ramp") or {}).get("task", "single")
-    judged = NOISE if row.random_weights else NO_VERDICT if ramp_task in blind_tasks(run) else None
-    # the checks whose folder says their own glance line (`Check.glance`): capacity and retrieval, the
-    # first claims
-    own: list[Glance] = [g for check in CHECKS if check.own_report for g in check.glance(run, row.own)]
+    # each check's own lines (`Check.glance`), where it has a written pass condition: capacity, retrieval and
+    # the ramp's recall, in the claims' order
+    own: list[Glance] = [g for check in CHECKS for g in check.glance(run, row.own)]
     out: list[tuple[str, str, Cell, str]] = [(g.label, g.verdict, g.cell, g.why) for g in own]
-    lost = _ramp_losses(run, records)
-    for users, cell in (("1", row.recall_alone), ("2", row.recall_shared)):
-        if cell.source:
-            misses = lost.get(users, [])
-            scored = cell.scored is not None and cell.scored[1] > 0
-            verdict = (judged or (FAIL if misses else PASS)) if scored else UNSCORED
-            out.append(
-                (f"3 recall, {'alone' if users == '1' else '2 users'}", verdict, cell, named_misses(misses))
-            )
     for column in EVIDENCE_COLUMNS:
         cell = row.cell(column.key)
         if column.glance is not None and cell.source:
@@ -81,16 +65,6 @@ def _verdicts(run: RunDir, row: Row, records: Sequence[RequestRecord]) -> list[t
         source = str(Path("runs", run.run_id, run.requests_path.name))
         out.append(("requests", FAIL if failed else PASS, Cell(text, source), why))
     return out
-
-
-def _ramp_losses(run: RunDir, records: Sequence[RequestRecord]) -> dict[str, list[str]]:
-    lost: dict[str, list[str]] = {}
-    for r in ramp_table_rows(run, records):
-        if r["recall"] == "0":
-            lost.setdefault(r["users"], []).append(
-                f"user {r['user']} turn {r['turn']} at {r['context_tokens']} tokens"
-            )
-    return lost
 
 
 def _source(results: Path, run: RunDir, cell: Cell) -> str:

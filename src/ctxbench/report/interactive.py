@@ -17,21 +17,12 @@ from typing import Any
 from ..checks.catalog import CHECKS
 from ..measure.telemetry import BETWEEN_CHECKS, TELEMETRY_FILE, by_instant, gpu_series, read_telemetry
 from ..render.figure_layout import (
-    AXIS,
-    LAYOUT,
-    TITLE,
     PageRun,
-    legend_below,
+    gpu_axes,
+    gpu_traces,
     plot_figure,
-    spread,
-    ticks,
-    tokens,
 )
 from ..results.evidence import Row
-from ..store.run_dir import RunDir
-from ..store.run_files import MANIFEST_FILE
-from .check_sections import ramp_table_rows
-from .timeline import gpu_axes, gpu_traces, timeline, timeline_figure
 
 # plotly.js's partial bundle of the cartesian traces (vendor/README.md): the page draws scatter, bar and
 # heatmap only, and this is 1.5 MB where the full bundle is 4.8 MB.
@@ -44,117 +35,6 @@ BUNDLE_TRACES = frozenset(
 
 def plotly_js() -> str:
     return PLOTLY_BUNDLE.read_text()
-
-
-def _ramp_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
-    lines: list[dict[str, Any]] = []
-    recall_rows: list[str] = []
-    recall_z: list[list[int | None]] = []
-    recall_text: list[list[str]] = []
-    for row in rows:
-        run = results / "runs" / row.run_id
-        if not (run / MANIFEST_FILE).exists():
-            continue
-        ramp = ramp_table_rows(RunDir(run))
-        for users in sorted({r["users"] for r in ramp}, key=int):
-            setting = [r for r in ramp if r["users"] == users]
-            for user in sorted({r["user"] for r in setting}, key=int):
-                mine = sorted((r for r in setting if r["user"] == user), key=lambda r: int(r["turn"]))
-                name = f"{row.deployment}, {users} user{'s' if users != '1' else ''}: user {user}"
-                timed = [r for r in mine if r["ttft_s"]]
-                lines.append(
-                    {
-                        "type": "scatter",
-                        "mode": "lines+markers",
-                        "name": name,
-                        "x": [int(r["context_tokens"]) for r in timed],
-                        "y": [float(r["ttft_s"]) for r in timed],
-                        "hovertemplate": "%{x} tokens: TTFT %{y:.2f} s<extra>" + name + "</extra>",
-                    }
-                )
-                recall_rows.append(name)
-                recall_z.append([None if r["recall"] == "" else int(r["recall"]) for r in mine])
-                recall_text.append([f"turn {r['turn']}, {r['context_tokens']} tokens" for r in mine])
-    if not lines:
-        return []
-    contexts: list[float] = [x for line in lines for x in line["x"]]
-    width = max(len(z) for z in recall_z)
-    heat = {
-        "type": "heatmap",
-        "y": recall_rows,
-        "x": [f"turn {t}" for t in range(1, width + 1)],
-        "z": [z + [None] * (width - len(z)) for z in recall_z],
-        "text": [t + [""] * (width - len(t)) for t in recall_text],
-        "zmin": 0,
-        "zmax": 1,
-        "colorscale": [[0, "#e8a0a0"], [1, "#8fd18f"]],
-        "hovertemplate": "%{y}<br>%{text}: %{z}<extra>1 = fact found</extra>",
-        "showscale": False,
-    }
-    return [
-        plot_figure(
-            "TTFT against context (the conversation ramp)",
-            lines,
-            xaxis={"title": {"text": "context tokens"}, **ticks(spread(contexts), tokens)},
-            yaxis={"title": {"text": "TTFT s"}},
-        ),
-        plot_figure(
-            "Recall per turn (green: the planted fact was found)",
-            [heat],
-            height=120 + 28 * len(recall_rows),
-            xaxis={"type": "category"},
-            yaxis={"type": "category", "automargin": True, "autorange": "reversed"},
-        ),
-    ]
-
-
-def _decode_figure(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    decoded = [r for r in rows if r.decode_alone.value is not None]
-    if not decoded:
-        return []
-    names = [r.deployment for r in decoded]
-    bars = [
-        {"type": "bar", "name": "alone", "x": names, "y": [r.decode_alone.value for r in decoded]},
-        {
-            "type": "bar",
-            "name": "with a second user",
-            "x": names,
-            "y": [r.decode_shared.value for r in decoded],
-        },
-    ]
-    return [
-        plot_figure(
-            "Last-turn decode alone against with a second user",
-            bars,
-            barmode="group",
-            yaxis={"title": {"text": "tokens/s (slowest user)"}},
-        )
-    ]
-
-
-def _timeline_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """Each run's ramp with two users at once, as a timeline: where one user's decode slows while the other
-    prefills, with the GPU underneath when the run sampled it."""
-    out = []
-    for row in rows:
-        path = results / "runs" / row.run_id
-        if not (path / MANIFEST_FILE).exists():
-            continue
-        records = [r for r in RunDir(path).records() if r.check == "ramp" and r.labels.get("users") == "2"]
-        telemetry = read_telemetry(path / TELEMETRY_FILE)
-        gpu = [s for s in telemetry.samples if s.check == "ramp"] if telemetry else []
-        drawn = timeline(records, gpu)
-        if drawn is not None:
-            figure = timeline_figure(drawn, f"{row.deployment}: two users, prefill and decode")
-            layout = {
-                **LAYOUT,
-                **figure["layout"],
-                "title": {**TITLE, **figure["layout"]["title"]},
-                "xaxis": {**AXIS, **figure["layout"]["xaxis"]},
-            }
-            figure["layout"] = {**layout, **legend_below(figure["data"], layout)}
-            out.append(figure)
-    return out
 
 
 def _telemetry_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
@@ -212,14 +92,8 @@ def _check_bands(seconds: Sequence[float], checks: Sequence[str]) -> list[tuple[
 
 def interactive_figures(results: Path, rows: Sequence[Row]) -> list[dict[str, Any]]:
     """Every figure the rows have data for, as Plotly figure dicts."""
-    runs = [PageRun(row.deployment, row.run_id) for row in rows]
-    return (
-        _ramp_figures(results, rows)
-        + _decode_figure(rows)
-        + _timeline_figures(results, rows)
-        + [f for check in CHECKS if check.own_report for f in check.figures(results, runs)]
-        + _telemetry_figures(results, rows)
-    )
+    runs = [PageRun(row.deployment, row.run_id, row.own) for row in rows]
+    return [f for check in CHECKS for f in check.figures(results, runs)] + _telemetry_figures(results, rows)
 
 
 def figures_json(figures: list[dict[str, Any]]) -> str:

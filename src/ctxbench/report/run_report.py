@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ..checks.catalog import CHECKS
-from ..measure import decode_stall, metrics
+from ..measure import metrics
 from ..measure.telemetry import TELEMETRY_FILE, checks_in, read_telemetry, summarize, token_energy
 from ..records import RequestRecord, requests_line
 from ..render.run_read import RunRead
 from ..render.tables import fmt, markdown_table, percentile_text, relative, request_row, ttft_split_note
 from ..store.run_dir import RunDir
 from .agreement import agreement_section
-from .check_sections import ramp_table_rows
 from .counters import counters_section
 from .glance import glance_section
 from .sections import CHECK_SECTIONS
@@ -79,8 +78,7 @@ def run_report(run: RunDir, price_per_gpu_hour: float | None = None) -> str:
     lines += counters_section(run) + agreement_section(run, records) + _telemetry_section(run, records)
     read = RunRead(run, records, manifest, price_per_gpu_hour)
     for check in CHECKS:
-        section = CHECK_SECTIONS[check.name]
-        lines += section(read) if section is not None else []
+        lines += CHECK_SECTIONS[check.name](read)
     lines += [
         "",
         "## Requests",
@@ -137,55 +135,15 @@ def _telemetry_section(run: RunDir, records: Sequence[RequestRecord]) -> list[st
 
 
 def claims_summary(run: RunDir) -> list[str]:
-    """One line per claim checked in this run, for a terminal, in the catalog's order: a check that is a
-    folder says its own (`Check.console`), the others' are below."""
+    """One line per claim checked in this run, for a terminal, in the catalog's order: each check says its
+    own (`Check.console`)."""
     lines = []
     died = run.died_during()
     if died:  # the engine's death, not the check's verdict: the check's result file says nothing
         lines.append(f"{died}: not concluded, the engine died during it (the verdict says how)")
     for check in CHECKS:
-        lines += check.console(run) if check.own_report else _CONSOLE[check.name](run)
+        lines += check.console(run)
     return lines
-
-
-def _ramp_lines(run: RunDir) -> list[str]:
-    lines: list[str] = []
-    records = list(run.records())
-    rows = ramp_table_rows(run, records)
-    for users in sorted({int(r["users"]) for r in rows}):
-        mine = [r for r in rows if int(r["users"]) == users]
-        scored = [r for r in mine if r["recall"]]
-        ids = {r["request_id"] for r in mine}
-        # the evidence table's figure (pooled over the setting), so the console and the report agree
-        pooled = decode_stall.pooled_stall(
-            decode_stall.user_stalls([r for r in records if r.request_id in ids]).values()
-        )
-        failed = [
-            r.error
-            for r in records
-            if r.error is not None and r.check == "ramp" and r.labels.get("users") == str(users)
-        ]
-        recall = (
-            f"recall {sum(int(r['recall']) for r in scored)}/{len(scored)}"
-            if scored
-            else f"recall not scored: {len(failed)} turn(s) failed (first: {failed[0].message[:80]})"
-            if failed
-            else "recall not scored"
-        )
-        lines.append(
-            f"ramp, {users} user(s): {recall}"
-            + (
-                f", decode under another user's prefill {decode_stall.format_stall(pooled)}"
-                if users > 1 and pooled
-                else ""
-            )
-        )
-    return lines
-
-
-_CONSOLE: dict[str, Callable[[RunDir], list[str]]] = {
-    "ramp": _ramp_lines,
-}
 
 
 def _implausible_lines(records: Sequence[RequestRecord]) -> list[str]:

@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..checks.catalog import CHECKS_BY_NAME
 from ..errors import CalibrationError
 from ..measure import metrics
 from ..measure.telemetry import TELEMETRY_FILE, read_telemetry
@@ -80,15 +81,9 @@ class Calibration:
 
 
 def label_of(record: RequestRecord) -> str:
-    labels = record.labels
-    check = record.check or "?"
-    if check == "ramp":
-        return f"ramp u{labels.get('users')} user {labels.get('user')} turn {labels.get('turn')}"
-    if check == "needle":
-        return f"needle {labels.get('length')} d={labels.get('depth')}"
-    if check == "capacity":
-        return f"capacity {labels.get('prompt', '')}".strip()
-    return check
+    """The request in a few words, as its check says it (`Check.label`)."""
+    check = CHECKS_BY_NAME.get(record.check or "")
+    return check.label(record.labels) if check is not None else record.check or "?"
 
 
 def solo_prefills(records: Sequence[RequestRecord], min_new_tokens: int = 1024) -> list[Prefill]:

@@ -17,12 +17,10 @@ from typing import Literal
 from ..checks.base import Judgement
 from ..checks.catalog import CHECKS
 from ..engines.chat_template import template_warnings
-from ..measure import decode_stall, metrics
-from ..plan import cost_per_million
+from ..measure import metrics
 from ..records import RequestRecord, not_planned_head
 from ..render.cell import MISSING, Cell, clause
 from ..store.cost import price_of
-from ..store.ramp_table import RAMP_TABLE, run_rows
 from ..store.run_dir import RunDir
 from ..store.run_files import MANIFEST_FILE
 
@@ -35,14 +33,6 @@ class Row:
     run_id: str
     gpus: int
     random_weights: bool
-    recall_alone: Cell = MISSING
-    recall_shared: Cell = MISSING
-    ttft_alone: Cell = MISSING
-    ttft_shared: Cell = MISSING
-    decode_alone: Cell = MISSING
-    decode_shared: Cell = MISSING
-    stall: Cell = MISSING
-    cost: Cell = MISSING
     status: Status = "provisional"
     reasons: tuple[str, ...] = field(default_factory=tuple)
     # the cells of the checks whose folder holds them (`Check.cells`), by column key
@@ -73,13 +63,6 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     if not manifest.checks and manifest.check:
         facts.adhoc = manifest.check
     records = list(run.records())
-    rows = run_rows(
-        results / RAMP_TABLE,
-        run.run_id,
-        records,
-        deployment=manifest.deployment or "",
-        source_file=_rel(results, run.requests_path),
-    )
     facts.implausible = sum(1 for r in records if metrics.implausible(r) is not None)
     facts.not_planned = [
         r.error.message for r in records if r.error is not None and r.error.kind == "prompt_not_planned"
@@ -90,63 +73,8 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
         (out := metrics.output_tokens(r)) is not None and out.source != "usage" for r in records if r.ok
     )
     gpus = manifest.gpus
-    for users, suffix in ((1, "alone"), (2, "shared")):
-        mine = [r for r in rows if r["users"] == str(users)]
-        if not mine:
-            continue
-        scored = [r for r in mine if r["recall"]]
-        k = sum(int(r["recall"]) for r in scored)
-        cells[f"recall_{suffix}"] = Cell(f"{k}/{len(scored)}", RAMP_TABLE, scored=(k, len(scored)))
-        facts.ramp_with_two_users = facts.ramp_with_two_users or users == 2
-        last_turn = max(int(r["turn"]) for r in mine)
-        last = [r for r in mine if int(r["turn"]) == last_turn and r["ttft_s"]]
-        if last:
-            worst_ttft = max(float(r["ttft_s"]) for r in last)
-            rates = [float(r["decode_tokens_per_s"]) for r in last if r["decode_tokens_per_s"]]
-            context = max(int(r["context_tokens"]) for r in last)
-            cells[f"ttft_{suffix}"] = Cell(f"{worst_ttft:.2f} s at {context}", RAMP_TABLE, worst_ttft)
-            # No rate where every chunk of the last turn's replies shared one stamp (read in one go): n/a,
-            # not 0.
-            cells[f"decode_{suffix}"] = (
-                Cell(f"{min(rates):.1f} tok/s", RAMP_TABLE, min(rates))
-                if rates
-                else Cell("n/a (replies read in one go)", RAMP_TABLE)
-            )
-        ids = {r["request_id"] for r in mine}
-        setting = [r for r in records if r.request_id in ids]
-        if users == 2 and setting:
-            pooled = decode_stall.pooled_stall(decode_stall.user_stalls(setting).values())
-            cells["stall"] = Cell(
-                decode_stall.format_stall(pooled),
-                _rel(results, run.requests_path),
-                pooled.factor if pooled else None,
-            )
-        if users == 2 and setting:
-            seconds = (max(r.end_ns for r in setting) - min(r.sent_ns for r in setting)) / 1e9
-            processed = sum(
-                (metrics.prompt_tokens(r) or 0)
-                - (metrics.cached_tokens(r) or 0)
-                + ((metrics.output_tokens(r) or metrics.TokenCount(0, "usage")).tokens)
-                for r in setting
-            )
-            cost = cost_per_million(price, gpus, seconds, processed)
-            # a server that reports no cached tokens: every prompt token is counted as new, and said so
-            unreported = all(metrics.cached_tokens(r) is None for r in setting)
-            which = "prompt (cached not reported)" if unreported else "new prompt"
-            cells["cost"] = Cell(
-                f"${cost:.2f}/M tokens ({which} + output, 2-user ramp, {gpus} GPU at ${price:.2f}/h)"
-                if cost is not None
-                else "n/a (no GPU count)",
-                _rel(results, run.requests_path),
-                cost,
-            )
-    own = {
-        key: cell
-        for check in CHECKS
-        if check.own_report
-        for key, cell in check.cells(results, run, price).items()
-    }
-    facts.judgements = [check.judge(run, manifest.random_weights) for check in CHECKS if check.own_report]
+    own = {key: cell for check in CHECKS for key, cell in check.cells(results, run, price).items()}
+    facts.judgements = [check.judge(run, manifest.random_weights) for check in CHECKS]
     from ..audits.prefix_cache import audit_run
 
     audit = audit_run(run)
@@ -177,7 +105,6 @@ class Facts:
     refused: list[RequestRecord] = field(default_factory=list)
     template_warnings: list[str] = field(default_factory=list)
     token_fallback: bool = False
-    ramp_with_two_users: bool = False
     judgements: list[Judgement] = field(default_factory=list)  # the checks that judge their own results
     cache_findings: int = 0
 
@@ -229,8 +156,6 @@ def status_of(facts: Facts, *, random_weights: bool) -> tuple[Status, tuple[str,
     if facts.token_fallback:
         reasons.append("some token counts came from a fallback, not the server's usage")
     reasons.extend(facts.template_warnings)
-    if "ramp" in checks and not facts.ramp_with_two_users:
-        reasons.append("the conversation ramp did not run with 2 users")
     if random_weights:
         reasons.append("random weights: recall is noise")
     return ("provisional" if reasons else "validated"), tuple(reasons)

@@ -102,6 +102,12 @@ def write_json_atomic(path: Path, data: Any) -> None:
     partial.replace(path)
 
 
+def attempt_of(request_id: str) -> int:
+    """The attempt a request id belongs to: `...-a2` is attempt 2, anything else attempt 1."""
+    head, sep, tail = request_id.rpartition("-a")
+    return int(tail) if sep and tail.isdigit() else 1
+
+
 def git_revision(package: Path | None = None) -> str | None:
     """The commit of ctxbench's own repository, or None ("unknown"). Only the repository whose root holds
     this package (`src/ctxbench`'s grandparent, with its own `.git`) is asked: git run from the package

@@ -108,6 +108,9 @@ class CapacityCheck(Check[CapacityParams]):
     fresh_only = True
     needs_limit = True
 
+    def label(self, labels: Mapping[str, str]) -> str:
+        return f"capacity {labels.get('prompt', '')}".strip()
+
     def stage(self, labels: Mapping[str, str]) -> str | None:
         """The near-limit prompt; the one over the limit is refused by design."""
         return "capacity" if labels.get("prompt") == "near_limit" else None
@@ -126,7 +129,6 @@ class CapacityCheck(Check[CapacityParams]):
         ctx.advance()
         ctx.advance()
 
-    own_report = True
     columns = CAPACITY_COLUMNS
 
     def section(self, read: RunRead) -> list[str]:

@@ -268,7 +268,6 @@ class FidelityCheck(Check[FidelityParams]):
             for path in length.paths:
                 ctx.say(f"fidelity {length.length} tokens, {path.path}: {path.text}")
 
-    own_report = True
     columns = FIDELITY_COLUMNS
 
     def section(self, read: RunRead) -> list[str]:

@@ -308,6 +308,9 @@ class NeedleCheck(Check[NeedleParams]):
     fresh_only = True
     needs_limit = True
 
+    def label(self, labels: Mapping[str, str]) -> str:
+        return f"needle {labels.get('length')} d={labels.get('depth')}"
+
     def stage(self, labels: Mapping[str, str]) -> str | None:
         """A length (a retrieval task other than single named), its control apart."""
         task = f"{labels['task']}-" if labels.get("task") else ""
@@ -344,7 +347,6 @@ class NeedleCheck(Check[NeedleParams]):
 
     # its reporting, from this folder: the run report's section, the evidence cell and column, its part in
     # the run's status, its line at a glance, the console line and the evidence page's figures
-    own_report = True
     columns = NEEDLE_COLUMNS
 
     def section(self, read: RunRead) -> list[str]:

@@ -102,7 +102,7 @@ class ProbeCheck(Check[ProbeParams]):
     async def run(self, ctx: RunContext, params: ProbeParams) -> None:
         await run_probe(ctx.client, params, ctx.run, ctx.advance)
 
-    own_report = True  # nothing beyond its requests: no evidence column, no console line
+    # nothing reported beyond its requests: no section, evidence column or console line
 
     def section(self, read: RunRead) -> list[str]:
         return []  # a handful of requests: the run report's requests table shows each

@@ -189,7 +189,6 @@ class QualityCheck(Check[QualityParams]):
         for said in line.lines():
             ctx.say(said)
 
-    own_report = True
     columns = QUALITY_COLUMNS
 
     def section(self, read: RunRead) -> list[str]:

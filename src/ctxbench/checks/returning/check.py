@@ -185,7 +185,6 @@ class ReturningCheck(Check[ReturningParams]):
     async def run(self, ctx: RunContext, params: ReturningParams) -> None:
         await run_returning(ctx.client, ctx.pool, params, ctx.run, ctx.scope, on_request=ctx.advance)
 
-    own_report = True
     columns = RETURNING_COLUMNS
 
     def section(self, read: RunRead) -> list[str]:

@@ -345,7 +345,6 @@ class SessionsCheck(Check[SessionsParams]):
     async def run(self, ctx: RunContext, params: SessionsParams) -> None:
         await run_sessions(ctx, params)
 
-    own_report = True
     columns = SESSIONS_COLUMNS
 
     def section(self, read: RunRead) -> list[str]:

@@ -301,7 +301,6 @@ class ThroughputCheck(Check[ThroughputParams]):
 
     # its reporting, from this folder: the run report's section, the evidence cells and columns, the console
     # lines, the evidence page's figures and the side-by-side rows
-    own_report = True
     columns = THROUGHPUT_COLUMNS
 
     def section(self, read: RunRead) -> list[str]:

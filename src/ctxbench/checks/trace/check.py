@@ -265,7 +265,6 @@ class TraceCheck(Check[TraceParams]):
     async def run(self, ctx: RunContext, params: TraceParams) -> None:
         await run_trace(ctx.client, ctx.pool, params, ctx.run, ctx.scope, on_request=ctx.advance)
 
-    own_report = True
     columns = TRACE_COLUMNS
 
     def section(self, read: RunRead) -> list[str]:

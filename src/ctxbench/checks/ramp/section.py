@@ -1,18 +1,19 @@
-"""A run report's section per claim (capacity, needle, conversation ramp, many users), each from the check's
-own files in the run directory."""
+"""Claim 3's run-report section (each users setting's turns: context, new and cached tokens, TTFT, decode,
+recall, the stall under another user's prefill, the 2-user timeline) and its console lines, from the
+campaign's ramp table and the run's records."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..measure import decode_stall, metrics
-from ..measure.telemetry import TELEMETRY_FILE, read_telemetry
-from ..records import RequestRecord
-from ..render.run_read import RunRead
-from ..render.tables import markdown_table, relative
-from ..store.ramp_table import RAMP_TABLE, run_rows
-from ..store.run_dir import RunDir
+from ...measure import decode_stall, metrics
+from ...measure.telemetry import TELEMETRY_FILE, read_telemetry
+from ...records import RequestRecord
+from ...render.run_read import RunRead
+from ...render.tables import markdown_table, relative
+from ...store.run_dir import RunDir
+from .table import RAMP_TABLE, run_rows
 
 
 def ramp_table_rows(run: RunDir, records: Sequence[RequestRecord] | None = None) -> list[dict[str, str]]:
@@ -129,4 +130,39 @@ def ramp_section(read: RunRead) -> list[str]:
         "this turn's send, the client's time (building and counting the prompt, the body), while the server "
         "had nothing of this user's to do."
     )
+    return lines
+
+
+def console_lines(run: RunDir) -> list[str]:
+    lines: list[str] = []
+    records = list(run.records())
+    rows = ramp_table_rows(run, records)
+    for users in sorted({int(r["users"]) for r in rows}):
+        mine = [r for r in rows if int(r["users"]) == users]
+        scored = [r for r in mine if r["recall"]]
+        ids = {r["request_id"] for r in mine}
+        # the evidence table's figure (pooled over the setting), so the console and the report agree
+        pooled = decode_stall.pooled_stall(
+            decode_stall.user_stalls([r for r in records if r.request_id in ids]).values()
+        )
+        failed = [
+            r.error
+            for r in records
+            if r.error is not None and r.check == "ramp" and r.labels.get("users") == str(users)
+        ]
+        recall = (
+            f"recall {sum(int(r['recall']) for r in scored)}/{len(scored)}"
+            if scored
+            else f"recall not scored: {len(failed)} turn(s) failed (first: {failed[0].message[:80]})"
+            if failed
+            else "recall not scored"
+        )
+        lines.append(
+            f"ramp, {users} user(s): {recall}"
+            + (
+                f", decode under another user's prefill {decode_stall.format_stall(pooled)}"
+                if users > 1 and pooled
+                else ""
+            )
+        )
     return lines

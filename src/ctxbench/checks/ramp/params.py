@@ -1,7 +1,5 @@
-"""The parameters, defaults and ranges of the checks that are not yet folders: the one schema their campaign
-file's `[checks.*]` tables, the ad-hoc commands' flags and the checks themselves use (a check's function
-takes its `*Params`). A check that is a folder holds its own (`checks/<name>/params.py`); the campaign file's
-`Checks` model is derived from them all (`checks/catalog.py`)."""
+"""The ramp's parameters (`[checks.ramp]`, the flags of `ctxbench ramp`): conversations growing from `start`
+to `end` tokens over `turns`, per users setting, the task a turn asks and its knobs."""
 
 from __future__ import annotations
 
@@ -9,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..text.tasks import RAMP_TASKS, TaskName, task_named
-from .param_types import Strict, Tokens
+from ...config.param_types import Strict, Tokens
+from ...text.tasks import RAMP_TASKS, TaskName, task_named
 
 
 class RampParams(Strict):

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..measure.telemetry import GpuSample, GpuSeries, by_instant, gpu_series
-from ..records import RequestRecord
+from ...measure.telemetry import GpuSample, GpuSeries, by_instant, gpu_series
+from ...records import RequestRecord
+from ...render.figure_layout import gpu_axes, gpu_traces
 
 NS = 1e9
 PREFILL_COLOUR = "#d95f02"
@@ -196,52 +197,6 @@ def timeline_figure(drawn: Timeline, title: str) -> dict[str, Any]:
     if gpu and domains[2] is not None:
         layout |= gpu_axes(domains[2])
     return {"data": bars + rates + gpu, "layout": {"title": {"text": title}, **layout}}
-
-
-def gpu_traces(series: GpuSeries, memory_axis: str, power_axis: str) -> list[dict[str, Any]]:
-    """GPU memory (GiB) on one axis, power (W) and SM utilisation (%) on another, over time."""
-    return [
-        {
-            "type": "scatter",
-            "mode": "lines",
-            "fill": "tozeroy",
-            "name": "GPU memory GiB (largest)",
-            "yaxis": memory_axis,
-            "line": {"color": "#7570b3", "width": 0.8},
-            "x": series.seconds,
-            "y": series.memory_gib,
-            "customdata": series.checks,
-            "hovertemplate": "%{x:.1f} s (%{customdata}): %{y:.1f} GiB<extra></extra>",
-        },
-        {
-            "type": "scatter",
-            "mode": "lines",
-            "name": "GPU power W",
-            "yaxis": power_axis,
-            "line": {"color": "#e7298a", "width": 0.8},
-            "x": series.seconds,
-            "y": series.power_w,
-            "hovertemplate": "%{x:.1f} s: %{y:.0f} W<extra></extra>",
-        },
-        {
-            "type": "scatter",
-            "mode": "lines",
-            "name": "SM utilisation %",
-            "yaxis": power_axis,
-            "line": {"color": "#666666", "width": 0.6, "dash": "dot"},
-            "x": series.seconds,
-            "y": series.sm_util_pct,
-            "hovertemplate": "%{x:.1f} s: %{y:.0f}% SM<extra></extra>",
-        },
-    ]
-
-
-def gpu_axes(domain: list[float], memory: str = "yaxis3", power: str = "yaxis4") -> dict[str, Any]:
-    anchor = memory.replace("yaxis", "y")
-    return {
-        memory: {"domain": domain, "title": {"text": "GiB"}, "rangemode": "tozero"},
-        power: {"overlaying": anchor, "side": "right", "title": {"text": "W / %"}, "rangemode": "tozero"},
-    }
 
 
 def _draw_gpu(axis, series: GpuSeries) -> None:

@@ -13,9 +13,10 @@ import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..measure import decode_stall, metrics
-from ..records import RequestRecord
-from ..text.tasks import question_from_labels
+from ...measure import decode_stall, metrics
+from ...records import RequestRecord
+from ...store.run_dir import attempt_of
+from ...text.tasks import question_from_labels
 
 RAMP_TABLE = "ramp1m.csv"
 RAMP_COLUMNS = (
@@ -72,12 +73,6 @@ def read_rows(table: Path, run_id: str | None = None) -> list[dict[str, str]]:
     with table.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     return rows if run_id is None else latest_attempt([row for row in rows if row["run_id"] == run_id])
-
-
-def attempt_of(request_id: str) -> int:
-    """The attempt a request id belongs to: `...-a2` is attempt 2, anything else attempt 1."""
-    head, sep, tail = request_id.rpartition("-a")
-    return int(tail) if sep and tail.isdigit() else 1
 
 
 def latest_attempt(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:

@@ -23,15 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..client.chat import ChatClient
-from ..config.params import RampParams
-from ..measure import decode_stall, metrics
-from ..records import CacheIntent, RequestRecord
-from ..store.ramp_table import RAMP_COLUMNS, RAMP_TABLE, append_rows, record_row
-from ..store.run_dir import RunDir
-from ..text.haystack import HaystackError, UnitPool, build_planted, lead_tokens, request_seed
-from ..text.tasks import Knobs, Planted, answer_labels, task_named
-from .base import Check, RunContext, StageLoad
+from ...client.chat import ChatClient
+from ...measure import decode_stall, metrics
+from ...records import CacheIntent, RequestRecord
+from ...render.cell import Cell, Glance
+from ...render.figure_layout import PageRun
+from ...render.run_read import RunRead
+from ...store.run_dir import RunDir
+from ...text.haystack import HaystackError, UnitPool, build_planted, lead_tokens, request_seed
+from ...text.tasks import Knobs, Planted, answer_labels, task_named
+from ..base import Check, Judgement, RunContext, StageLoad
+from .cell import CLAIM_3_COLUMNS, glance_lines, judgement_of, ramp_cells
+from .figures import figures, report_figures
+from .params import RampParams
+from .section import console_lines, ramp_section
+from .table import RAMP_COLUMNS, RAMP_TABLE, append_rows, record_row
 
 FOLLOW_UP = "Then, in a few sentences, summarize the newest section of the archive."
 
@@ -299,6 +305,34 @@ class RampCheck(Check[RampParams]):
             on_turn=done,
             skip_completed=not ctx.force,
         )
+
+    def label(self, labels: Mapping[str, str]) -> str:
+        return f"ramp u{labels.get('users')} user {labels.get('user')} turn {labels.get('turn')}"
+
+    # its reporting, from this folder: the run report's section, the evidence cells and columns, its part in
+    # the run's status, its lines at a glance, the console lines and the figures
+    columns = CLAIM_3_COLUMNS
+
+    def section(self, read: RunRead) -> list[str]:
+        return ramp_section(read)
+
+    def cells(self, results: Path, run: RunDir, price: float) -> dict[str, Cell]:
+        return ramp_cells(results, run, price, list(run.records()))
+
+    def judge(self, run: RunDir, random_weights: bool) -> Judgement:
+        return judgement_of(run)
+
+    def glance(self, run: RunDir, cells: Mapping[str, Cell]) -> list[Glance]:
+        return glance_lines(run, cells, list(run.records()))
+
+    def console(self, run: RunDir) -> list[str]:
+        return console_lines(run)
+
+    def figures(self, results: Path, runs: Sequence[PageRun]) -> list[dict[str, Any]]:
+        return figures(results, runs)
+
+    def report_figures(self, results: Path, runs: Sequence[PageRun]) -> list[tuple[str, str, bytes]]:
+        return report_figures(results, runs)
 
 
 RAMP = RampCheck()
