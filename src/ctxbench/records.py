@@ -197,16 +197,10 @@ class RequestRecord(_Frozen):
     @property
     def refused_by_server(self) -> bool:
         """Failed a check because the server refused what was sent (HTTP 4xx: a prompt over its slot, a
-        model it does not serve, a body it does not accept), not under load (5xx, a timeout, 408 or 429). A
-        replayed trace's over-long line is the trace's, counted in its summary, not a refusal here."""
+        model it does not serve, a body it does not accept), not under load (5xx, a timeout, 408 or 429).
+        Whether the run counts it against the deployment is its check's to say (`Check.counts_refusals`)."""
         status = self.http_status
-        return (
-            self.failed_a_check
-            and status is not None
-            and 400 <= status < 500
-            and status not in (408, 429)
-            and self.check != "trace"
-        )
+        return self.failed_a_check and status is not None and 400 <= status < 500 and status not in (408, 429)
 
     @property
     def rejected_as_over_limit(self) -> bool:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from campaigns import run_one, tiny_llamacpp
 
-from ctxbench.checks.open_loop import rate_summary, run_rate
 from ctxbench.checks.prompts import PromptMaker
+from ctxbench.checks.throughput.rates import rate_summary, run_rate
 from ctxbench.client.stream import Client
 from ctxbench.config.load_params import ThroughputParams
 from ctxbench.engines.llamacpp import LlamaServer

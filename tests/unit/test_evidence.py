@@ -16,7 +16,7 @@ from ctxbench.checks.needle.file import NeedleFile, NeedleTrial, Recall
 from ctxbench.plan import cost_per_million
 from ctxbench.records import Chunk, RequestRecord, Usage
 from ctxbench.report.campaign import inline_code, write_campaign_report
-from ctxbench.results.evidence import Facts, collect, status_of
+from ctxbench.results.evidence import Facts, collect, refusals, status_of
 from ctxbench.store.run_dir import RunDir
 
 H200_RUN = Path(__file__).parents[2] / "docs" / "gpu-validation" / "h200-run1"
@@ -298,7 +298,8 @@ def test_requests_the_server_refused_fail_the_row_and_name_the_first() -> None:
 def test_load_failures_and_a_trace_s_over_long_lines_are_not_refusals(
     status: int, check: str, kind: str
 ) -> None:
-    assert not _failed("r", status, check, kind).refused_by_server
+    assert refusals([_failed("r", status, check, kind)]) == []
+    assert refusals([_failed("r", 400, "throughput", "http_status")]) != []
 
 
 def test_a_counting_mismatch_at_the_limit_is_named_as_one_not_as_the_capacity(tmp_path: Path) -> None:

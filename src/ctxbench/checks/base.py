@@ -136,6 +136,9 @@ class Check(Protocol[P]):
     needs_limit: bool  # refused on a server that states no context limit
     needs_counter: bool = True  # counts prompt tokens (False: a run of only such checks needs no tokenizer)
     claim: bool = False  # one of the three claims a VALIDATED run must have checked (docs/validation.md)
+    counts_refusals: bool = (
+        False  # the server's refusals are results it counts (a replayed trace's long lines)
+    )
     fresh_only: bool = False  # every prompt fresh: the cache audit holds records without an intent to that
 
     def request_count(self, params: P) -> int:

@@ -1,10 +1,6 @@
-"""Many users as an open loop: requests arrive at a rate whatever the server does, swept until it saturates.
-
-At each rate (lowest first) `requests_at(rate)` requests are due at a constant or Poisson pattern (seeded);
-every prompt is built before the first is due, so the client's lateness (sent - due, in each record as
-`sent_ns - enqueued_ns`) is scheduling alone. A rate is saturated when each request's lag behind its due
-time grows over the run (`arrivals.lag_growth`); the sweep stops after the first saturated rate, and a rate
-where the client itself fell behind says so. Each finished rate is a unit a resumed run skips.
+"""Requests sent at their due times whatever the server does (`send_when_due`): the open loop of the
+many-users check's rates and of a replayed trace. Every prompt is built before the first is due, so the
+client's lateness (sent - due, in each record as `sent_ns - enqueued_ns`) is scheduling alone.
 """
 
 from __future__ import annotations
@@ -12,23 +8,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from ..client.chat import ChatClient
-from ..config.load_params import ThroughputParams
 from ..measure import metrics
-from ..measure.arrivals import behind_threshold_s, due_times, open_loop
 from ..records import CacheIntent, RequestRecord
 from ..store.run_dir import RunDir
-from ..text.haystack import request_seed
-from .prompts import PromptMaker
 
 LEAD_S = 0.2  # between the last prompt built and the first request due: the loop is idle when it starts
-
-
-def rate_unit(rate: float, repeat: int = 0) -> str:
-    return f"throughput-r{rate:g}" + (f"-rep{repeat}" if repeat else "")
 
 
 @dataclass(frozen=True)
@@ -79,61 +66,3 @@ async def send_when_due(
         tasks.append(asyncio.create_task(send(request, due_ns)))
     await asyncio.gather(*tasks)
     return sorted(records, key=lambda r: r.enqueued_ns)
-
-
-async def run_rate(
-    client: ChatClient,
-    prompts: PromptMaker,
-    params: ThroughputParams,
-    run: RunDir,
-    scope: tuple[str, ...],
-    rate: float,
-    extra_body: dict[str, object],
-    on_request: Callable[[RequestRecord], None] | None = None,
-    repeat: int = 0,
-) -> list[RequestRecord]:
-    """Offer `rate` requests a second. `prompts(seed, index)` gives a request's messages and planned tokens
-    (the many-users check's `PromptMaker`); all are built before the first is due. A search's repeat of the
-    rate (`repeat` > 0) has its own arrivals, prompts and request ids."""
-    count = params.requests_at(rate)
-    again = (repeat,) if repeat else ()
-    due = due_times(rate, count, params.arrival, request_seed(*scope, "arrivals", rate, *again))
-
-    def build() -> list[Due]:
-        requests = []
-        for k, at_s in enumerate(due):
-            messages, planned = prompts(request_seed(*scope, "open-loop", rate, k, *again), 1_000_000 + k)
-            labels = {
-                "check": "throughput",
-                "mode": "open",
-                "rate": f"{rate:g}",
-                "arrival": params.arrival,
-                "index": str(k),
-                "warmup": "0",
-                **({"repeat": str(repeat)} if repeat else {}),
-                "source": params.source,
-                "shared_prefix_tokens": str(params.shared_prefix_tokens),
-                "planned_tokens": "" if planned is None else str(planned),
-            }
-            request_id = run.request_id(f"tput-r{rate:g}" + (f"-rep{repeat}" if repeat else "") + f"-{k}")
-            requests.append(Due(at_s, messages, params.output_tokens, request_id, labels, prompts.intent))
-        return requests
-
-    return await send_when_due(client, run, await asyncio.to_thread(build), extra_body, on_request)
-
-
-def rate_summary(
-    records: list[RequestRecord], params: ThroughputParams, rate: float, attempt: int
-) -> dict[str, Any]:
-    """The closed-loop figures (`metrics.throughput`) over the rate's records, with the open-loop verdict."""
-    figures = metrics.throughput(records, params.ttft_slo_s, params.tpot_slo_s)
-    verdict = open_loop(
-        records, rate, saturation_lag_growth=params.saturation_lag_growth, behind_s=behind_threshold_s(rate)
-    )
-    return {
-        **asdict(figures),
-        **asdict(verdict),
-        "behind_threshold_s": behind_threshold_s(rate),
-        "attempt": attempt,
-        "request_ids": [r.request_id for r in records],
-    }

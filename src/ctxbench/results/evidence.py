@@ -9,7 +9,7 @@ file it came from. Evidence, not a ranking: nothing here orders deployments by a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
@@ -67,7 +67,7 @@ def evidence_row(results: Path, run: RunDir, price_per_gpu_hour: float | None = 
     facts.not_planned = [
         r.error.message for r in records if r.error is not None and r.error.kind == "prompt_not_planned"
     ]
-    facts.refused = [r for r in records if r.refused_by_server]
+    facts.refused = refusals(records)
     facts.template_warnings = template_warnings(manifest.chat_template or {})
     facts.token_fallback = any(
         (out := metrics.output_tokens(r)) is not None and out.source != "usage" for r in records if r.ok
@@ -107,6 +107,13 @@ class Facts:
     token_fallback: bool = False
     judgements: list[Judgement] = field(default_factory=list)  # the checks that judge their own results
     cache_findings: int = 0
+
+
+def refusals(records: Sequence[RequestRecord]) -> list[RequestRecord]:
+    """The requests the server refused (`refused_by_server`) that count against the deployment: not those of
+    a check that counts its own refusals (`Check.counts_refusals`: a replayed trace's over-long lines)."""
+    counting = {check.name for check in CHECKS if check.counts_refusals}
+    return [r for r in records if r.refused_by_server and r.check not in counting]
 
 
 def status_of(facts: Facts, *, random_weights: bool) -> tuple[Status, tuple[str, ...]]:

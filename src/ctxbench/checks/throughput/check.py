@@ -29,13 +29,13 @@ from ...render.figure_layout import PageRun
 from ...render.run_read import RunRead
 from ...store.run_dir import RunDir
 from ..base import Check, RunContext, StageLoad
-from ..open_loop import rate_summary, rate_unit, run_rate
 from ..prompts import PromptMaker
 from .cell import THROUGHPUT_COLUMNS, ask_cell, open_loop_cell, slo_cell, throughput_cells
 from .closed_loop import extra_body, run_user, users_in_processes
 from .comparison import throughput_comparison
 from .figures import figures
 from .file import ThroughputFile
+from .rates import rate_summary, rate_unit, run_rate
 from .recall_under_load import UNIT as ASK_UNIT
 from .recall_under_load import ask_level, run_recall_under_load
 from .section import console_lines, throughput_section

@@ -233,6 +233,7 @@ def sample_trace(
 
 class TraceCheck(Check[TraceParams]):
     name = UNIT
+    counts_refusals = True  # a line longer than the server's slot is refused: counted in trace.json
     params_type = TraceParams
     needs_limit = False
 
