@@ -7,7 +7,6 @@ cannot be computed for a record (a failed request, a one-token answer) is `None`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -341,28 +340,3 @@ def spec_acceptance(deltas: Mapping[str, float]) -> tuple[float | None, float | 
     rate = accepted / drafted if drafted and accepted is not None else None
     per_step = accepted / steps if steps and accepted is not None else None
     return rate, per_step
-
-
-_ATTEMPT = re.compile(r"-a(\d+)$")
-
-
-def between_turns_s(records: Sequence[RequestRecord]) -> dict[str, float]:
-    """Per ramp turn after the first, by request id: seconds from the previous turn's last byte to this turn's
-    send, for the same user of the same users setting in the same attempt (one process's stamps). The
-    server has nothing of this user's to do meanwhile: the time is the client's (building and counting the
-    next prompt, the request body, the connection), and the GPU waits on it."""
-    turns: dict[tuple[str, str, str], dict[int, RequestRecord]] = {}
-    for record in records:
-        labels = record.labels
-        if record.check != "ramp" or not labels.get("turn"):
-            continue
-        attempt = _ATTEMPT.search(record.request_id)
-        key = (labels.get("users", ""), labels.get("user", ""), attempt.group(1) if attempt else "1")
-        turns.setdefault(key, {})[int(labels["turn"])] = record
-    gaps: dict[str, float] = {}
-    for by_turn in turns.values():
-        for number, record in by_turn.items():
-            before = by_turn.get(number - 1)
-            if before is not None and before.end_ns <= record.sent_ns:
-                gaps[record.request_id] = (record.sent_ns - before.end_ns) / 1e9
-    return gaps

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...measure import decode_stall, metrics
+from ...measure import decode_stall
 from ...measure.telemetry import TELEMETRY_FILE, read_telemetry
 from ...records import RequestRecord
 from ...render.run_read import RunRead
 from ...render.tables import markdown_table, relative
-from ...store.run_dir import RunDir
+from ...store.run_dir import RunDir, attempt_of
 from .table import RAMP_TABLE, run_rows
 
 
@@ -29,12 +29,33 @@ def ramp_table_rows(run: RunDir, records: Sequence[RequestRecord] | None = None)
     )
 
 
+def between_turns_s(records: Sequence[RequestRecord]) -> dict[str, float]:
+    """Per ramp turn after the first, by request id: seconds from the previous turn's last byte to this turn's
+    send, for the same user of the same users setting in the same attempt (one process's stamps). The
+    server has nothing of this user's to do meanwhile: the time is the client's (building and counting the
+    next prompt, the request body, the connection), and the GPU waits on it."""
+    turns: dict[tuple[str, str, str], dict[int, RequestRecord]] = {}
+    for record in records:
+        labels = record.labels
+        if record.check != "ramp" or not labels.get("turn"):
+            continue
+        key = (labels.get("users", ""), labels.get("user", ""), str(attempt_of(record.request_id)))
+        turns.setdefault(key, {})[int(labels["turn"])] = record
+    gaps: dict[str, float] = {}
+    for by_turn in turns.values():
+        for number, record in by_turn.items():
+            before = by_turn.get(number - 1)
+            if before is not None and before.end_ns <= record.sent_ns:
+                gaps[record.request_id] = (record.sent_ns - before.end_ns) / 1e9
+    return gaps
+
+
 def _number(text: str, digits: int) -> str:
     return "n/a" if not text else text if text == "inf" else f"{float(text):.{digits}f}"
 
 
 def _client_time(gaps: Sequence[float]) -> str:
-    """The client's time between turns, where the server waited on it (metrics.between_turns_s)."""
+    """The client's time between turns, where the server waited on it (`between_turns_s`)."""
     if not gaps:
         return ""
     return f"; client time between turns {min(gaps):.3f}-{max(gaps):.3f} s"
@@ -56,7 +77,7 @@ def ramp_section(read: RunRead) -> list[str]:
         lines.append(
             f'- Asked each turn: the {task} task\'s question (docs/campaigns.md, "Retrieval tasks").'
         )
-    between = metrics.between_turns_s(records)
+    between = between_turns_s(records)
     for users in sorted({int(r["users"]) for r in rows}):
         mine = [r for r in rows if int(r["users"]) == users]
         scored = [r for r in mine if r["recall"]]
