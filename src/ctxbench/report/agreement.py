@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..checks.catalog import CHECK_NAMES
+from ..checks.probe import PROBE
 from ..measure import metrics
 from ..records import RequestRecord
 from ..render.tables import markdown_table
@@ -69,7 +70,7 @@ class Agreement:
 
 def check_of(record: RequestRecord) -> str:
     """The check a record belongs to (probe records carry no `check` label before 0.1.0's issue 32)."""
-    return record.check or ("probe" if record.labels.get("phase") else "")
+    return record.check or (PROBE.name if record.labels.get("phase") else "")
 
 
 def records_sums(records: Sequence[RequestRecord]) -> dict[str, float | None]:

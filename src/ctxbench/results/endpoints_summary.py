@@ -36,6 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from .. import __version__
+from ..checks.throughput import THROUGHPUT
 from ..measure import metrics
 from ..records import RequestRecord
 from ..store.run_dir import RunDir
@@ -186,9 +187,9 @@ def export_endpoints(results: Path, out: Path) -> list[Path]:
     for path in sorted((results / "runs").glob(f"*/{MANIFEST_FILE}")):
         run = RunDir(path.parent)
         manifest = Manifest.load(run.path)
-        arrival = str((manifest.check_parameters.get("throughput") or {}).get("arrival", "poisson"))
+        arrival = str((manifest.check_parameters.get(THROUGHPUT.name) or {}).get("arrival", "poisson"))
         for stage, records in stages(run.records()).items():
-            if not stage.startswith(("throughput-u", "throughput-r")):
+            if not stage.startswith((f"{THROUGHPUT.name}-u", f"{THROUGHPUT.name}-r")):  # levels and rates
                 continue
             summary = summary_of(stage, records, manifest, run.run_id, arrival)
             if summary is None:
