@@ -1,5 +1,6 @@
-"""The summary file each check writes in its run directory, one pydantic model per file: its name
-(`FILE`), `load(run_path)` (None where the run has none) and `save(run_path)`. Writers build the model,
+"""What every check's summary file is (`CheckFile`: each check's own model lives in its folder's `file.py`),
+one pydantic model per file: its name (`FILE`), `load(run_path)` (None where the run has none) and
+`save(run_path)`; and `Stats`, a figure over requests as the files keep it. Writers build the model,
 readers (evidence, the reports, the page, the export) go through it; nobody indexes the JSON by hand.
 The figures in them are frozen when measured (docs/results-format.md, "Derived figures"): a report reads
 them back and never recomputes them (only a percentile's interval missing from a run recorded before

@@ -1,7 +1,7 @@
 """The run directory's own files: the manifest as a typed model that every reader loads through
 (`Manifest.load`, `RunDir.manifest()`), and the human-readable needle log's name. Each check's summary file
-(capacity.json, needle.json, throughput.json, trace.json) is a model in `check_files`; a check that is a
-folder holds its own (`checks/<name>/file.py`).
+(capacity.json, needle.json, throughput.json, ...) is a model in its check's folder (`checks/<name>/file.py`),
+built on `check_files.CheckFile`.
 
 The manifest's fields that reports, evidence, calibration and exports read are typed here; the rest (what a
 run recorded for people: versions, seeds, the event loop, telemetry settings, the campaign's own extras) stay

@@ -96,7 +96,7 @@ def slo_cell(results: Path, run: RunDir) -> dict[str, Cell]:
 
 
 def ask_cell(results: Path, run: RunDir) -> dict[str, Cell]:
-    """Recall under load beside recall alone (`checks/recall_under_load.py`); its value the share found under
+    """Recall under load beside recall alone (`recall_under_load.py`); its value the share found under
     load, so a reading ranks the deployments that keep it."""
     asked = RecallUnderLoad.of(ThroughputFile.load(run.path))
     if asked is None:

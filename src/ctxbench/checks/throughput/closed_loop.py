@@ -1,5 +1,5 @@
 """Many users as a closed loop: each of a level's users sends its next request when the previous ends, in
-this process or spread over client processes (`throughput_worker.py`) or Ray actors (`throughput_ray.py`),
+this process or spread over client processes (`worker.py`) or Ray actors (`ray.py`),
 which make the same client from `client_settings` and run the same `run_user`."""
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ async def run_user(
 
 @dataclass(frozen=True)
 class WorkerJob:
-    """What one client process of a level needs; pickled to its stdin (`checks/throughput_worker.py`)."""
+    """What one client process of a level needs; pickled to its stdin (`worker.py`)."""
 
     client: dict[str, Any]  # `client_settings`: the API key travels here, never on a command line
     prompts: PromptMaker
@@ -155,7 +155,7 @@ async def users_in_processes(
     repeat: int = 0,
 ) -> list[RequestRecord]:
     """One level's users spread round-robin over `spec.client_processes` worker processes
-    (`checks/throughput_worker.py`); their records are written here as they come back."""
+    (`worker.py`); their records are written here as they come back."""
     processes = min(params.client_processes, users)
     settings = client_settings(client)
     workers: list[asyncio.subprocess.Process] = []

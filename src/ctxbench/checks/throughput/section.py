@@ -121,7 +121,7 @@ def throughput_section(read: RunRead) -> list[str]:
 
 
 def _ask_lines(data: ThroughputFile) -> list[str]:
-    """Recall under load beside recall alone (`checks/recall_under_load.py`)."""
+    """Recall under load beside recall alone (`recall_under_load.py`)."""
     asked = RecallUnderLoad.of(data)
     if asked is None:
         return []
