@@ -329,3 +329,19 @@ def test_a_counting_mismatch_at_the_limit_is_named_as_one_not_as_the_capacity(tm
 def test_inline_code_escapes_and_marks_backticked_spans() -> None:
     assert str(inline_code("a `<b>` c")) == "a <code>&lt;b&gt;</code> c"
     assert str(inline_code("`x` and `y")) == "<code>x</code> and `y"  # an unmatched backtick stays one
+
+
+def test_a_needle_prompt_not_as_planned_fails_its_cell_by_the_error_s_kind(tmp_path: Path) -> None:
+    from ctxbench.checks.needle.cell import needle_cells
+
+    run = RunDir.create(tmp_path, "r")
+    run.write_manifest({"deployment": "d", "checks": ["needle"]})
+    needle = needle_file([True, True])
+    failed = needle.trials[1].model_copy(
+        update={"found": None, "error": "prompt_not_planned: server counted 3 tokens, planned 8192 (-8189)"}
+    )
+    assert failed.error_kind == "prompt_not_planned" and needle.trials[0].error_kind is None
+    needle.model_copy(update={"trials": [needle.trials[0], failed]}).save(run.path)
+    cell = needle_cells(tmp_path, run)["retrieval"]
+    assert cell.text == "FAILS: 1 prompt(s) not as planned (server counted 3 tokens, planned 8192)"
+    assert cell.scored is None

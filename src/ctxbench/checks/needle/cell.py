@@ -52,7 +52,7 @@ def needle_cells(results: Path, run: RunDir) -> dict[str, Cell]:
     k = sum(r.found for r in recall.values())
     n = sum(r.scored for r in recall.values())
     longest = max((length for length, r in needle.recall_sorted() if r.scored), default=0)
-    unplanned = [t for t in needle.trials if (t.error or "").startswith("prompt_not_planned")]
+    unplanned = [t for t in needle.trials if t.error_kind == "prompt_not_planned"]
     control = needle.control
     verdict = f"; {CONTROL_FAILED.format(length=control.length)}" if control and control.missed else ""
     skipped = _skipped(needle)

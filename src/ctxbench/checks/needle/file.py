@@ -35,6 +35,11 @@ class NeedleTrial(_Open):
     reuse: bool = False  # a later question of multi_depth: its document read back from the cache on purpose
 
     @property
+    def error_kind(self) -> str | None:
+        """The kind of a failed trial's error (`RequestError.kind`, written as "kind: message")."""
+        return self.error.split(":", 1)[0] if self.error else None
+
+    @property
     def count_error_tokens(self) -> int | None:
         if self.prompt_tokens is None or self.planned_tokens is None:
             return None
