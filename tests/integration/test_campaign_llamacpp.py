@@ -234,7 +234,7 @@ def _final_counts(results: Path) -> dict[str, object]:
         "units": sorted(run.completed_units()),
         "needle_trials": len(needle["trials"]),
         "capacity": (run.path / "capacity.json").exists(),
-        "ramp_rows": sorted((r["users"], r["user"], r["turn"]) for r in rows),
+        "ramp_rows": sorted((r.users, r.user, r.turn) for r in rows),
     }
 
 

@@ -110,7 +110,7 @@ async def test_ramp_grows_each_conversation_exactly_and_reuses_its_history(
         )
     assert len(turns) == 3 + 6 and all(t.error is None for t in turns)
     rows = read_rows(tmp_path / "ramp1m.csv")
-    assert [(r["users"], r["user"], r["turn"]) for r in rows] == [
+    assert [(r.users, r.user, r.turn) for r in rows] == [
         ("1", "0", "1"),
         ("1", "0", "2"),
         ("1", "0", "3"),
@@ -122,19 +122,19 @@ async def test_ramp_grows_each_conversation_exactly_and_reuses_its_history(
         ("2", "1", "3"),
     ]
     for row in rows:
-        assert row["context_tokens"] == row["target_tokens"], row
-        assert row["recall"] in ("0", "1")
+        assert row.context_tokens == row.target_tokens, row
+        assert row.recall in ("0", "1")
         # A decode rate wherever one was measured: missing only for a reply the client read in one go (all its
         # chunks share a stamp), as a busy 2-core host does to a fast tiny model.
-        record = next(r for r in run.records() if r.request_id == row["request_id"])
-        assert float(row["decode_tokens_per_s"] or 0) > 0 or metrics.own_stamps(record) == [
+        record = next(r for r in run.records() if r.request_id == row.request_id)
+        assert float(row.decode_tokens_per_s or 0) > 0 or metrics.own_stamps(record) == [
             len(record.chunks) - 1
         ]
-        if row["turn"] != "1":
+        if row.turn != "1":
             # The conversation's own history comes back from the slot's cache, as intended.
-            assert int(row["cached_tokens"]) >= int(row["intended_cached_tokens"]) - 64, row
-    single = [r for r in rows if r["users"] == "1"]
-    assert all(r["stall_rate_inside"] == "" for r in single)
+            assert int(row.cached_tokens) >= int(row.intended_cached_tokens) - 64, row
+    single = [r for r in rows if r.users == "1"]
+    assert all(r.stall_rate_inside == "" for r in single)
     run.write_manifest({"deployment": "tiny-cpu"})
     report = run_report(run)
     assert "## Claim 3, the conversation ramp" in report and "1 user: recall" in report
@@ -171,6 +171,4 @@ async def test_turn_over_the_limit_is_a_recorded_capacity_failure(
     )
     assert turns[2].error is not None and turns[2].error.startswith("context_limit")
     rows = read_rows(tmp_path / "ramp1m.csv")
-    assert (
-        rows[2]["error"].startswith("context_limit") and rows[2]["recall"] == "" and rows[2]["ttft_s"] == ""
-    )
+    assert rows[2].error.startswith("context_limit") and rows[2].recall == "" and rows[2].ttft_s == ""

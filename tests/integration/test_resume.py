@@ -86,4 +86,4 @@ def test_interrupted_suite_resumes_where_it_stopped(
     )
     assert forced.attempt == 3 and [r.request_id for r in forced.records()].count("capacity-near-a3") == 1
     rows = read_rows(results / "ramp1m.csv", run.run_id)
-    assert len(rows) == 6 and all(r["request_id"].endswith("-a3") for r in rows)  # a forced rerun replaces
+    assert len(rows) == 6 and all(r.request_id.endswith("-a3") for r in rows)  # a forced rerun replaces

@@ -136,7 +136,7 @@ def test_an_interrupted_ramp_keeps_its_measured_turns_in_the_run_rows(tmp_path: 
     rows = run_rows(
         tmp_path / "ramp1m.csv", run.run_id, records, deployment="d", source_file="runs/x/requests.jsonl"
     )
-    assert [(r["turn"], r["recall"], r["context_tokens"]) for r in rows] == [
+    assert [(r.turn, r.recall, r.context_tokens) for r in rows] == [
         ("1", "1", "32768"),
         ("2", "0", "65536"),
     ]

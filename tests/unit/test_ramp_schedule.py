@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from ctxbench.checks.ramp import RampParams
 from ctxbench.checks.ramp.check import Turn, ramp_schedule, recall_k_of_n
-from ctxbench.checks.ramp.table import RAMP_COLUMNS, append_rows, read_rows
+from ctxbench.checks.ramp.table import RAMP_COLUMNS, RampRow, append_rows, read_rows
 from ctxbench.measure import decode_stall
 from ctxbench.records import Chunk, RequestRecord, Usage
 
@@ -154,12 +154,12 @@ def test_recall_counts_answered_turns_only() -> None:
 
 
 def test_ramp_table_round_trips(tmp_path: Path) -> None:
-    row = {column: f"v-{column}" for column in RAMP_COLUMNS}
+    row = RampRow(**{column: f"v-{column}" for column in RAMP_COLUMNS})
     table = tmp_path / "ramp1m.csv"
     append_rows(table, [row])
-    append_rows(table, [row | {"turn": "2"}])
+    append_rows(table, [row.model_copy(update={"turn": "2"})])
     rows = read_rows(table)
-    assert rows == [row, row | {"turn": "2"}]
+    assert rows == [row, row.model_copy(update={"turn": "2"})]
     assert table.read_text().count("deployment,users,user,turn") == 1
 
 
@@ -167,11 +167,11 @@ def test_a_table_from_before_a_column_is_rewritten_under_todays_header(tmp_path:
     old_columns = [c for c in RAMP_COLUMNS if c != "stall_window"]
     table = tmp_path / "ramp1m.csv"
     table.write_text(",".join(old_columns) + "\n" + ",".join(f"o-{c}" for c in old_columns) + "\n")
-    row = {column: f"v-{column}" for column in RAMP_COLUMNS}
+    row = RampRow(**{column: f"v-{column}" for column in RAMP_COLUMNS})
     append_rows(table, [row])
     rows = read_rows(table)
-    assert rows[0] == {c: f"o-{c}" for c in old_columns} | {"stall_window": ""}
-    assert rows[1] == row
+    assert rows[0] == RampRow(**{c: f"o-{c}" for c in old_columns})  # stall_window ""
+    assert rows[0].stall_window == "" and rows[1] == row
 
 
 def test_an_overlap_of_a_few_milliseconds_says_nothing_about_a_rate() -> None:

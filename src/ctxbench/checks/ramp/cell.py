@@ -79,18 +79,18 @@ def ramp_cells(results: Path, run: RunDir, price: float, records: Sequence[Reque
     source = str(run.requests_path.relative_to(results))
     cells: dict[str, Cell] = {}
     for users, suffix in ((1, "alone"), (2, "shared")):
-        mine = [r for r in rows if r["users"] == str(users)]
+        mine = [r for r in rows if r.users == str(users)]
         if not mine:
             continue
-        scored = [r for r in mine if r["recall"]]
-        k = sum(int(r["recall"]) for r in scored)
+        scored = [r for r in mine if r.recall]
+        k = sum(int(r.recall) for r in scored)
         cells[f"recall_{suffix}"] = Cell(f"{k}/{len(scored)}", RAMP_TABLE, scored=(k, len(scored)))
-        last_turn = max(int(r["turn"]) for r in mine)
-        last = [r for r in mine if int(r["turn"]) == last_turn and r["ttft_s"]]
+        last_turn = max(r.turn_number for r in mine)
+        last = [r for r in mine if r.turn_number == last_turn and r.ttft_s]
         if last:
-            worst_ttft = max(float(r["ttft_s"]) for r in last)
-            rates = [float(r["decode_tokens_per_s"]) for r in last if r["decode_tokens_per_s"]]
-            context = max(int(r["context_tokens"]) for r in last)
+            worst_ttft = max(float(r.ttft_s) for r in last)
+            rates = [float(r.decode_tokens_per_s) for r in last if r.decode_tokens_per_s]
+            context = max(r.context for r in last)
             cells[f"ttft_{suffix}"] = Cell(f"{worst_ttft:.2f} s at {context}", RAMP_TABLE, worst_ttft)
             # No rate where every chunk of the last turn's replies shared one stamp (read in one go): n/a,
             # not 0.
@@ -99,7 +99,7 @@ def ramp_cells(results: Path, run: RunDir, price: float, records: Sequence[Reque
                 if rates
                 else Cell("n/a (replies read in one go)", RAMP_TABLE)
             )
-        ids = {r["request_id"] for r in mine}
+        ids = {r.request_id for r in mine}
         setting = [r for r in records if r.request_id in ids]
         if users == 2 and setting:
             pooled = decode_stall.pooled_stall(decode_stall.user_stalls(setting).values())
@@ -134,7 +134,7 @@ def judgement_of(run: RunDir) -> Judgement:
     """A ramp asked for without its 2-user setting leaves claim 3's "with other users" unchecked."""
     manifest = run.manifest()
     asked = manifest.checks or ([manifest.check] if manifest.check else [])
-    if "ramp" not in asked or any(r["users"] == "2" for r in ramp_table_rows(run)):
+    if "ramp" not in asked or any(r.users == "2" for r in ramp_table_rows(run)):
         return Judgement()
     return Judgement(results=("the conversation ramp did not run with 2 users",))
 
@@ -162,8 +162,6 @@ def glance_lines(run: RunDir, cells: Mapping[str, Cell], records: Sequence[Reque
 def _losses(run: RunDir, records: Sequence[RequestRecord]) -> dict[str, list[str]]:
     lost: dict[str, list[str]] = {}
     for r in ramp_table_rows(run, records):
-        if r["recall"] == "0":
-            lost.setdefault(r["users"], []).append(
-                f"user {r['user']} turn {r['turn']} at {r['context_tokens']} tokens"
-            )
+        if r.recall == "0":
+            lost.setdefault(r.users, []).append(f"user {r.user} turn {r.turn} at {r.context_tokens} tokens")
     return lost

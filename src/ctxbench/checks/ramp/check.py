@@ -37,7 +37,7 @@ from .cell import CLAIM_3_COLUMNS, glance_lines, judgement_of, ramp_cells
 from .figures import figures, report_figures
 from .params import RampParams
 from .section import console_lines, ramp_section
-from .table import RAMP_COLUMNS, RAMP_TABLE, append_rows, record_row
+from .table import RAMP_TABLE, RampRow, append_rows, record_row
 
 FOLLOW_UP = "Then, in a few sentences, summarize the newest section of the archive."
 
@@ -217,7 +217,7 @@ async def run_ramp(
     return everything
 
 
-def ramp_rows(turns: Sequence[Turn], *, deployment: str, run: RunDir) -> list[dict[str, str]]:
+def ramp_rows(turns: Sequence[Turn], *, deployment: str, run: RunDir) -> list[RampRow]:
     """One ramp1m.csv row per turn, stall figures included."""
     stalls: dict[str, decode_stall.Stall | None] = {}
     for users in {t.users for t in turns}:
@@ -241,18 +241,17 @@ def ramp_rows(turns: Sequence[Turn], *, deployment: str, run: RunDir) -> list[di
             )
             continue
         rows.append(
-            {column: "" for column in RAMP_COLUMNS}
-            | {
-                "deployment": deployment,
-                "users": str(turn.users),
-                "user": str(turn.user),
-                "turn": str(turn.turn),
-                "target_tokens": str(turn.target_tokens),
-                "intended_cached_tokens": str(turn.intended_cached_tokens),
-                "error": turn.error or "",
-                "run_id": run.run_id,
-                "source_file": source,
-            }
+            RampRow(
+                deployment=deployment,
+                users=str(turn.users),
+                user=str(turn.user),
+                turn=str(turn.turn),
+                target_tokens=str(turn.target_tokens),
+                intended_cached_tokens=str(turn.intended_cached_tokens),
+                error=turn.error or "",
+                run_id=run.run_id,
+                source_file=source,
+            )
         )
     return rows
 

@@ -46,25 +46,25 @@ def _ramp_figures(results: Path, runs: Sequence[PageRun]) -> list[dict[str, Any]
         if not (run / MANIFEST_FILE).exists():
             continue
         ramp = ramp_table_rows(RunDir(run))
-        for users in sorted({r["users"] for r in ramp}, key=int):
-            setting = [r for r in ramp if r["users"] == users]
-            for user in sorted({r["user"] for r in setting}, key=int):
-                mine = sorted((r for r in setting if r["user"] == user), key=lambda r: int(r["turn"]))
+        for users in sorted({r.users for r in ramp}, key=int):
+            setting = [r for r in ramp if r.users == users]
+            for user in sorted({r.user for r in setting}, key=int):
+                mine = sorted((r for r in setting if r.user == user), key=lambda r: r.turn_number)
                 name = f"{row.deployment}, {users} user{'s' if users != '1' else ''}: user {user}"
-                timed = [r for r in mine if r["ttft_s"]]
+                timed = [r for r in mine if r.ttft_s]
                 lines.append(
                     {
                         "type": "scatter",
                         "mode": "lines+markers",
                         "name": name,
-                        "x": [int(r["context_tokens"]) for r in timed],
-                        "y": [float(r["ttft_s"]) for r in timed],
+                        "x": [r.context for r in timed],
+                        "y": [float(r.ttft_s) for r in timed],
                         "hovertemplate": "%{x} tokens: TTFT %{y:.2f} s<extra>" + name + "</extra>",
                     }
                 )
                 recall_rows.append(name)
-                recall_z.append([None if r["recall"] == "" else int(r["recall"]) for r in mine])
-                recall_text.append([f"turn {r['turn']}, {r['context_tokens']} tokens" for r in mine])
+                recall_z.append([r.found for r in mine])
+                recall_text.append([f"turn {r.turn}, {r.context_tokens} tokens" for r in mine])
     if not lines:
         return []
     contexts: list[float] = [x for line in lines for x in line["x"]]
@@ -172,22 +172,20 @@ def report_figures(results: Path, runs: Sequence[PageRun]) -> list[tuple[str, st
         fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
         for row in runs:
             for users, style in (("1", "-o"), ("2", "--x")):
-                setting = [
-                    r for r in ramp if r["run_id"] == row.run_id and r["users"] == users and r["ttft_s"]
-                ]
-                for user in sorted({r["user"] for r in setting}):
-                    mine = [r for r in setting if r["user"] == user]
+                setting = [r for r in ramp if r.run_id == row.run_id and r.users == users and r.ttft_s]
+                for user in sorted({r.user for r in setting}):
+                    mine = [r for r in setting if r.user == user]
                     label = f"{row.deployment} ({users} user{'s' if users != '1' else ''}: user {user})"
                     left.plot(
-                        [int(r["context_tokens"]) for r in mine],
-                        [float(r["ttft_s"]) for r in mine],
+                        [r.context for r in mine],
+                        [float(r.ttft_s) for r in mine],
                         style,
                         label=label,
                         markersize=3,
                     )
                     right.plot(
-                        [int(r["turn"]) for r in mine],
-                        [int(r["recall"] or 0) for r in mine],
+                        [r.turn_number for r in mine],
+                        [int(r.recall or 0) for r in mine],
                         style,
                         markersize=3,
                     )

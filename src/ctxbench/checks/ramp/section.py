@@ -13,10 +13,10 @@ from ...records import RequestRecord
 from ...render.run_read import RunRead
 from ...render.tables import markdown_table, relative
 from ...store.run_dir import RunDir, attempt_of
-from .table import RAMP_TABLE, run_rows
+from .table import RAMP_TABLE, RampRow, run_rows
 
 
-def ramp_table_rows(run: RunDir, records: Sequence[RequestRecord] | None = None) -> list[dict[str, str]]:
+def ramp_table_rows(run: RunDir, records: Sequence[RequestRecord] | None = None) -> list[RampRow]:
     """This run's rows of the campaign's ramp table (`<results>/ramp1m.csv`), with rows rebuilt from its
     records for a users setting that was interrupted before its rows were written."""
     deployment = run.manifest().deployment or ""
@@ -78,21 +78,21 @@ def ramp_section(read: RunRead) -> list[str]:
             f'- Asked each turn: the {task} task\'s question (docs/campaigns.md, "Retrieval tasks").'
         )
     between = between_turns_s(records)
-    for users in sorted({int(r["users"]) for r in rows}):
-        mine = [r for r in rows if int(r["users"]) == users]
-        scored = [r for r in mine if r["recall"]]
-        found = sum(int(r["recall"]) for r in scored)
-        ids = {r["request_id"] for r in mine}
+    for users in sorted({int(r.users) for r in rows}):
+        mine = [r for r in rows if int(r.users) == users]
+        scored = [r for r in mine if r.recall]
+        found = sum(int(r.recall) for r in scored)
+        ids = {r.request_id for r in mine}
         setting = [r for r in records if r.request_id in ids]
         pooled = decode_stall.pooled_stall(decode_stall.user_stalls(setting).values()) if users > 1 else None
-        last_turn = max(int(r["turn"]) for r in mine)
-        last = [r for r in mine if int(r["turn"]) == last_turn]
+        last_turn = max(r.turn_number for r in mine)
+        last = [r for r in mine if r.turn_number == last_turn]
         lines.append(
             f"- {users} user{'s' if users > 1 else ''}: recall {found}/{len(scored)}; "
             f"last turn {last_turn} at "
             + ", ".join(
-                f"{_number(r['context_tokens'], 0)} tokens (user {r['user']}: TTFT {_number(r['ttft_s'], 2)} "
-                f"s, decode {_number(r['decode_tokens_per_s'], 1)} tok/s)"
+                f"{_number(r.context_tokens, 0)} tokens (user {r.user}: TTFT {_number(r.ttft_s, 2)} "
+                f"s, decode {_number(r.decode_tokens_per_s, 1)} tok/s)"
                 for r in last
             )
             + (
@@ -112,18 +112,18 @@ def ramp_section(read: RunRead) -> list[str]:
         markdown_table(
             [
                 (
-                    r["users"],
-                    r["user"],
-                    r["turn"],
-                    r["context_tokens"] or "n/a",
-                    r["new_prompt_tokens"] or "n/a",
-                    f"{r['cached_tokens'] or 'not reported'} ({r['intended_cached_tokens']})",
-                    _number(r["ttft_s"], 2),
-                    _number(r["decode_tokens_per_s"], 1),
-                    {"1": "yes", "0": "no"}.get(r["recall"], "n/a"),
-                    decode_stall.format_factor(r["stall_factor"], r.get("stall_window", "")),
-                    f"{between[r['request_id']]:.3f}" if r["request_id"] in between else "-",
-                    r["error"][:40],
+                    r.users,
+                    r.user,
+                    r.turn,
+                    r.context_tokens or "n/a",
+                    r.new_prompt_tokens or "n/a",
+                    f"{r.cached_tokens or 'not reported'} ({r.intended_cached_tokens})",
+                    _number(r.ttft_s, 2),
+                    _number(r.decode_tokens_per_s, 1),
+                    {"1": "yes", "0": "no"}.get(r.recall, "n/a"),
+                    decode_stall.format_factor(r.stall_factor, r.stall_window),
+                    f"{between[r.request_id]:.3f}" if r.request_id in between else "-",
+                    r.error[:40],
                 )
                 for r in rows
             ],
@@ -158,10 +158,10 @@ def console_lines(run: RunDir) -> list[str]:
     lines: list[str] = []
     records = list(run.records())
     rows = ramp_table_rows(run, records)
-    for users in sorted({int(r["users"]) for r in rows}):
-        mine = [r for r in rows if int(r["users"]) == users]
-        scored = [r for r in mine if r["recall"]]
-        ids = {r["request_id"] for r in mine}
+    for users in sorted({int(r.users) for r in rows}):
+        mine = [r for r in rows if int(r.users) == users]
+        scored = [r for r in mine if r.recall]
+        ids = {r.request_id for r in mine}
         # the evidence table's figure (pooled over the setting), so the console and the report agree
         pooled = decode_stall.pooled_stall(
             decode_stall.user_stalls([r for r in records if r.request_id in ids]).values()
@@ -172,7 +172,7 @@ def console_lines(run: RunDir) -> list[str]:
             if r.error is not None and r.check == "ramp" and r.labels.get("users") == str(users)
         ]
         recall = (
-            f"recall {sum(int(r['recall']) for r in scored)}/{len(scored)}"
+            f"recall {sum(int(r.recall) for r in scored)}/{len(scored)}"
             if scored
             else f"recall not scored: {len(failed)} turn(s) failed (first: {failed[0].message[:80]})"
             if failed
