@@ -45,14 +45,15 @@ def test_nine_deployments_fit_sort_filter_and_stay_offline(tmp_path: Path) -> No
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.goto(html.as_uri())
-        # every figure drawn by the inlined plotly.js: the ramp, the needle heatmap, decode, the 2-user
-        # timelines (five runs recorded one), many users, the GPU over each run that sampled it (four)
+        # every figure drawn by the inlined plotly.js, each check's in the claims' order: the needle heatmap,
+        # the ramp, decode, the 2-user timelines (five runs recorded one), many users, the GPU over each run
+        # that sampled it (four)
         plots = page.locator("#figures .plot")
         drawn = [plots.nth(i).locator("text.gtitle").text_content() or "" for i in range(plots.count())]
         assert drawn[:4] == [
+            "One-shot retrieval by length and depth (share of trials that found the fact)",
             "TTFT against context (the conversation ramp)",
             "Recall per turn (green: the planted fact was found)",
-            "One-shot retrieval by length and depth (share of trials that found the fact)",
             "Last-turn decode alone against with a second user",
         ]
         assert sum(title.endswith(": two users, prefill and decode") for title in drawn) == 5
