@@ -14,6 +14,7 @@ from .errors import (
     ModelPrepareError,
     RequestFailed,
 )
+from .measure import metrics  # the formulas over records (docs/metrics.md): `from ctxbench import metrics`
 from .records import Chunk, RequestError, RequestRecord, Usage
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "Timeouts",
     "Usage",
     "__version__",
+    "metrics",
 ]

@@ -21,6 +21,7 @@ PUBLIC = {
     "Timeouts",
     "Usage",
     "__version__",
+    "metrics",  # the module of formulas over records, as the README imports it
 }
 
 
