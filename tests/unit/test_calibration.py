@@ -177,3 +177,17 @@ def test_the_engines_own_prompt_time_is_the_prefill_and_the_ttft_stays_beside_it
     assert found["other"].source == "ttft" and found["long"].source == "ttft"
     result = calibrate([run_with(tmp_path, [saved, long])], tflops=TFLOPS)
     assert result.per_token_s == pytest.approx(PER_TOKEN_S, rel=1e-6)  # the 3 s of TTFT did not enter the fit
+
+
+def test_each_request_is_labelled_by_its_own_check() -> None:
+    """`Check.label`: the calibration table names a request as its check says it, any other by its check."""
+    from ctxbench.results.calibration import label_of
+
+    def labelled(labels: dict[str, str]) -> str:
+        return label_of(prefill("r", 4096, 0, 0.0, labels=labels))
+
+    assert labelled({"check": "needle", "length": "4096", "depth": "0.50"}) == "needle 4096 d=0.50"
+    assert labelled({"check": "ramp", "users": "2", "user": "1", "turn": "3"}) == "ramp u2 user 1 turn 3"
+    assert labelled({"check": "capacity", "prompt": "near_limit"}) == "capacity near_limit"
+    assert labelled({"check": "trace"}) == "trace"
+    assert labelled({"phase": "short"}) == "?"  # a record with no check label

@@ -232,20 +232,8 @@ def _max_tokens(entry: dict[str, Any]) -> int | None:
 
 
 def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any], str]]:
-    try:
-        lines = path.expanduser().read_text().splitlines()
-    except OSError as exc:
-        raise TraceFileError(
-            f"{path}: cannot read the trace ({exc.strerror}); give a local JSONL file"
-        ) from None
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            entry = json.loads(text)
-        except ValueError as exc:
-            raise TraceFileError(f"{where}: not JSON ({exc}); each line is one object") from None
+    lines = read_lines(path, TraceFileError, "the trace")
+    for number, where, entry in json_values(path, lines, TraceFileError, "each line is one object"):
         if not isinstance(entry, dict):
             raise TraceFileError(f"{where}: a line is a JSON object")
         yield number, entry, where
