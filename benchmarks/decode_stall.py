@@ -14,6 +14,7 @@ import asyncio
 import tempfile
 from pathlib import Path
 
+from ctxbench.checks.ramp.labels import user_of
 from ctxbench.client.stream import Client
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServer, LlamaServerConfig
@@ -52,7 +53,7 @@ async def trial(url: str, pool: UnitPool, i: int, args: argparse.Namespace) -> d
         )
     if not (decoding.ok and arriving.ok):
         raise SystemExit(f"a request failed: {decoding.error or arriving.error}")
-    figure = decode_stall.user_stalls([decoding, arriving])[f"d{i}"]
+    figure = decode_stall.user_stalls([decoding, arriving], user_of)[f"d{i}"]
     if figure is None:
         raise SystemExit("no stall figure: the prefill did not overlap the decode")
     return figure

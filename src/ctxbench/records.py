@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from .errors import ContextLimitExceeded, RequestFailed
+from .labels import CHECK_LABEL, OVER_LIMIT, PHASE_LABEL, PLANNED_LABEL, PROMPT_LABEL, WARMUP_LABEL
 
 # 3: `cache`, the cache intent the check declared; 2: `chunks` holds every token event, empty text included,
 # and `tool_call`; 1 kept only events with text.
@@ -128,9 +129,6 @@ class RequestError(_Frozen):
     server_prompt_tokens: int | None = None
 
 
-CHECK_LABEL, PLANNED_LABEL, WARMUP_LABEL = "check", "planned_tokens", "warmup"
-
-
 def not_planned_head(message: str) -> str:
     """'server counted 3 tokens, planned 2048' from a prompt_not_planned error, as its record's message or
     as a summary file's "kind: message" text (the kind and the parenthesised detail dropped)."""
@@ -168,8 +166,8 @@ class RequestRecord(_Frozen):
     def ok(self) -> bool:
         return self.error is None
 
-    # The labels every check writes, read through these and nowhere by their key (a check's own labels are
-    # read in its own module): the check that sent it, the prompt tokens it planned, a warm-up request.
+    # The labels every check writes (ctxbench/labels.py `Labels`), read through these and nowhere else by
+    # their key: the check that sent it, the prompt tokens it planned, a warm-up request, its phase.
     @property
     def check(self) -> str:
         """The check that sent it ("" for a request no check sent: a library call)."""
@@ -185,6 +183,12 @@ class RequestRecord(_Frozen):
     def warmup(self) -> bool:
         """A warm-up request, sent before a level's measured ones and left out of its figures."""
         return self.labels.get(WARMUP_LABEL) == "1"
+
+    @property
+    def phase(self) -> str:
+        """The phase of its check it was sent in ("" where its check has none): the probe's `sequential` or
+        `concurrent`, the returning users' `build`, `immediate`..."""
+        return self.labels.get(PHASE_LABEL, "")
 
     @property
     def failed_a_check(self) -> bool:
@@ -206,7 +210,7 @@ class RequestRecord(_Frozen):
     def rejected_as_over_limit(self) -> bool:
         """The capacity check's over-limit prompt, refused as over the limit: what it was sent for."""
         return (
-            self.labels.get("prompt") == "over_limit"
+            self.labels.get(PROMPT_LABEL) == OVER_LIMIT
             and self.error is not None
             and (self.error.kind == "context_limit")
         )

@@ -10,6 +10,7 @@ import pytest
 
 from ctxbench.checks.ramp import RampParams
 from ctxbench.checks.ramp.check import run_ramp
+from ctxbench.checks.ramp.labels import user_of
 from ctxbench.checks.ramp.table import read_rows
 from ctxbench.client.stream import Client
 from ctxbench.engines.build import LlamaCppBuild
@@ -62,7 +63,7 @@ async def test_second_user_prefill_slows_the_first_users_decode(
             newcomer(),
         )
     assert decoding.ok and arriving.ok, (decoding.error, arriving.error)
-    stalls = decode_stall.user_stalls([decoding, arriving])
+    stalls = decode_stall.user_stalls([decoding, arriving], user_of)
     figure = stalls["a"]
     assert figure is not None and figure.time_inside_s > 0.05, "the prefill did not overlap the decode"
     assert figure.rate_inside is not None and figure.rate_outside is not None and figure.factor is not None

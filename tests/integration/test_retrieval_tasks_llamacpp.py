@@ -25,7 +25,7 @@ from ctxbench.results.evidence import evidence_row
 from ctxbench.store.run_dir import RunDir
 from ctxbench.text.gguf_vocab import gguf_token_counter
 from ctxbench.text.haystack import UnitPool
-from ctxbench.text.tasks import TASKS, question_from_labels
+from ctxbench.text.tasks import TASKS, AnswerLabels
 from ctxbench.text.tokens import HfTokenCounter
 
 from .conftest import TINY_SLOT_CONTEXT
@@ -57,7 +57,7 @@ async def test_every_task_runs_on_the_demo_model_token_exact_and_scored_by_its_r
     assert all(t.prompt_tokens == t.planned_tokens for t in trials), answers  # what the server counted
     records = {r.request_id: r for r in run.records()}
     for trial in trials:  # each answer scored again from the record alone, by the labels' question
-        question = question_from_labels(records[trial.request_id].labels)
+        question = AnswerLabels.of(records[trial.request_id]).question()
         assert question is not None and question.score(records[trial.request_id].text) == trial.found, answers
     first, second = [t for t in trials if t.task == "multi_depth"]
     assert not first.reuse and second.reuse and second.prompt_tokens is not None
@@ -109,7 +109,7 @@ async def test_a_ramp_can_ask_a_multi_key_question_each_turn(
     for turn in turns:
         assert turn.record is not None
         labels = turn.record.labels
-        question = question_from_labels(labels)
+        question = AnswerLabels.parse(labels).question()
         assert labels["task"] == "multi_key" and question is not None and len(question.forbidden) == 4
         assert question.score(turn.record.text) == turn.recall
         assert turn.record.usage is not None and turn.record.usage.prompt_tokens == int(

@@ -18,7 +18,7 @@ ROOT = Path(ctxbench.__file__).parent
 # the results; the suite (in campaigns) writes a run's report as the run ends. The config (what a user
 # writes) comes before the client and the measures, which take its parameter types.
 STAGES: list[tuple[str, ...]] = [
-    ("errors", "records", "plan", "text"),
+    ("errors", "labels", "records", "plan", "text"),
     ("config",),
     ("client", "measure"),
     ("engines", "store", "render"),

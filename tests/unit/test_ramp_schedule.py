@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from ctxbench.checks.ramp import RampParams
 from ctxbench.checks.ramp.check import Turn, ramp_schedule, recall_k_of_n
+from ctxbench.checks.ramp.labels import user_of
 from ctxbench.checks.ramp.table import RAMP_COLUMNS, RampRow, append_rows, read_rows
 from ctxbench.measure import decode_stall
 from ctxbench.records import Chunk, RequestRecord, Usage
@@ -122,7 +123,7 @@ def test_a_decode_no_slower_inside_is_never_shown_as_a_stall() -> None:
 
 def test_one_user_reports_no_stall() -> None:
     alone = rec("a", "0", 0, [100.0 + 10 * i for i in range(20)])
-    stalls = decode_stall.user_stalls([alone])
+    stalls = decode_stall.user_stalls([alone], user_of)
     figure = stalls["a"]
     assert figure is not None and figure.time_inside_s == 0 and figure.rate_inside is None
     assert "no overlap" in decode_stall.format_stall(figure)

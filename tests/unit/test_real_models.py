@@ -25,19 +25,19 @@ from ctxbench.text.tokens import load_token_counter, require_content_counted
 @pytest.mark.parametrize(
     ("planned", "served", "fails"),
     [
-        ("512", 512, False),
-        ("512", 520, False),  # 8 tokens of template whitespace
-        ("512", 521, True),
-        ("512", 504, False),
-        ("512", 503, True),
-        ("2048", 3, True),
-        ("100000", 101000, False),  # 1% of a long prompt
-        ("100000", 101001, True),
-        ("", 3, False),  # nothing planned (a prompt from a file): nothing to hold it to
+        (512, 512, False),
+        (512, 520, False),  # 8 tokens of template whitespace
+        (512, 521, True),
+        (512, 504, False),
+        (512, 503, True),
+        (2048, 3, True),
+        (100000, 101000, False),  # 1% of a long prompt
+        (100000, 101001, True),
+        (None, 3, False),  # nothing planned (a prompt from a file): nothing to hold it to
     ],
 )
 def test_a_prompt_far_from_the_planned_count_is_a_failed_request(
-    planned: str, served: int, fails: bool
+    planned: int | None, served: int, fails: bool
 ) -> None:
     error = unplanned_prompt(planned, Usage(prompt_tokens=served))
     assert (error is not None) == fails
@@ -47,7 +47,7 @@ def test_a_prompt_far_from_the_planned_count_is_a_failed_request(
 
 
 def test_no_usage_is_no_verdict_on_the_prompt() -> None:
-    assert unplanned_prompt("2048", None) is None and unplanned_prompt("2048", Usage()) is None
+    assert unplanned_prompt(2048, None) is None and unplanned_prompt(2048, Usage()) is None
 
 
 class _Counter:

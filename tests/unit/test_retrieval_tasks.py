@@ -18,11 +18,10 @@ from ctxbench.text.tasks import (
     RAMP_TASKS,
     RETRIEVAL_TASKS,
     TASKS,
+    AnswerLabels,
     Knobs,
     Planted,
     Question,
-    answer_labels,
-    question_from_labels,
     task_named,
     words_in,
 )
@@ -164,23 +163,28 @@ def test_a_near_miss_does_not_score() -> None:
     assert not Question("", ("Yuki",), words=True).score("Yukiko")
 
 
+def _read_back(question: Question) -> Question | None:
+    """The question as a record's labels carry it, written and read back as text."""
+    return AnswerLabels.parse(AnswerLabels(**AnswerLabels.answer(question)).written()).question()
+
+
 def test_a_records_labels_carry_its_scoring() -> None:
     single = Question("q", ("4821",))
-    assert answer_labels(single) == {"needle_value": "4821"}
+    assert AnswerLabels(**AnswerLabels.answer(single)).written() == {"needle_value": "4821"}
     several = task_named("variable_tracking").plant(random.Random(5), (0.5,), Knobs()).questions[0]
-    again = question_from_labels(answer_labels(several))
+    again = _read_back(several)
     assert again is not None and (again.expected, again.forbidden, again.words) == (
         several.expected,
         several.forbidden,
         True,
     )
-    assert question_from_labels({}) is None
+    assert AnswerLabels.parse({}).question() is None
     # an item may hold a comma (a name "Smith, J."): the labels keep it whole and score it so
     comma = Question("q", ("Smith, J.", "Yuki"), ("Doe, A.",), words=True)
-    back = question_from_labels(answer_labels(comma))
+    back = _read_back(comma)
     assert back is not None and (back.expected, back.forbidden) == (comma.expected, comma.forbidden)
     # records written before the lists: comma-separated items still read
-    older = question_from_labels({"expected": "KQZTA,BLOPR", "forbidden": "XYZAB", "match": "words"})
+    older = AnswerLabels.parse({"expected": "KQZTA,BLOPR", "forbidden": "XYZAB", "match": "words"}).question()
     assert older is not None and (older.expected, older.forbidden) == (("KQZTA", "BLOPR"), ("XYZAB",))
 
 

@@ -37,8 +37,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..checks.catalog import CHECKS
+from ..checks.ramp import RAMP, RampLabels
 from ..checks.trace import implied_cached, reuse_bound
 from ..engines.prom import common_metrics
+from ..labels import LabelModel
 from ..measure import metrics
 from ..records import CACHE_SLACK_TOKENS, RequestRecord
 from ..store.counters import CheckCounters, counter_windows
@@ -143,7 +145,7 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
     findings += [
         Finding(r.request_id, "undeclared", f"a {r.check} request recorded with no cache intent")
         for r in records
-        if r.cache is None and r.record_version >= 3 and "check" in r.labels
+        if r.cache is None and r.record_version >= 3 and r.check
     ]
     findings += _intent_findings([r for r in declared if r.check != "trace"])
     legacy_fresh, lead = _legacy_fresh(legacy)
@@ -153,7 +155,7 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
     ]
     too_fast, median = _too_fast(fresh, too_fast_factor)
     findings += too_fast
-    findings += _ramp_findings([r for r in legacy if r.check == "ramp"])
+    findings += _ramp_findings([r for r in legacy if r.check == RAMP.name])
     trace = [r for r in every if r.check == "trace"]
     findings += _trace_findings(trace)
     bounds = counter_bounds(counter_windows(run), every)
@@ -239,12 +241,21 @@ def _intent_findings(records: list[RequestRecord]) -> list[Finding]:
     return findings
 
 
+class _FreshLabels(LabelModel):
+    """What a fresh check's record carried before version 3: the template its prompt shares (from 2026-12-04),
+    and a needle question asked again of a document already sent (`reuse = "document"`)."""
+
+    template_tokens: int | None = None
+    reuse: str | None = None
+
+
 def _legacy_fresh(records: list[RequestRecord]) -> tuple[list[RequestRecord], int]:
     """Records made before version 3: the fresh prompts by their check's labels, and the template they
     share (`labels.template_tokens`; runs recorded before that label take the smallest any fresh prompt
     reported)."""
-    fresh = [r for r in records if r.check in FRESH_CHECKS and r.labels.get("reuse") != "document"]
-    labelled = [int(r.labels["template_tokens"]) for r in fresh if r.labels.get("template_tokens")]
+    tags = {r.request_id: _FreshLabels.of(r) for r in records if r.check in FRESH_CHECKS}
+    fresh = [r for r in records if r.request_id in tags and tags[r.request_id].reuse != "document"]
+    labelled = [t for r in fresh if (t := tags[r.request_id].template_tokens)]
     template = max(labelled) if labelled else min((metrics.cached_tokens(r) or 0 for r in fresh), default=0)
     return fresh, template
 
@@ -327,11 +338,12 @@ def _trace_findings(records: list[RequestRecord]) -> list[Finding]:
 def _hit_ratios(records: list[RequestRecord]) -> dict[str, float]:
     """Per ramp users setting: cached tokens / intended (the history each turn was meant to reuse)."""
     sums: dict[str, list[int]] = {}
-    for record in records:
-        intended = int(record.labels.get("intended_cached_tokens", "0") or 0)
+    for record in (r for r in records if r.check == RAMP.name):
+        labels = RampLabels.of(record)
+        intended = labels.intended_cached_tokens or 0
         cached = metrics.cached_tokens(record)
-        if record.check == "ramp" and intended > 0 and cached is not None:
-            entry = sums.setdefault(record.labels["users"], [0, 0])
+        if intended > 0 and cached is not None:
+            entry = sums.setdefault(str(labels.users), [0, 0])
             entry[0] += min(cached, intended)
             entry[1] += intended
     return {users: hit / intended for users, (hit, intended) in sums.items() if intended}
@@ -339,10 +351,10 @@ def _hit_ratios(records: list[RequestRecord]) -> dict[str, float]:
 
 def _ramp_findings(records: list[RequestRecord]) -> list[Finding]:
     findings = []
-    previous: dict[tuple[str, str, str], RequestRecord] = {}
-    ramp = sorted((r for r in records if r.check == "ramp"), key=lambda r: int(r.labels["turn"]))
-    for record in ramp:
-        key = (record.labels["users"], record.labels["user"], str(attempt_of(record.request_id)))
+    previous: dict[tuple[int | None, int | None, int], RequestRecord] = {}
+    labelled = [(r, RampLabels.of(r)) for r in records if r.check == RAMP.name]
+    for record, labels in sorted(labelled, key=lambda pair: pair[1].turn or 0):
+        key = (labels.users, labels.user, attempt_of(record.request_id))
         earlier = previous.get(key)
         previous[key] = record
         if earlier is None:

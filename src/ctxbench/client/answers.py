@@ -158,13 +158,13 @@ PROMPT_SLACK_TOKENS = 8
 PROMPT_SLACK_FRACTION = 0.01
 
 
-def unplanned_prompt(planned: str | None, usage: Usage | None) -> RequestError | None:
+def unplanned_prompt(planned: int | None, usage: Usage | None) -> RequestError | None:
     """A `prompt_not_planned` error when the server counted a prompt far from the `planned` tokens (a
     request label): the server did not see the prompt ctxbench built (a chat template that drops the
     content, another tokenizer), so nothing measured on it speaks for the planned length."""
     if not planned or usage is None or usage.prompt_tokens is None:
         return None
-    target = int(planned)
+    target = planned
     error = usage.prompt_tokens - target
     slack = max(PROMPT_SLACK_TOKENS, round(PROMPT_SLACK_FRACTION * target))
     if abs(error) <= slack:

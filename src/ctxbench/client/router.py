@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..labels import RouterLabels
 from ..records import RequestRecord
 from .stream import Client, Message
 
@@ -78,7 +79,8 @@ class Router:
         self.in_flight[replica] += 1
         try:
             send = getattr(self.clients[replica], method)
-            return await send(content, labels={**(labels or {}), "replica": str(replica)}, **kwargs)
+            tagged = {**(labels or {}), **RouterLabels(replica=replica).written()}
+            return await send(content, labels=tagged, **kwargs)
         finally:
             self.in_flight[replica] -= 1
 

@@ -19,7 +19,8 @@ import httpx
 from pydantic import TypeAdapter
 
 from ..config.param_types import DEFAULT_READ_TIMEOUT_S
-from ..records import PLANNED_LABEL, CacheIntent, Chunk, RequestError, RequestRecord, TokenLogprob, Usage
+from ..labels import Labels
+from ..records import CacheIntent, Chunk, RequestError, RequestRecord, TokenLogprob, Usage
 from . import answers
 from .answers import closing_event, http_error, not_a_stream, token_of, unplanned_prompt, usage_of
 from .gc_pause import NO_FULL_COLLECTIONS
@@ -72,9 +73,8 @@ def _default_transport() -> httpx.AsyncBaseTransport:
 class Client:
     """Sends streamed requests to one OpenAI-compatible server and returns `RequestRecord`s.
 
-    `transport_factory` makes the transport for the shared connection pool and for the one
-    fresh connection a retry uses; tests pass one that returns `httpx.MockTransport`.
-    """
+    `transport_factory` makes the transport for the shared connection pool and for the one fresh
+    connection a retry uses; tests pass one that returns `httpx.MockTransport`."""
 
     def __init__(
         self,
@@ -370,7 +370,7 @@ class _Outcome:
         if closing_event(self.empty_finish_last, len(self.chunks), completion):
             self.chunks.pop()
         if self.error is None:
-            self.error = unplanned_prompt(attempt.labels.get(PLANNED_LABEL), self.usage)
+            self.error = unplanned_prompt(Labels.parse(attempt.labels or {}).planned_tokens, self.usage)
         return RequestRecord(
             request_id=attempt.request_id,
             endpoint=attempt.endpoint,

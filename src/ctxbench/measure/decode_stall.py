@@ -5,7 +5,7 @@ engine's own where the record carries the engine's prompt time, else the client'
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
@@ -201,10 +201,13 @@ def _rate(value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
-def user_stalls(records: Sequence[RequestRecord], user_label: str = "user") -> dict[str, Stall | None]:
+def user_stalls(
+    records: Sequence[RequestRecord], user_of: Callable[[RequestRecord], object]
+) -> dict[str, Stall | None]:
     """For records of several users sharing one server at one time, each record's stall against the
-    prefill windows of every other user's records (`labels[user_label]` tells users apart)."""
+    prefill windows of every other user's records (`user_of` tells users apart: its check's user label)."""
+    users = {r.request_id: user_of(r) for r in records}
     return {
-        r.request_id: stall(r, [o for o in records if o.labels.get(user_label) != r.labels.get(user_label)])
+        r.request_id: stall(r, [o for o in records if users[o.request_id] != users[r.request_id]])
         for r in records
     }

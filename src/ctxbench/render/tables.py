@@ -79,7 +79,7 @@ def request_row(record: RequestRecord, answer_chars: int = 60) -> tuple[str, ...
         answer = answer[:answer_chars] + "..."
     return (
         record.request_id,
-        record.labels.get("phase", ""),
+        record.phase,
         status + (" (retried)" if record.retried else ""),
         str(metrics.prompt_tokens(record) or "n/a"),
         str(metrics.cached_tokens(record) if metrics.cached_tokens(record) is not None else "n/a"),

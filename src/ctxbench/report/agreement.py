@@ -70,7 +70,7 @@ class Agreement:
 
 def check_of(record: RequestRecord) -> str:
     """The check a record belongs to (probe records carry no `check` label before 0.1.0's issue 32)."""
-    return record.check or (PROBE.name if record.labels.get("phase") else "")
+    return record.check or (PROBE.name if record.phase else "")
 
 
 def records_sums(records: Sequence[RequestRecord]) -> dict[str, float | None]:

@@ -37,10 +37,10 @@ class Group:
 
 def groups_of(rows: Sequence[Row]) -> list[Group]:
     """The claim groups that hold at least one measured cell, each with only its measured columns."""
-    labels = dict(COLUMNS)
+    titles = dict(COLUMNS)
     out = []
     for title, keys in COLUMN_GROUPS:
-        measured = tuple((k, labels[k]) for k in keys if any(r.cell(k).text != MISSING.text for r in rows))
+        measured = tuple((k, titles[k]) for k in keys if any(r.cell(k).text != MISSING.text for r in rows))
         if measured:
             out.append(Group(title, measured))
     return out

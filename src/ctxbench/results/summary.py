@@ -52,9 +52,9 @@ class Summary(_Frozen):
 
 
 def _run(row: Row) -> SummaryRun:
-    labels = dict(COLUMNS)
+    titles = dict(COLUMNS)
     cells = {
-        key: SummaryCell(label=labels[key], text=cell.text, value=cell.value, source=cell.source)
+        key: SummaryCell(label=titles[key], text=cell.text, value=cell.value, source=cell.source)
         for key, _ in COLUMNS[2:]
         for cell in [row.cell(key)]
     }

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from ..labels import Labels
 from .corpus import PLACES
 
 TaskName = Literal["single", "multi_depth", "multi_key", "multi_value", "variable_tracking", "non_literal"]
@@ -281,17 +282,36 @@ def expected_text(question: Question) -> str:
     return ", ".join(question.expected)
 
 
-def answer_labels(question: Question) -> dict[str, str]:
-    """What a record's labels carry so that its answer can be scored again from the record alone: the
-    single fact's `needle_value` as always, else the expected and forbidden items (each a JSON list, so an
-    item may hold any character) and how they match."""
-    if len(question.expected) == 1 and not question.forbidden and not question.words:
-        return {"needle_value": question.expected[0]}
-    return {
-        "expected": json.dumps(list(question.expected)),
-        "forbidden": json.dumps(list(question.forbidden)),
-        "match": "words" if question.words else "numbers",
-    }
+class AnswerLabels(Labels):
+    """The labels that score a record's answer again from the record alone (the needle's and the ramp's
+    requests): the single fact's `needle_value` as always, else the expected and forbidden items (each a JSON
+    list, so an item may hold any character; records written before lists: comma-separated) and how they
+    match."""
+
+    needle_value: str | None = None
+    expected: str | None = None
+    forbidden: str | None = None
+    match: Literal["numbers", "words"] | None = None
+
+    @staticmethod
+    def answer(question: Question) -> dict[str, Any]:
+        """The fields that carry `question`'s scoring, to build a check's labels with."""
+        if len(question.expected) == 1 and not question.forbidden and not question.words:
+            return {"needle_value": question.expected[0]}
+        return {
+            "expected": json.dumps(list(question.expected)),
+            "forbidden": json.dumps(list(question.forbidden)),
+            "match": "words" if question.words else "numbers",
+        }
+
+    def question(self) -> Question | None:
+        """The scoring the labels carry, or None where they carry none."""
+        if self.needle_value:
+            return Question("", (self.needle_value,))
+        if self.expected:
+            expected, forbidden = _items(self.expected), _items(self.forbidden or "")
+            return Question("", expected, forbidden, self.match == "words")
+        return None
 
 
 def _items(text: str) -> tuple[str, ...]:
@@ -299,16 +319,6 @@ def _items(text: str) -> tuple[str, ...]:
     if text.startswith("["):
         return tuple(str(item) for item in json.loads(text))
     return tuple(x for x in text.split(",") if x)
-
-
-def question_from_labels(labels: dict[str, str]) -> Question | None:
-    """The scoring a record's labels carry (`answer_labels`), or None where they carry none."""
-    if labels.get("needle_value"):
-        return Question("", (labels["needle_value"],))
-    if labels.get("expected"):
-        expected, forbidden = _items(labels["expected"]), _items(labels.get("forbidden", ""))
-        return Question("", expected, forbidden, labels.get("match") == "words")
-    return None
 
 
 CURVE_DEPTHS = 11  # `depths = "curve"`: 0, 0.1, ..., 1

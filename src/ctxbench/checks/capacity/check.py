@@ -20,6 +20,7 @@ from ...text.haystack import UnitPool, build_haystack, lead_tokens, request_seed
 from ..base import Check, Judgement, RunContext
 from .cell import CAPACITY_COLUMNS, capacity_cells, glance_lines, judgement_of
 from .file import CapacityFile
+from .labels import NEAR_LIMIT, OVER_LIMIT, CapacityLabels
 from .params import CapacityParams
 from .section import capacity_section, console_lines
 
@@ -49,11 +50,7 @@ async def run_capacity(
         near.messages,
         max_tokens=params.output_tokens,
         request_id=run.request_id("capacity-near"),
-        labels={
-            "check": "capacity",
-            "prompt": "near_limit",
-            "planned_tokens": str(near.planned_tokens),
-        },
+        labels=CapacityLabels(prompt=NEAR_LIMIT, planned_tokens=near.planned_tokens).written(),
         extra_body={"temperature": 0.0},
         cache=fresh,
     )
@@ -64,7 +61,7 @@ async def run_capacity(
         over.messages,
         max_tokens=params.output_tokens,
         request_id=run.request_id("capacity-over"),
-        labels={"check": "capacity", "prompt": "over_limit", "planned_tokens": str(over.planned_tokens)},
+        labels=CapacityLabels(prompt=OVER_LIMIT, planned_tokens=over.planned_tokens).written(),
         cache=fresh.model_copy(update={"why": "a fresh prompt over the limit"}),
     )
     run.append(over_record)
@@ -109,11 +106,11 @@ class CapacityCheck(Check[CapacityParams]):
     needs_limit = True
 
     def label(self, labels: Mapping[str, str]) -> str:
-        return f"capacity {labels.get('prompt', '')}".strip()
+        return f"capacity {CapacityLabels.parse(labels).prompt or ''}".strip()
 
     def stage(self, labels: Mapping[str, str]) -> str | None:
         """The near-limit prompt; the one over the limit is refused by design."""
-        return "capacity" if labels.get("prompt") == "near_limit" else None
+        return "capacity" if CapacityLabels.parse(labels).prompt == NEAR_LIMIT else None
 
     def request_count(self, params: CapacityParams) -> int:
         return 2  # one prompt near the limit, one over it

@@ -36,6 +36,7 @@ from ...text.haystack import UnitPool, build_haystack, lead_tokens, request_seed
 from ..base import Check, Judgement, RunContext
 from .cell import FIDELITY_COLUMNS, fidelity_cells, judgement_of
 from .file import FidelityFile, FidelityLength, FidelityPathResult
+from .labels import FidelityLabels
 from .params import FidelityParams
 from .section import console_lines, fidelity_section
 
@@ -99,12 +100,9 @@ async def _one_length(
             asked[question].messages,
             max_tokens=params.max_tokens,
             request_id=run.request_id(f"fidelity-{length}-{path}"),
-            labels={
-                "check": UNIT,
-                "length": str(length),
-                "path": path,
-                "planned_tokens": str(asked[question].planned_tokens),
-            },
+            labels=FidelityLabels(
+                length=length, path=path, planned_tokens=asked[question].planned_tokens
+            ).written(),
             extra_body=extra,
             cache=cache,
         )
@@ -141,7 +139,7 @@ async def _one_length(
                 filler.messages,
                 max_tokens=params.max_tokens,
                 request_id=run.request_id(f"fidelity-{length}-evict-{k}"),
-                labels={"check": UNIT, "length": str(length), "path": "evict"},
+                labels=FidelityLabels(length=length, path="evict").written(),
                 extra_body={"temperature": 0.0, "ignore_eos": True},
                 cache=fresh,
             )
@@ -172,7 +170,7 @@ async def _one_length(
                 ).messages,
                 max_tokens=params.max_tokens,
                 request_id=run.request_id(f"fidelity-{length}-load-other-{k}"),
-                labels={"check": UNIT, "length": str(length), "path": "load-other"},
+                labels=FidelityLabels(length=length, path="load-other").written(),
                 extra_body={"temperature": 0.0, "ignore_eos": True, "cache_prompt": False},
                 cache=fresh,
             )

@@ -33,11 +33,12 @@ from ...render.run_read import RunRead
 from ...store.run_dir import RunDir
 from ...store.run_files import NIAH_LOG
 from ...text.haystack import Haystack, UnitPool, build_planted, lead_tokens, request_seed
-from ...text.tasks import Knobs, Planted, TaskName, answer_labels, expected_text, task_named
+from ...text.tasks import Knobs, Planted, TaskName, expected_text, task_named
 from ..base import Check, Judgement, RunContext
 from .cell import NEEDLE_COLUMNS, glance_lines, judgement_of, needle_cells
 from .figures import figures
 from .file import Control, NeedleFile, NeedleTrial, Recall, TaskRecall
+from .labels import NeedleLabels
 from .params import NeedleParams
 from .section import console_lines, needle_section
 
@@ -234,16 +235,15 @@ async def _ask(
             haystack.messages,
             max_tokens=params.max_tokens,
             request_id=request_id,
-            labels={
-                "check": "needle",
-                "length": str(document.length),
-                "depth": f"{depth:.2f}",
-                "planned_tokens": str(haystack.planned_tokens),
-                **({"reuse": "document"} if reuse else {}),
-                **({"control": "1"} if document.control else {}),
-                **({} if document.task == "single" else {"task": document.task}),
-                **answer_labels(question),
-            },
+            labels=NeedleLabels(
+                length=document.length,
+                depth=depth,
+                planned_tokens=haystack.planned_tokens,
+                reuse="document" if reuse else None,
+                control=document.control,
+                task=None if document.task == "single" else document.task,
+                **NeedleLabels.answer(question),
+            ).written(),
             extra_body={"temperature": 0.0},
             cache=intent,
         )
@@ -309,12 +309,14 @@ class NeedleCheck(Check[NeedleParams]):
     needs_limit = True
 
     def label(self, labels: Mapping[str, str]) -> str:
-        return f"needle {labels.get('length')} d={labels.get('depth')}"
+        own = NeedleLabels.parse(labels)
+        return f"needle {own.length} d={'' if own.depth is None else f'{own.depth:.2f}'}"
 
     def stage(self, labels: Mapping[str, str]) -> str | None:
         """A length (a retrieval task other than single named), its control apart."""
-        task = f"{labels['task']}-" if labels.get("task") else ""
-        return f"needle-{task}{labels['length']}" + ("-control" if labels.get("control") else "")
+        own = NeedleLabels.parse(labels)
+        task = f"{own.task}-" if own.task else ""
+        return f"needle-{task}{own.length}" + ("-control" if own.control else "")
 
     def request_count(self, params: NeedleParams) -> int:
         return params.trial_count()

@@ -17,6 +17,7 @@ from ...render.run_read import RunRead
 from ...store.run_dir import RunDir
 from ...text.corpus import ProseGenerator
 from ..base import Check, RunContext
+from .labels import ProbeLabels
 from .params import ProbeParams
 
 QUESTIONS = (
@@ -53,7 +54,7 @@ async def run_probe(
             messages,
             max_tokens=params.max_tokens,
             request_id=run.request_id(f"{phase}-{label}"),
-            labels={"check": "probe", "phase": phase, "prompt": label},
+            labels=ProbeLabels(phase=phase, prompt=label).written(),
             extra_body=SAMPLING,
             enqueued_ns=enqueued_ns,
             # The probe's texts are fixed (every probe sends them; the concurrent phase repeats the first

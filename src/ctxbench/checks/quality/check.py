@@ -28,6 +28,7 @@ from ..base import Check, LocalFile, RunContext
 from .cell import QUALITY_COLUMNS, quality_cells
 from .data import Problem, flexible_answer, load_problems, prompt_text, split, strict_answer
 from .file import QUALITY_FILE, Accuracy, QualitySummary, compare, run_summaries
+from .labels import QualityLabels
 from .params import QualityParams
 
 
@@ -125,7 +126,7 @@ async def run_quality(
             else CacheIntent.reusing("same_prompt", 0, None, "a problem of the data file, the same each run")
         )
         request_id = run.request_id(f"gsm8k-{problem.id}")
-        labels = {"check": "quality", "problem": problem.id}
+        labels = QualityLabels(problem=problem.id).written()
         async with gate:
             if params.endpoint == "chat":
                 record = await client.chat(

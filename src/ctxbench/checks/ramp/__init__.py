@@ -6,7 +6,8 @@ columns, cells, judgement and glance lines (`cell.py`) and its figures on the ev
 Markdown report (`figures.py`)."""
 
 from .check import RAMP, ramp_schedule
+from .labels import RampLabels
 from .params import RampParams
 from .table import RAMP_TABLE
 
-__all__ = ["RAMP", "RAMP_TABLE", "RampParams", "ramp_schedule"]
+__all__ = ["RAMP", "RAMP_TABLE", "RampLabels", "RampParams", "ramp_schedule"]

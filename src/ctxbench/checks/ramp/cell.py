@@ -15,6 +15,7 @@ from ...render.column import CLAIM_3, Column, Guide
 from ...store.run_dir import RunDir
 from ..base import Judgement
 from ..needle import blind_tasks
+from .labels import user_of
 from .section import ramp_table_rows
 from .table import RAMP_TABLE
 
@@ -102,7 +103,7 @@ def ramp_cells(results: Path, run: RunDir, price: float, records: Sequence[Reque
         ids = {r.request_id for r in mine}
         setting = [r for r in records if r.request_id in ids]
         if users == 2 and setting:
-            pooled = decode_stall.pooled_stall(decode_stall.user_stalls(setting).values())
+            pooled = decode_stall.pooled_stall(decode_stall.user_stalls(setting, user_of).values())
             cells["stall"] = Cell(
                 decode_stall.format_stall(pooled),
                 source,

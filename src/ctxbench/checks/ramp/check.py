@@ -31,10 +31,11 @@ from ...render.figure_layout import PageRun
 from ...render.run_read import RunRead
 from ...store.run_dir import RunDir
 from ...text.haystack import HaystackError, UnitPool, build_planted, lead_tokens, request_seed
-from ...text.tasks import Knobs, Planted, answer_labels, task_named
+from ...text.tasks import Knobs, Planted, task_named
 from ..base import Check, Judgement, RunContext, StageLoad
 from .cell import CLAIM_3_COLUMNS, glance_lines, judgement_of, ramp_cells
 from .figures import figures, report_figures
+from .labels import RampLabels, user_of
 from .params import RampParams
 from .section import console_lines, ramp_section
 from .table import RAMP_TABLE, RampRow, append_rows, record_row
@@ -123,17 +124,16 @@ async def _user(
                 haystack.messages,
                 max_tokens=params.max_tokens,
                 request_id=run.request_id(f"ramp-u{users}-user{user}-turn{number}"),
-                labels={
-                    "check": "ramp",
-                    "users": str(users),
-                    "user": str(user),
-                    "turn": str(number),
-                    "target_tokens": str(target),
-                    "planned_tokens": str(haystack.planned_tokens),
-                    "intended_cached_tokens": str(history_tokens),
-                    **({} if params.task == "single" else {"task": params.task}),
-                    **answer_labels(question),
-                },
+                labels=RampLabels(
+                    users=users,
+                    user=user,
+                    turn=number,
+                    target_tokens=target,
+                    planned_tokens=haystack.planned_tokens,
+                    intended_cached_tokens=history_tokens,
+                    task=None if params.task == "single" else params.task,
+                    **RampLabels.answer(question),
+                ).written(),
                 extra_body=sampling(params),
                 conversation=f"ramp-u{users}-user{user}",
                 cache=(
@@ -222,7 +222,9 @@ def ramp_rows(turns: Sequence[Turn], *, deployment: str, run: RunDir) -> list[Ra
     stalls: dict[str, decode_stall.Stall | None] = {}
     for users in {t.users for t in turns}:
         stalls.update(
-            decode_stall.user_stalls([t.record for t in turns if t.users == users and t.record is not None])
+            decode_stall.user_stalls(
+                [t.record for t in turns if t.users == users and t.record is not None], user_of
+            )
         )
     source = str(Path("runs") / run.run_id / run.requests_path.name)
     rows = []
@@ -264,14 +266,15 @@ class RampCheck(Check[RampParams]):
 
     def stage(self, labels: Mapping[str, str]) -> str | None:
         """A users setting, every turn."""
-        return f"ramp-u{labels['users']}"
+        return f"ramp-u{RampLabels.parse(labels).users}"
 
     def conversation(self, labels: Mapping[str, str]) -> str | None:
-        return labels.get("user")  # a user's turns are one conversation
+        user = RampLabels.parse(labels).user  # a user's turns are one conversation
+        return None if user is None else str(user)
 
     def stage_load(self, parameters: Mapping[str, Any], records: Sequence[RequestRecord]) -> StageLoad:
         # a users setting: that many conversations at once, each `turns` long
-        return StageLoad(users=int(records[0].labels["users"]), turns=int(parameters.get("turns") or 1))
+        return StageLoad(users=RampLabels.of(records[0]).users or 1, turns=int(parameters.get("turns") or 1))
 
     def request_count(self, params: RampParams) -> int:
         return params.turns * sum(params.users)
@@ -306,7 +309,8 @@ class RampCheck(Check[RampParams]):
         )
 
     def label(self, labels: Mapping[str, str]) -> str:
-        return f"ramp u{labels.get('users')} user {labels.get('user')} turn {labels.get('turn')}"
+        own = RampLabels.parse(labels)
+        return f"ramp u{own.users} user {own.user} turn {own.turn}"
 
     # its reporting, from this folder: the run report's section, the evidence cells and columns, its part in
     # the run's status, its lines at a glance, the console lines and the figures

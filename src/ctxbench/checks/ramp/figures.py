@@ -23,6 +23,7 @@ from ...render.figure_layout import (
 )
 from ...store.run_dir import RunDir
 from ...store.run_files import MANIFEST_FILE
+from .labels import RampLabels
 from .section import ramp_table_rows
 from .timeline import timeline, timeline_figure
 
@@ -130,7 +131,7 @@ def _timeline_figures(results: Path, runs: Sequence[PageRun]) -> list[dict[str, 
         path = results / "runs" / row.run_id
         if not (path / MANIFEST_FILE).exists():
             continue
-        records = [r for r in RunDir(path).records() if r.check == "ramp" and r.labels.get("users") == "2"]
+        records = [r for r in RunDir(path).records() if r.check == "ramp" and RampLabels.of(r).users == 2]
         telemetry = read_telemetry(path / TELEMETRY_FILE)
         gpu = [s for s in telemetry.samples if s.check == "ramp"] if telemetry else []
         drawn = timeline(records, gpu)

@@ -13,6 +13,7 @@ from ...records import RequestRecord
 from ...render.run_read import RunRead
 from ...render.tables import markdown_table, relative
 from ...store.run_dir import RunDir, attempt_of
+from .labels import RampLabels, user_of
 from .table import RAMP_TABLE, RampRow, run_rows
 
 
@@ -34,13 +35,12 @@ def between_turns_s(records: Sequence[RequestRecord]) -> dict[str, float]:
     send, for the same user of the same users setting in the same attempt (one process's stamps). The
     server has nothing of this user's to do meanwhile: the time is the client's (building and counting the
     next prompt, the request body, the connection), and the GPU waits on it."""
-    turns: dict[tuple[str, str, str], dict[int, RequestRecord]] = {}
+    turns: dict[tuple[int | None, int | None, int], dict[int, RequestRecord]] = {}
     for record in records:
-        labels = record.labels
-        if record.check != "ramp" or not labels.get("turn"):
+        if record.check != "ramp" or not (labels := RampLabels.of(record)).turn:
             continue
-        key = (labels.get("users", ""), labels.get("user", ""), str(attempt_of(record.request_id)))
-        turns.setdefault(key, {})[int(labels["turn"])] = record
+        key = (labels.users, labels.user, attempt_of(record.request_id))
+        turns.setdefault(key, {})[labels.turn] = record
     gaps: dict[str, float] = {}
     for by_turn in turns.values():
         for number, record in by_turn.items():
@@ -84,7 +84,11 @@ def ramp_section(read: RunRead) -> list[str]:
         found = sum(int(r.recall) for r in scored)
         ids = {r.request_id for r in mine}
         setting = [r for r in records if r.request_id in ids]
-        pooled = decode_stall.pooled_stall(decode_stall.user_stalls(setting).values()) if users > 1 else None
+        pooled = (
+            decode_stall.pooled_stall(decode_stall.user_stalls(setting, user_of).values())
+            if users > 1
+            else None
+        )
         last_turn = max(r.turn_number for r in mine)
         last = [r for r in mine if r.turn_number == last_turn]
         lines.append(
@@ -164,12 +168,12 @@ def console_lines(run: RunDir) -> list[str]:
         ids = {r.request_id for r in mine}
         # the evidence table's figure (pooled over the setting), so the console and the report agree
         pooled = decode_stall.pooled_stall(
-            decode_stall.user_stalls([r for r in records if r.request_id in ids]).values()
+            decode_stall.user_stalls([r for r in records if r.request_id in ids], user_of).values()
         )
         failed = [
             r.error
             for r in records
-            if r.error is not None and r.check == "ramp" and r.labels.get("users") == str(users)
+            if r.error is not None and r.check == "ramp" and RampLabels.of(r).users == users
         ]
         recall = (
             f"recall {sum(int(r.recall) for r in scored)}/{len(scored)}"

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from ...measure import decode_stall, metrics
 from ...records import RequestRecord
 from ...store.run_dir import attempt_of
-from ...text.tasks import question_from_labels
+from .labels import RampLabels, user_of
 
 RAMP_TABLE = "ramp1m.csv"
 RAMP_COLUMNS = (
@@ -152,25 +152,25 @@ def record_row(
 ) -> RampRow:
     """One ramp1m.csv row from a ramp record and its labels (users, user, turn, target and intended cached
     tokens, and the planted value where the record carries it)."""
-    labels = record.labels
+    labels = RampLabels.of(record)
     prompt = metrics.prompt_tokens(record)
     cached = metrics.cached_tokens(record)
     out = metrics.output_tokens(record)
-    asked = question_from_labels(labels)
+    asked = labels.question()
     if recall is None and record.ok and asked is not None:
         recall = asked.score(record.text)
     if error is None and record.error is not None:
         error = f"{record.error.kind}: {record.error.message}"
     return RampRow(
         deployment=deployment,
-        users=labels.get("users", ""),
-        user=labels.get("user", ""),
-        turn=labels.get("turn", ""),
-        target_tokens=labels.get("target_tokens", ""),
+        users=_s(labels.users),
+        user=_s(labels.user),
+        turn=_s(labels.turn),
+        target_tokens=_s(labels.target_tokens),
         context_tokens=_s(prompt),
         new_prompt_tokens=_s(None if prompt is None or cached is None else prompt - cached),
         cached_tokens=_s(cached),
-        intended_cached_tokens=labels.get("intended_cached_tokens", ""),
+        intended_cached_tokens=_s(labels.intended_cached_tokens),
         ttft_s=_s(metrics.ttft_s(record)),
         decode_tokens_per_s=_s(metrics.decode_rate(record)),
         output_tokens=_s(None if out is None else out.tokens),
@@ -195,8 +195,9 @@ def _stall_cells(stall: decode_stall.Stall | None) -> dict[str, str]:
 def _setting_stalls(ramp: Sequence[RequestRecord]) -> dict[str, decode_stall.Stall | None]:
     """Each ramp record's stall against the other users of its users setting."""
     stalls: dict[str, decode_stall.Stall | None] = {}
-    for users in {r.labels.get("users") for r in ramp}:
-        stalls.update(decode_stall.user_stalls([r for r in ramp if r.labels.get("users") == users]))
+    settings = {r.request_id: RampLabels.of(r).users for r in ramp}
+    for users in set(settings.values()):
+        stalls.update(decode_stall.user_stalls([r for r in ramp if settings[r.request_id] == users], user_of))
     return stalls
 
 
@@ -222,7 +223,7 @@ def run_rows(
     recall: their rows come from the table, plus rebuilt rows for any users setting it lacks, and their stall
     cells are recomputed from the records all the same (so the turns and the pooled figure use one window)."""
     ramp = [r for r in records if r.check == "ramp"]
-    if ramp and all("needle_value" in r.labels for r in ramp):
+    if ramp and all(RampLabels.of(r).needle_value is not None for r in ramp):
         return latest_attempt(
             rows_from_records(ramp, deployment=deployment, run_id=run_id, source_file=source_file)
         )
@@ -232,7 +233,7 @@ def run_rows(
         for row in read_rows(table, run_id)
     ]
     present = {row.users for row in rows}
-    missing = [r for r in records if r.check == "ramp" and r.labels.get("users") not in present]
+    missing = [r for r in records if r.check == "ramp" and _s(RampLabels.of(r).users) not in present]
     if not missing:
         return rows
     # Attempts run one after another, so stalls over all of them equal stalls within each.

@@ -15,6 +15,7 @@ from typing import Any
 from ...measure.telemetry import GpuSample, GpuSeries, by_instant, gpu_series
 from ...records import RequestRecord
 from ...render.figure_layout import gpu_axes, gpu_traces
+from .labels import RampLabels
 
 NS = 1e9
 PREFILL_COLOUR = "#d95f02"
@@ -60,7 +61,7 @@ class Timeline:
 def timeline(records: Sequence[RequestRecord], gpu: Sequence[GpuSample] = ()) -> Timeline | None:
     """The spans of the records that carry a `user` label, and the GPU samples taken meanwhile; None when
     no record does."""
-    drawn = [r for r in records if "user" in r.labels]
+    drawn = [r for r in records if RampLabels.of(r).user is not None]
     if not drawn:
         return None
     t0 = min(r.sent_ns for r in drawn)
@@ -73,8 +74,8 @@ def timeline(records: Sequence[RequestRecord], gpu: Sequence[GpuSample] = ()) ->
         xs, ys = decode_rate_series(record, bin_s, t0)
         spans.append(
             Span(
-                user=int(record.labels["user"]),
-                turn=record.labels.get("turn", "?"),
+                user=RampLabels.of(record).user or 0,
+                turn=str(RampLabels.of(record).turn or "?"),
                 context_tokens=str(record.planned_tokens or ""),
                 sent_s=(record.sent_ns - t0) / NS,
                 first_s=(first - t0) / NS,

@@ -26,6 +26,7 @@ from ...text.haystack import UnitPool, build_haystack, lead_tokens, request_seed
 from ..base import Check, RunContext
 from .cell import RETURNING_COLUMNS, returning_cells
 from .file import Conversation, ReturningFile, Verdict
+from .labels import IN_CONVERSATION, ReturningLabels
 from .params import ReturningParams
 from .section import console_lines, returning_section
 
@@ -85,15 +86,14 @@ async def run_returning(
             haystack.messages,
             max_tokens=params.max_tokens,
             request_id=run.request_id(f"returning-{phase}-{number}"),
-            labels={
-                "check": "returning",
-                "phase": phase,
-                "conversation": str(number),
-                "planned_tokens": str(haystack.planned_tokens),
-                "intended_cached_tokens": str(intended),
-            },
+            labels=ReturningLabels(
+                phase=phase,
+                conversation=number,
+                planned_tokens=haystack.planned_tokens,
+                intended_cached_tokens=intended,
+            ).written(),
             extra_body=extra,
-            conversation=f"returning-{number}" if phase in ("build", "immediate", "return") else None,
+            conversation=f"returning-{number}" if phase in IN_CONVERSATION else None,
             cache=intent(phase, intended),
         )
         run.append(record)
@@ -167,8 +167,10 @@ class ReturningCheck(Check[ReturningParams]):
 
     def conversation(self, labels: Mapping[str, str]) -> str | None:
         # built, asked again at once, returning: one conversation; the fillers and fresh prompts are none
-        in_one = labels.get("phase") in ("build", "immediate", "return")
-        return labels.get("conversation") if in_one else None
+        own = ReturningLabels.parse(labels)
+        return (
+            str(own.conversation) if own.phase in IN_CONVERSATION and own.conversation is not None else None
+        )
 
     def request_count(self, params: ReturningParams) -> int:
         return params.request_count()

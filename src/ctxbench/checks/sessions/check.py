@@ -38,6 +38,7 @@ from ...text.haystack import (
 from ..base import Check, LocalFile, RunContext, StageLoad
 from .cell import SESSIONS_COLUMNS, console_lines, sessions_cells
 from .file import SessionsFile, SessionsLevel, SessionTurn, level_summary
+from .labels import SessionsLabels
 from .params import SessionsParams
 from .recorded import RecordedTurn, read_session_trace, sessions_of_mlperf_agentic, sessions_of_mooncake
 from .section import sessions_section
@@ -193,18 +194,15 @@ async def run_session(
             allowed = reusable + step.output_tokens  # the reply as re-read may count a few tokens more
             intent = CacheIntent.reusing("history", lead, allowed, "the session's previous context")
         gap = None if ended is None else time.perf_counter() - ended
-        labels = {
-            "check": UNIT,
-            "sessions": str(level),
-            "session": str(plan.number),
-            "turn": str(number),
-            "planned_tokens": str(haystack.planned_tokens),
-            "intended_cached_tokens": str(reusable or 0),
-        }
-        if traced:
-            labels["trace"] = "1"
-        if gap is not None:
-            labels["gap_s"] = f"{gap:.3f}"
+        labels = SessionsLabels(
+            sessions=level,
+            session=plan.number,
+            turn=number,
+            planned_tokens=haystack.planned_tokens,
+            intended_cached_tokens=reusable or 0,
+            trace=traced,
+            gap_s=gap,
+        ).written()
         record = await ctx.client.chat(
             haystack.messages,
             max_tokens=step.output_tokens,
@@ -300,15 +298,17 @@ class SessionsCheck(Check[SessionsParams]):
 
     def stage(self, labels: Mapping[str, str]) -> str | None:
         """A level, every turn of its sessions; a replayed trace, every turn."""
-        return TRACE_UNIT if labels.get("trace") else unit_of(int(labels["sessions"]))
+        own = SessionsLabels.parse(labels)
+        return TRACE_UNIT if own.trace else unit_of(own.sessions or 1)
 
     def conversation(self, labels: Mapping[str, str]) -> str | None:
-        return labels.get("session")
+        session = SessionsLabels.parse(labels).session
+        return None if session is None else str(session)
 
     def stage_load(self, parameters: Mapping[str, Any], records: Sequence[RequestRecord]) -> StageLoad:
         # a level's sessions share one system prompt, each session one of its users; idle between turns,
         # they seldom overlap, so neither a rate nor users: the export states the peak in flight measured
-        sessions = int(records[0].labels["sessions"]) if records[0].labels.get("sessions") else 1
+        sessions = SessionsLabels.of(records[0]).sessions or 1
         return StageLoad(
             prefix_tokens=int(parameters.get("system_tokens") or 0),
             prefix_users=sessions,

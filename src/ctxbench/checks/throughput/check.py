@@ -23,7 +23,7 @@ from ...config.load_params import ThroughputParams
 from ...measure import metrics
 from ...measure.slo_search import search
 from ...measure.steady import steady_state
-from ...records import WARMUP_LABEL, RequestRecord
+from ...records import RequestRecord
 from ...render.cell import Cell
 from ...render.figure_layout import PageRun
 from ...render.run_read import RunRead
@@ -35,6 +35,7 @@ from .closed_loop import extra_body, run_user, users_in_processes
 from .comparison import throughput_comparison
 from .figures import figures
 from .file import ThroughputFile
+from .labels import OPEN, ThroughputLabels
 from .rates import rate_summary, rate_unit, run_rate
 from .recall_under_load import UNIT as ASK_UNIT
 from .recall_under_load import ask_level, run_recall_under_load
@@ -249,23 +250,24 @@ class ThroughputCheck(Check[ThroughputParams]):
     def stage(self, labels: Mapping[str, str]) -> str | None:
         """A closed-loop level or an open-loop rate, and a search's repeat of either; warm-up left out; the
         questions and load of recall under load, a stage of their own."""
-        if labels.get("ask"):
-            return f"throughput-ask-u{labels['users']}"
-        if labels.get(WARMUP_LABEL) == "1":
+        own = ThroughputLabels.parse(labels)
+        if own.ask:
+            return f"throughput-ask-u{own.users}"
+        if own.warmup:
             return None
-        again = f"-rep{labels['repeat']}" if labels.get("repeat") else ""
-        if labels.get("mode") == "open":
-            return f"throughput-r{labels['rate']}{again}"
-        return f"throughput-u{labels['users']}{again}"
+        again = f"-rep{own.repeat}" if own.repeat else ""
+        if own.mode == OPEN and own.rate is not None:
+            return f"throughput-r{own.rate:g}{again}"
+        return f"throughput-u{own.users}{again}"
 
     def stage_load(self, parameters: Mapping[str, Any], records: Sequence[RequestRecord]) -> StageLoad:
         # an open-loop rate, else a closed-loop level's users, who share the prefix; a user's JSONL is
         # sampled data, ctxbench's prose and code fresh text
-        labels = records[0].labels
-        users = int(labels.get("users", "1"))
+        labels = ThroughputLabels.of(records[0])
+        users = labels.users or 1
         return StageLoad(
-            rate_qps=float(labels["rate"]) if labels.get("mode") == "open" else None,
-            users=None if labels.get("mode") == "open" else users,
+            rate_qps=labels.rate if labels.mode == OPEN else None,
+            users=None if labels.mode == OPEN else users,
             prefix_tokens=int(parameters.get("shared_prefix_tokens") or 0),
             prefix_users=users,
             sampled=parameters.get("source") not in ("prose", "code"),

@@ -24,6 +24,7 @@ from ...records import RequestRecord
 from ...store.run_dir import RunDir
 from ...text.haystack import request_seed
 from ..prompts import PromptMaker
+from .labels import ThroughputLabels
 
 SAMPLING = {"temperature": 0.0}
 
@@ -68,17 +69,16 @@ async def run_user(
             messages,
             max_tokens=params.output_tokens,
             request_id=run.request_id(f"tput-{name}-user{user}-{index}"),
-            labels={
-                "check": "throughput",
-                "users": str(users),
-                "user": str(user),
-                "index": str(index),
-                "warmup": "1" if warmup else "0",
-                **({"repeat": str(repeat)} if repeat else {}),
-                "source": params.source,
-                "shared_prefix_tokens": str(params.shared_prefix_tokens),
-                "planned_tokens": "" if planned is None else str(planned),
-            },
+            labels=ThroughputLabels(
+                users=users,
+                user=user,
+                index=index,
+                warmup=warmup,
+                repeat=repeat or None,
+                source=params.source,
+                shared_prefix_tokens=params.shared_prefix_tokens,
+                planned_tokens=planned,
+            ).written(),
             extra_body=extra,
             enqueued_ns=enqueued,
             cache=prompts.intent,

@@ -28,6 +28,7 @@ from ...render.figure_layout import PageRun, plot_figure
 from ...render.tables import fmt, markdown_table, percentile_text
 from ...store.run_dir import RunDir
 from .file import Level, ThroughputFile
+from .labels import ThroughputLabels
 
 RULES = "mlcommons/endpoints_policies endpoints_rules.md (v1.0 draft, 2026-05-05, commit 00135a0)"
 MIN_POINTS = 7  # §5.3: 1 + 3 + 3
@@ -70,9 +71,9 @@ def measured_records(level: Level, users: int, records: Sequence[RequestRecord])
         r
         for r in records
         if r.check == "throughput"
-        and r.labels.get("users") == str(users)
+        and (labels := ThroughputLabels.of(r)).users == users
         and not r.warmup
-        and "rate" not in r.labels
+        and labels.rate is None
     ]
 
 

@@ -22,6 +22,7 @@ from ...store.run_dir import RunDir
 from ...text.haystack import request_seed
 from ..open_loop import Due, send_when_due
 from ..prompts import PromptMaker
+from .labels import OPEN, ThroughputLabels
 
 
 def rate_unit(rate: float, repeat: int = 0) -> str:
@@ -50,18 +51,16 @@ async def run_rate(
         requests = []
         for k, at_s in enumerate(due):
             messages, planned = prompts(request_seed(*scope, "open-loop", rate, k, *again), 1_000_000 + k)
-            labels = {
-                "check": "throughput",
-                "mode": "open",
-                "rate": f"{rate:g}",
-                "arrival": params.arrival,
-                "index": str(k),
-                "warmup": "0",
-                **({"repeat": str(repeat)} if repeat else {}),
-                "source": params.source,
-                "shared_prefix_tokens": str(params.shared_prefix_tokens),
-                "planned_tokens": "" if planned is None else str(planned),
-            }
+            labels = ThroughputLabels(
+                mode=OPEN,
+                rate=rate,
+                arrival=params.arrival,
+                index=k,
+                repeat=repeat or None,
+                source=params.source,
+                shared_prefix_tokens=params.shared_prefix_tokens,
+                planned_tokens=planned,
+            ).written()
             request_id = run.request_id(f"tput-r{rate:g}" + (f"-rep{repeat}" if repeat else "") + f"-{k}")
             requests.append(Due(at_s, messages, params.output_tokens, request_id, labels, prompts.intent))
         return requests

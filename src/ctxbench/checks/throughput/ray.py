@@ -37,6 +37,7 @@ from ...records import RequestRecord
 from ...store.run_dir import RunDir
 from ..prompts import PromptMaker
 from .closed_loop import WorkerJob, client_settings, make_client
+from .labels import ClientLabels
 
 START_AHEAD_S = 0.5  # from naming the start instant to it: every actor hears of it before it comes
 
@@ -230,11 +231,9 @@ async def users_over_ray(
         async def collect(index: int, actor: Any, start_wall_ns: int) -> None:
             hello = hellos[index]
             by_ns = 0 if hello["host"] == mine["host"] else hello["offset_ns"] - mine["offset_ns"]
-            labels = {
-                "client_actor": str(index),
-                "client_host": hello["host"],
-                "client_node": hello["node"][:12],
-            }
+            labels = ClientLabels(
+                client_actor=index, client_host=hello["host"], client_node=hello["node"][:12]
+            ).written()
             async for ref in actor.run.options(num_returns="streaming").remote(start_wall_ns):
                 record = shifted(RequestRecord.model_validate_json(await ref), by_ns)
                 record = record.model_copy(update={"labels": {**record.labels, **labels}})

@@ -27,6 +27,7 @@ from ...text.haystack import Needle, UnitPool, build_haystack, lead_tokens, requ
 from ..prompts import PromptMaker
 from .closed_loop import extra_body
 from .file import ThroughputFile
+from .labels import ThroughputLabels
 
 UNIT = "throughput-ask"
 
@@ -67,15 +68,14 @@ async def run_recall_under_load(
             haystack.messages,
             max_tokens=ask.max_tokens,
             request_id=run.request_id(f"tput-ask-{phase}-u{users}-q{number}"),
-            labels={
-                "check": "throughput",
-                "ask": phase,
-                "users": str(users),
-                "question": str(number),
-                "depth": f"{depth:.3f}",
-                "expected": needle.value,
-                "planned_tokens": str(haystack.planned_tokens),
-            },
+            labels=ThroughputLabels(
+                ask=phase,
+                users=users,
+                question=number,
+                depth=depth,
+                expected=needle.value,
+                planned_tokens=haystack.planned_tokens,
+            ).written(),
             extra_body={"temperature": 0.0},
             cache=CacheIntent.fresh(lead, "a fresh document with a planted fact"),
         )
@@ -98,14 +98,9 @@ async def run_recall_under_load(
                 messages,
                 max_tokens=params.output_tokens,
                 request_id=run.request_id(f"tput-ask-load-u{users}-user{number}-{index}"),
-                labels={
-                    "check": "throughput",
-                    "ask": "load",
-                    "users": str(users),
-                    "user": str(number),
-                    "index": str(index),
-                    "planned_tokens": "" if planned is None else str(planned),
-                },
+                labels=ThroughputLabels(
+                    ask="load", users=users, user=number, index=index, planned_tokens=planned
+                ).written(),
                 extra_body=extra,
                 cache=prompts.intent,
             )

@@ -26,6 +26,7 @@ from ...store.counters import counter_deltas
 from ...store.run_dir import RunDir
 from .endpoints import endpoints_lines, measured_records
 from .file import Steady, ThroughputFile
+from .labels import OPEN, ThroughputLabels
 from .recall_under_load import RecallUnderLoad
 from .search_section import search_lines
 
@@ -217,8 +218,10 @@ def _open_loop_lines(
 
 def _measured_at_rate(record: RequestRecord, rate: str) -> bool:
     """An open-loop rate's measured request (its key as `throughput.json` writes it), not a repeat's."""
-    labels = record.labels
-    return labels.get("mode") == "open" and labels.get("rate") == rate and not labels.get("repeat")
+    labels = ThroughputLabels.of(record)
+    return (
+        labels.mode == OPEN and labels.rate is not None and f"{labels.rate:g}" == rate and not labels.repeat
+    )
 
 
 def console_lines(run: RunDir) -> list[str]:

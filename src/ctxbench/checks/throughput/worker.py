@@ -19,6 +19,7 @@ from ...client import event_loop
 from ...records import RequestRecord
 from ...store.run_dir import RunDir
 from .closed_loop import READY, WorkerJob, make_client
+from .labels import ClientLabels
 
 
 class _PipeRun(RunDir):
@@ -27,10 +28,10 @@ class _PipeRun(RunDir):
 
     def __init__(self, path: Path, attempt: int, process: int) -> None:
         super().__init__(path, attempt)
-        self.process = str(process)
+        self.client = ClientLabels(client_process=process).written()
 
     def append(self, record: RequestRecord) -> None:
-        record = record.model_copy(update={"labels": {**record.labels, "client_process": self.process}})
+        record = record.model_copy(update={"labels": {**record.labels, **self.client}})
         sys.stdout.write(record.model_dump_json() + "\n")
         sys.stdout.flush()
 

@@ -22,12 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from ...records import RequestRecord
-
-
-def block_ids(record: RequestRecord) -> tuple[int, ...]:
-    """The record's whole blocks' ids, in order (the `whole_ids` label)."""
-    text = record.labels.get("whole_ids", "")
-    return tuple(int(i) for i in text.split(",") if i)
+from .labels import TraceLabels
 
 
 class _Prefixes:
@@ -55,20 +50,28 @@ def _shared(prefixes: Sequence[int], held: Counter[int], own: bool = False) -> i
     return shared
 
 
-def _labelled(records: Sequence[RequestRecord]) -> bool:
-    return all("whole_ids" in r.labels and "lead_tokens" in r.labels for r in records)
+def _labelled(labels: Sequence[TraceLabels]) -> bool:
+    return all(k.whole_ids is not None and k.lead_tokens is not None for k in labels)
+
+
+def _int(value: int | None) -> int:
+    """A label every trace record carries (the model types them optional, for records of every age)."""
+    if value is None:
+        raise ValueError("a trace record without its block labels: recorded by a ctxbench too old to audit")
+    return value
 
 
 def implied_cached(records: Sequence[RequestRecord]) -> dict[str, int]:
     """Per request id: the tokens an unbounded cache would serve it, from its predecessors that succeeded and
     ended before it was sent. Records made before the blocks were labelled keep their hash-order figure
     (`expected_cached_tokens`)."""
-    if not _labelled(records):
-        return {r.request_id: int(r.labels["expected_cached_tokens"]) for r in records}
+    tags = [TraceLabels.of(r) for r in records]
+    if not _labelled(tags):
+        return {r.request_id: _int(k.expected_cached_tokens) for r, k in zip(records, tags, strict=True)}
     ended: list[tuple[int, int]] = []  # (end_ns, index) of succeeded requests, a heap
     held: Counter[int] = Counter()
     trie = _Prefixes()
-    prefixes = [trie.of(block_ids(r)) for r in records]
+    prefixes = [trie.of(k.block_ids) for k in tags]
     implied: dict[str, int] = {}
     any_ended = False
     order = sorted(range(len(records)), key=lambda i: records[i].sent_ns)
@@ -81,24 +84,23 @@ def implied_cached(records: Sequence[RequestRecord]) -> dict[str, int]:
             _, done = heapq.heappop(ended)
             held.update(prefixes[done])
             any_ended = True
-        blocks = _shared(prefixes[i], held) * int(record.labels["block_tokens"])
-        implied[record.request_id] = (int(record.labels["lead_tokens"]) if any_ended else 0) + blocks
+        blocks = _shared(prefixes[i], held) * _int(tags[i].block_tokens)
+        implied[record.request_id] = (_int(tags[i].lead_tokens) if any_ended else 0) + blocks
     return implied
 
 
 def reuse_bound(records: Sequence[RequestRecord]) -> dict[str, int]:
     """Per request id: the most tokens any prefix cache could serve it (the module's docstring). Records made
     before the blocks were labelled: their hash-order figure plus the overhead and one block, as before."""
-    if not _labelled(records):
+    by_id = {r.request_id: TraceLabels.of(r) for r in records}
+    if not _labelled(list(by_id.values())):
         return {
-            r.request_id: int(r.labels["expected_cached_tokens"])
-            + int(r.labels["overhead_tokens"])
-            + int(r.labels["block_tokens"])
-            for r in records
+            request: _int(k.expected_cached_tokens) + _int(k.overhead_tokens) + _int(k.block_tokens)
+            for request, k in by_id.items()
         }
     # a request the server began to answer, or answered: its prompt was computed, so it may be cached
     trie = _Prefixes()
-    prefixes = {r.request_id: trie.of(block_ids(r)) for r in records}
+    prefixes = {request: trie.of(k.block_ids) for request, k in by_id.items()}
     reached = sorted((r for r in records if r.ok or r.first_byte_ns is not None), key=lambda r: r.sent_ns)
     held: Counter[int] = Counter()
     bound: dict[str, int] = {}
@@ -109,7 +111,6 @@ def reuse_bound(records: Sequence[RequestRecord]) -> dict[str, int]:
             added += 1
         own = record.ok or record.first_byte_ns is not None
         blocks = _shared(prefixes[record.request_id], held, own=own)
-        bound[record.request_id] = int(record.labels["lead_tokens"]) + (blocks + 1) * int(
-            record.labels["block_tokens"]
-        )
+        own_labels = by_id[record.request_id]
+        bound[record.request_id] = _int(own_labels.lead_tokens) + (blocks + 1) * _int(own_labels.block_tokens)
     return bound

@@ -34,6 +34,7 @@ from ..open_loop import Due, send_when_due
 from .cache import implied_cached
 from .cell import TRACE_COLUMNS, trace_cells
 from .file import TraceFile
+from .labels import TraceLabels
 from .params import TraceParams
 from .section import console_lines, trace_section
 
@@ -121,19 +122,18 @@ async def run_trace(
         shared = expected_shared_blocks(requests, [p.full_blocks for p in prompts])
         due = []
         for k, (request, prompt, blocks_shared) in enumerate(zip(requests, prompts, shared, strict=True)):
-            labels = {
-                "check": "trace",
-                "mode": "open",
-                "index": str(k),
-                "trace_line": str(request.line),
-                "input_length": str(request.input_length),
-                "planned_tokens": str(prompt.planned_tokens),
-                "expected_cached_tokens": str(blocks_shared * params.block_tokens),
-                "block_tokens": str(params.block_tokens),
-                "overhead_tokens": str(blocks.overhead_tokens),
-                "lead_tokens": str(lead),
-                "whole_ids": ",".join(str(i) for i in request.hash_ids[: prompt.full_blocks]),
-            }
+            labels = TraceLabels(
+                mode="open",
+                index=k,
+                trace_line=request.line,
+                input_length=request.input_length,
+                planned_tokens=prompt.planned_tokens,
+                expected_cached_tokens=blocks_shared * params.block_tokens,
+                block_tokens=params.block_tokens,
+                overhead_tokens=blocks.overhead_tokens,
+                lead_tokens=lead,
+                whole_ids=",".join(str(i) for i in request.hash_ids[: prompt.full_blocks]),
+            ).written()
             # at most its whole blocks and the next one's start, had others sent them all; the audit narrows
             # this to what the requests that ran before it sent (`trace_cache.reuse_bound`)
             most = lead + (prompt.full_blocks + 1) * params.block_tokens
@@ -159,7 +159,7 @@ def trace_summary(records: list[RequestRecord], params: TraceParams, attempt: in
     implied = implied_cached(records)
     expected = sum(implied[r.request_id] for r in ok)
     reported = [metrics.cached_tokens(r) for r in ok]
-    lead = {r.request_id: int(r.labels.get("lead_tokens", "0")) for r in ok}
+    lead = {r.request_id: TraceLabels.of(r).lead_tokens or 0 for r in ok}
     sharing = [r for r in ok if implied[r.request_id] > lead[r.request_id]]  # a block, not the lead alone
     served = [
         r
@@ -168,7 +168,7 @@ def trace_summary(records: list[RequestRecord], params: TraceParams, attempt: in
     ]
     # a trace line shorter than the shortest prompt ctxbench can build (template, lead and question) is
     # sent at that length: counted, and each record keeps the trace's length beside the planned one
-    lengthened = [r for r in records if (r.planned_tokens or 0) > int(r.labels["input_length"])]
+    lengthened = [r for r in records if (r.planned_tokens or 0) > (TraceLabels.of(r).input_length or 0)]
     unreported = any(metrics.cached_tokens(r) is None for r in sharing)
     late = [lateness_s(r) for r in records]
     return {
