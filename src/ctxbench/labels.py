@@ -25,6 +25,13 @@ CHECK_LABEL, PLANNED_LABEL, WARMUP_LABEL, PHASE_LABEL, PROMPT_LABEL = (
 OVER_LIMIT = "over_limit"  # the capacity check's prompt over the limit, refused as it should be
 
 
+def planned_of(labels: Mapping[str, str]) -> int | None:
+    """The prompt tokens a request's labels say ctxbench planned (None: none planned), read alone: the
+    client holds every answer to it, whatever else a library caller's labels hold."""
+    planned = labels.get(PLANNED_LABEL)
+    return int(planned) if planned else None
+
+
 class LabelModel(BaseModel):
     """A set of labels: fields in the order they are written; None, False and "" are not written (an empty
     label is no label), True is "1", a number its `str` (a field serializer formats one otherwise)."""

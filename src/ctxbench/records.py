@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from .errors import ContextLimitExceeded, RequestFailed
-from .labels import CHECK_LABEL, OVER_LIMIT, PHASE_LABEL, PLANNED_LABEL, PROMPT_LABEL, WARMUP_LABEL
+from .labels import CHECK_LABEL, OVER_LIMIT, PHASE_LABEL, PROMPT_LABEL, WARMUP_LABEL, planned_of
 
 # 3: `cache`, the cache intent the check declared; 2: `chunks` holds every token event, empty text included,
 # and `tool_call`; 1 kept only events with text.
@@ -176,8 +176,7 @@ class RequestRecord(_Frozen):
     @property
     def planned_tokens(self) -> int | None:
         """The prompt tokens ctxbench planned for it (None where none was planned: a user's own prompt)."""
-        planned = self.labels.get(PLANNED_LABEL)
-        return int(planned) if planned else None
+        return planned_of(self.labels)
 
     @property
     def warmup(self) -> bool:

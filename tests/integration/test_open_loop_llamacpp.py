@@ -157,7 +157,7 @@ def test_a_replayed_trace_shares_the_prefixes_its_hash_ids_imply(tiny: TinyModel
     # llama.cpp keeps a slot's prompt: the returning conversation finds its blocks in the slot it used
     assert data["sharing_served"] >= 1 and data["reported_cached_tokens"] >= 3 * block
     audit = audit_run(run)
-    assert not [f for f in audit.findings if f.kind == "reuse_beyond_trace"]
+    assert not [f for f in audit.findings if f.kind == "reuse_beyond_rule"]
     assert audit.trace_expected_tokens == sum(implied)
     report = run_report(run)
     assert "## Trace replay" in report and f"imply {sum(implied)} cached tokens" in report

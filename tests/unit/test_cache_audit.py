@@ -171,7 +171,7 @@ def test_simultaneous_trace_requests_are_judged_by_the_order_they_ran_in(tmp_pat
     # a block neither shared nor sent before it ended is still a finding
     alone = trace_rec("trace-2", "5,6", 40 + 2 * 512 + 200, sent_ms=10_000)
     (finding,) = audit_run(run_of(tmp_path / "b", first, second, alone)).findings
-    assert (finding.request_id, finding.kind) == ("trace-2", "reuse_beyond_trace")
+    assert (finding.request_id, finding.kind) == ("trace-2", "reuse_beyond_rule")
 
 
 def test_a_refused_predecessor_implies_no_hit_and_the_lead_is_counted(tmp_path: Path) -> None:

@@ -7,8 +7,9 @@ to every request of every check:
 
 1. Beyond its intent: the cached tokens the engine reported (`usage`, else llama.cpp's own
    `timings.cache_n`) over the request's `allowed_tokens` plus a slack: `fresh_cache_hit` for a fresh prompt,
-   `reuse_beyond_intent` for declared reuse. A replayed trace's bound is narrowed to the order its
-   requests ran in (`checks/trace/cache.py`): `reuse_beyond_trace`.
+   `reuse_beyond_intent` for declared reuse. A check with a rule of its own (`Check.reuse_bound`: a
+   replayed trace's, the order its requests ran in, `checks/trace/cache.py`) is held to it:
+   `reuse_beyond_rule`.
 2. Too fast to be a prefill, where the engine states nothing of its cache for a fresh prompt (no cached tokens
    and no timings): its implied rate, (prompt - lead) / TTFT, against the 75th percentile of the other fresh
    prompts' rates (host load only slows a prefill, so the fast end is the one to measure against; a cached
@@ -38,7 +39,7 @@ from typing import Literal
 
 from ..checks.catalog import CHECKS
 from ..checks.ramp import RAMP, RampLabels
-from ..checks.trace import implied_cached, reuse_bound
+from ..checks.trace import TRACE, implied_cached
 from ..engines.prom import common_metrics
 from ..labels import LabelModel
 from ..measure import metrics
@@ -57,7 +58,7 @@ Kind = Literal[
     "too_fast",
     "reuse_beyond_history",
     "reuse_beyond_intent",
-    "reuse_beyond_trace",
+    "reuse_beyond_rule",
     "undeclared",
     "duplicate_request_id",
     "counter_beyond_intent",
@@ -147,7 +148,13 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
         for r in records
         if r.cache is None and r.record_version >= 3 and r.check
     ]
-    findings += _intent_findings([r for r in declared if r.check != "trace"])
+    # a check with a rule of its own (the trace: what ran before each request) is held to it, not its intents
+    ruled = {
+        check.name: bound
+        for check in CHECKS
+        if (bound := check.reuse_bound([r for r in every if r.check == check.name])) is not None
+    }
+    findings += _intent_findings([r for r in declared if r.check not in ruled])
     legacy_fresh, lead = _legacy_fresh(legacy)
     findings += _fresh_hits(legacy_fresh, lead)
     fresh = [(r, lead) for r in legacy_fresh] + [
@@ -156,8 +163,8 @@ def audit_run(run: RunDir, too_fast_factor: float = TOO_FAST_FACTOR) -> CacheAud
     too_fast, median = _too_fast(fresh, too_fast_factor)
     findings += too_fast
     findings += _ramp_findings([r for r in legacy if r.check == RAMP.name])
-    trace = [r for r in every if r.check == "trace"]
-    findings += _trace_findings(trace)
+    findings += _rule_findings([r for r in every if r.check in ruled], ruled)
+    trace = [r for r in every if r.check == TRACE.name]
     bounds = counter_bounds(counter_windows(run), every)
     findings += [
         Finding(
@@ -315,21 +322,21 @@ def _trace_expected(records: list[RequestRecord]) -> int:
     return sum(implied[r.request_id] for r in records if r.ok)
 
 
-def _trace_findings(records: list[RequestRecord]) -> list[Finding]:
-    """A replayed request served from the cache beyond what any order the requests ran in allows
-    (`reuse_bound`, the trace check's: its shared whole blocks with requests that reached the server before
-    it ended, the lead every prompt shares, and the next block's start)."""
-    bound = reuse_bound(records)
+def _rule_findings(records: list[RequestRecord], ruled: dict[str, dict[str, int]]) -> list[Finding]:
+    """A request served from the cache beyond its check's own rule (`Check.reuse_bound`; the trace's: its
+    shared whole blocks with requests that reached the server before it ended, the lead every prompt shares,
+    and the next block's start)."""
     findings = []
     for record in records:
         cached = engine_cached_tokens(record) if record.cache is not None else metrics.cached_tokens(record)
-        allowed = bound[record.request_id]
+        allowed = ruled[record.check][record.request_id]
         if record.ok and (cached or 0) > allowed + CACHE_SLACK_TOKENS:
             findings.append(
                 Finding(
                     record.request_id,
-                    "reuse_beyond_trace",
-                    f"{cached} prompt tokens came from the cache; the trace implies at most {allowed}",
+                    "reuse_beyond_rule",
+                    f"{cached} prompt tokens came from the cache; the {record.check} check's rule allows at "
+                    f"most {allowed} (what the requests that ran before it sent)",
                 )
             )
     return findings

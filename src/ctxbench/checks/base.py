@@ -217,6 +217,12 @@ class Check(Protocol[P]):
         """One of its requests in a few words, for a table of requests across checks (the calibration)."""
         return self.name
 
+    def reuse_bound(self, records: Sequence[RequestRecord]) -> dict[str, int] | None:
+        """Per request id, the most tokens any prefix cache could serve each of its requests, by a rule of its
+        own that the run's records decide (None: the intents it declared when it sent them are the bound).
+        The cache audit holds its requests to it (`reuse_beyond_rule`)."""
+        return None
+
     def comparison(self, results: Path, run_a: str, run_b: str) -> list[tuple[str, str, str, str]]:
         """(figure, run a's, run b's, whether the difference is established) for two runs in `results`, in
         the evidence report's side-by-side comparisons (nothing where either has none of it)."""

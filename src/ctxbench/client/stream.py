@@ -19,7 +19,7 @@ import httpx
 from pydantic import TypeAdapter
 
 from ..config.param_types import DEFAULT_READ_TIMEOUT_S
-from ..labels import Labels
+from ..labels import planned_of
 from ..records import CacheIntent, Chunk, RequestError, RequestRecord, TokenLogprob, Usage
 from . import answers
 from .answers import closing_event, http_error, not_a_stream, token_of, unplanned_prompt, usage_of
@@ -370,7 +370,7 @@ class _Outcome:
         if closing_event(self.empty_finish_last, len(self.chunks), completion):
             self.chunks.pop()
         if self.error is None:
-            self.error = unplanned_prompt(Labels.parse(attempt.labels or {}).planned_tokens, self.usage)
+            self.error = unplanned_prompt(planned_of(attempt.labels or {}), self.usage)
         return RequestRecord(
             request_id=attempt.request_id,
             endpoint=attempt.endpoint,

@@ -31,7 +31,7 @@ from ...store.run_dir import RunDir
 from ..base import Check, RunContext, StageLoad
 from ..prompts import PromptMaker
 from .cell import THROUGHPUT_COLUMNS, ask_cell, open_loop_cell, slo_cell, throughput_cells
-from .closed_loop import extra_body, run_user, users_in_processes
+from .closed_loop import Level, extra_body, run_user, users_in_processes
 from .comparison import throughput_comparison
 from .figures import figures
 from .file import ThroughputFile
@@ -88,37 +88,18 @@ class _Levels:
         key = str(users) if not repeat else unit
         if unit in self.done and key in store:
             return store[key]
-        params, run, scope, on_request = self.params, self.run, self.scope, self.on_request
+        params, run = self.params, self.run
+        level = Level(self.client, self.prompts, params, run, self.scope, users, self.on_request, repeat)
         self.snapshot(unit, "before")
         if params.ray_actors > 0:
             from .ray import users_over_ray
 
-            records = await users_over_ray(
-                self.client, self.prompts, params, run, scope, users, on_request, repeat
-            )
+            records = await users_over_ray(level)
         elif params.client_processes > 1 and users > 1:
-            records = await users_in_processes(
-                self.client, self.prompts, params, run, scope, users, on_request, repeat
-            )
+            records = await users_in_processes(level)
         else:
             started = time.perf_counter()
-            per_user = await asyncio.gather(
-                *(
-                    run_user(
-                        self.client,
-                        self.prompts,
-                        params,
-                        run,
-                        scope,
-                        users,
-                        user,
-                        started,
-                        on_request,
-                        repeat,
-                    )
-                    for user in range(users)
-                )
-            )
+            per_user = await asyncio.gather(*(run_user(level, user, started) for user in range(users)))
             records = [r for mine in per_user for r in mine]
         self.snapshot(unit, "after")
         measured = [r for r in records if not r.warmup]

@@ -33,20 +33,41 @@ def extra_body(params: ThroughputParams) -> dict[str, object]:
     return {**SAMPLING, **({"ignore_eos": True} if params.ignore_eos else {})}
 
 
-async def run_user(
-    client: ChatClient,
-    prompts: PromptMaker,
-    params: ThroughputParams,
-    run: RunDir,
-    scope: tuple[str, ...],
-    users: int,
-    user: int,
-    started: float,
-    on_request: Callable[[RequestRecord], None] | None,
-    repeat: int = 0,
-) -> list[RequestRecord]:
-    """One user of a level: requests back to back until its count or the level's duration is done. A search's
-    repeat of the level (`repeat` > 0) has its own prompts and request ids."""
+@dataclass(frozen=True)
+class Level:
+    """One closed-loop level as its users run it, in this process, over client processes or Ray actors: the
+    client, the prompts, the check's params, the run its records go to, the seed scope, the level's users, who
+    hears of each request, and a search's repeat of the level (`repeat` > 0: its own prompts and ids)."""
+
+    client: ChatClient
+    prompts: PromptMaker
+    params: ThroughputParams
+    run: RunDir
+    scope: tuple[str, ...]
+    users: int
+    on_request: Callable[[RequestRecord], None] | None = None
+    repeat: int = 0
+
+    def job(self, settings: dict[str, Any], index: int, count: int) -> WorkerJob:
+        """The share of the level's users that client process or actor `index` of `count` runs."""
+        return WorkerJob(
+            settings,
+            self.prompts,
+            self.params,
+            self.run.path,
+            self.run.attempt,
+            self.scope,
+            self.users,
+            index,
+            tuple(range(index, self.users, count)),
+            self.repeat,
+        )
+
+
+async def run_user(level: Level, user: int, started: float) -> list[RequestRecord]:
+    """One user of a level: requests back to back until its count or the level's duration is done."""
+    client, prompts, params, run, scope = level.client, level.prompts, level.params, level.run, level.scope
+    users, on_request, repeat = level.users, level.on_request, level.repeat
     extra = extra_body(params)
     again = (repeat,) if repeat else ()
     name = f"u{users}" + (f"-rep{repeat}" if repeat else "")
@@ -107,23 +128,8 @@ class WorkerJob:
 
     async def run_users(self, client: ChatClient, run: RunDir, started: float) -> None:
         """This job's users, from `started` (perf_counter), each record appended to `run`."""
-        await asyncio.gather(
-            *(
-                run_user(
-                    client,
-                    self.prompts,
-                    self.params,
-                    run,
-                    self.scope,
-                    self.users,
-                    u,
-                    started,
-                    None,
-                    self.repeat,
-                )
-                for u in self.user_ids
-            )
-        )
+        level = Level(client, self.prompts, self.params, run, self.scope, self.users, None, self.repeat)
+        await asyncio.gather(*(run_user(level, u, started) for u in self.user_ids))
 
 
 READY = b"ready\n"  # a worker's first line: its client is made, it waits for the level's start time
@@ -144,20 +150,12 @@ def make_client(settings: dict[str, Any]) -> Client | Router:
     return Router(clients) if settings["router"] else clients[0]
 
 
-async def users_in_processes(
-    client: ChatClient,
-    prompts: PromptMaker,
-    params: ThroughputParams,
-    run: RunDir,
-    scope: tuple[str, ...],
-    users: int,
-    on_request: Callable[[RequestRecord], None] | None,
-    repeat: int = 0,
-) -> list[RequestRecord]:
-    """One level's users spread round-robin over `spec.client_processes` worker processes
+async def users_in_processes(level: Level) -> list[RequestRecord]:
+    """One level's users spread round-robin over `params.client_processes` worker processes
     (`worker.py`); their records are written here as they come back."""
-    processes = min(params.client_processes, users)
-    settings = client_settings(client)
+    run, users, on_request = level.run, level.users, level.on_request
+    processes = min(level.params.client_processes, users)
+    settings = client_settings(level.client)
     workers: list[asyncio.subprocess.Process] = []
     records: list[RequestRecord] = []
 
@@ -183,19 +181,7 @@ async def users_in_processes(
             )
             workers.append(worker)
             assert worker.stdin is not None
-            job = WorkerJob(
-                settings,
-                prompts,
-                params,
-                run.path,
-                run.attempt,
-                scope,
-                users,
-                index,
-                tuple(range(index, users, processes)),
-                repeat,
-            )
-            worker.stdin.write(pickle.dumps(job))
+            worker.stdin.write(pickle.dumps(level.job(settings, index, processes)))
             await worker.stdin.drain()
         for worker in workers:  # every worker has its client: start all users together
             assert worker.stdout is not None

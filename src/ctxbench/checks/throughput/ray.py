@@ -28,15 +28,12 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from ...client.chat import ChatClient
 from ...client.router import Router
 from ...client.stream import Client
-from ...config.load_params import ThroughputParams
 from ...errors import CtxbenchError
 from ...records import RequestRecord
 from ...store.run_dir import RunDir
-from ..prompts import PromptMaker
-from .closed_loop import WorkerJob, client_settings, make_client
+from .closed_loop import Level, WorkerJob, client_settings, make_client
 from .labels import ClientLabels
 
 START_AHEAD_S = 0.5  # from naming the start instant to it: every actor hears of it before it comes
@@ -156,17 +153,9 @@ def _free_cpus(nodes: list[dict[str, Any]]) -> str:
     return f"{free:g} CPUs free in the cluster, {total:g} on the {len(nodes)} nodes that can reach the server"
 
 
-async def users_over_ray(
-    client: ChatClient,
-    prompts: PromptMaker,
-    params: ThroughputParams,
-    run: RunDir,
-    scope: tuple[str, ...],
-    users: int,
-    on_request: Callable[[RequestRecord], None] | None,
-    repeat: int = 0,
-) -> list[RequestRecord]:
+async def users_over_ray(level: Level) -> list[RequestRecord]:
     """One level's users over `params.ray_actors` actors; their records written here as they come back."""
+    params, run, users, on_request = level.params, level.run, level.users, level.on_request
     try:
         import ray
         from ray.util import placement_group, remove_placement_group
@@ -181,7 +170,7 @@ async def users_over_ray(
             f"many users: ray_actors = {params.ray_actors} needs a Ray cluster: run the campaign with "
             "`ctxbench run FILE --ray ADDRESS` (or set ray_actors = 0)."
         )
-    settings = client_settings(client)
+    settings = client_settings(level.client)
     url = settings["clients"][0]["base_url"]
     here = ray.get_runtime_context().get_node_id()
     nodes = reachable_nodes(url, here)
@@ -204,20 +193,7 @@ async def users_over_ray(
             remote.options(
                 num_cpus=1,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=k),
-            ).remote(
-                WorkerJob(
-                    settings,
-                    prompts,
-                    params,
-                    run.path,
-                    run.attempt,
-                    scope,
-                    users,
-                    k,
-                    tuple(range(k, users, count)),
-                    repeat,
-                )
-            )
+            ).remote(level.job(settings, k, count))
             for k in range(count)
         ]
         hellos = await _within(

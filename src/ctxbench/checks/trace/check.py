@@ -31,7 +31,7 @@ from ...text.blocks import LEAD, BlockPrompts
 from ...text.haystack import UnitPool, lead_tokens, request_seed
 from ..base import Check, LocalFile, RunContext, StageLoad
 from ..open_loop import Due, send_when_due
-from .cache import implied_cached
+from .cache import implied_cached, reuse_bound
 from .cell import TRACE_COLUMNS, trace_cells
 from .file import TraceFile
 from .labels import TraceLabels
@@ -251,6 +251,10 @@ class TraceCheck(Check[TraceParams]):
             "Give the local path of a Mooncake-format JSONL trace (examples/mooncake-sample.jsonl is one)."
         )
         return [LocalFile("file", params.file, instead)]
+
+    def reuse_bound(self, records: Sequence[RequestRecord]) -> dict[str, int] | None:
+        """What its blocks shared with the requests that reached the server before each ended (`cache.py`)."""
+        return reuse_bound(records)
 
     def stage_load(self, parameters: Mapping[str, Any], records: Sequence[RequestRecord]) -> StageLoad:
         """The trace's own arrivals set its load: their mean rate over the replay."""
