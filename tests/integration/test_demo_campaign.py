@@ -16,6 +16,7 @@ from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.campaigns.campaign import run_campaign
 from ctxbench.campaigns.campaign_file import load_campaign
 from ctxbench.checks.fidelity.file import FidelityFile
+from ctxbench.checks.throughput.labels import ThroughputLabels
 from ctxbench.engines.models import TinyModel
 from ctxbench.measure.metrics import ttft_s
 from ctxbench.measure.stats import quantile_bounds
@@ -63,9 +64,10 @@ def test_the_demo_campaign_sends_each_request_once_and_fresh(tmp_path: Path, tin
     data = json.loads((run.path / "throughput.json").read_text())
     probes = [p["level"] for p in data["search"]["probes"]]
     assert probes[:2] == [1, 2], probes  # the search starts at 1 user: levels 1 and 2 read back
-    measured = [r for r in records if r.labels.get("check") == "throughput" and r.labels.get("warmup") == "0"]
+    measured = [r for r in records if r.check == "throughput" and not r.warmup]
     for users, level in data["levels"].items():  # each level's figures are its one run, 3 requests a user
-        mine = [r.request_id for r in measured if r.labels.get("users") == users and "rate" not in r.labels]
+        closed = [(r, ThroughputLabels.of(r)) for r in measured]
+        mine = [r.request_id for r, k in closed if k.users == int(users) and k.rate is None and not k.ask]
         assert sorted(level["request_ids"]) == sorted(mine) and len(mine) == 3 * int(users), users
     throughput = [r for r in records if r.labels.get("check") == "throughput"]
     assert throughput and all(r.cache is not None and r.cache.reuse == "fresh" for r in throughput)

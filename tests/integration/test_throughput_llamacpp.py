@@ -93,9 +93,9 @@ random_weights = true
     )
     print(f"slots a decode call carried: {one_slot:.2f} with one user, {shared:.2f} with four")
     assert one_slot == pytest.approx(1.0, abs=0.01) and 1.5 < shared <= 4.0 + 1e-3
-    warmups = [r for r in records if r.labels["warmup"] == "1"]
+    warmups = [r for r in records if r.warmup]
     assert len(warmups) == 1 + 4 and not set(r.request_id for r in warmups) & set(four["request_ids"])
-    measured = [r for r in records if r.labels["warmup"] == "0"]
+    measured = [r for r in records if not r.warmup]
     assert all(metrics.prompt_tokens(r) == int(r.labels["planned_tokens"]) for r in measured)  # token-exact
     # Steady state: all four in flight, ramp-up and drain cut, recomputed from the records as stored
     steady = four["steady"]

@@ -192,9 +192,7 @@ def assert_export_agrees_with_engine(run: RunDir) -> None:
         s["results"]["request_performance"]["aggregate"] for s in stages if "/throughput-" in s["run"]["uid"]
     ]
     assert levels and all(level["requests"]["failures"] == 0 for level in levels)
-    warmups = [
-        r for r in run.records() if r.labels.get("check") == "throughput" and r.labels.get("warmup") == "1"
-    ]
+    warmups = [r for r in run.records() if r.check == "throughput" and r.warmup]
     _, vllm = engine_deltas(run)["throughput"]
     assert sum(level["requests"]["total"] for level in levels) + len(warmups) == vllm["requests"]
     prompts = sum(level["requests"]["input_length"]["mean"] * level["requests"]["total"] for level in levels)
