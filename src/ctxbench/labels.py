@@ -11,7 +11,7 @@ leaves out the rest (a label another layer adds: the router's `replica`, `Router
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any, Final, Self
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -22,7 +22,7 @@ CHECK_LABEL, PLANNED_LABEL, WARMUP_LABEL, PHASE_LABEL, PROMPT_LABEL = (
     "phase",
     "prompt",
 )
-OVER_LIMIT = "over_limit"  # the capacity check's prompt over the limit, refused as it should be
+OVER_LIMIT: Final = "over_limit"  # the capacity check's prompt over the limit, refused as it should be
 
 
 def planned_of(labels: Mapping[str, str]) -> int | None:

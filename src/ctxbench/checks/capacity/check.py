@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from ...client.chat import ChatClient
 from ...engines.limits import ContextLimit
@@ -43,28 +44,27 @@ async def run_capacity(
     seed_scope: tuple[str, ...],
 ) -> CapacityFile:
     """Send one fresh prompt just under the limit and one over it; write `capacity.json`."""
+    lead = lead_tokens(pool.counter)
+
+    async def send(prompt: Literal["near_limit", "over_limit"], tokens: int) -> tuple[int, RequestRecord]:
+        """One fresh prompt of `tokens` (near: the first of the check's two seeds, over: the second), and
+        the tokens it was planned to."""
+        near = prompt == NEAR_LIMIT
+        haystack = build_haystack(pool, tokens, request_seed(*seed_scope, "capacity", 0 if near else 1))
+        record = await client.chat(
+            haystack.messages,
+            max_tokens=params.output_tokens,
+            request_id=run.request_id("capacity-near" if near else "capacity-over"),
+            labels=CapacityLabels(prompt=prompt, planned_tokens=haystack.planned_tokens).written(),
+            extra_body={"temperature": 0.0},
+            cache=CacheIntent.fresh(lead, f"a fresh prompt {'near' if near else 'over'} the limit"),
+        )
+        run.append(record)
+        return haystack.planned_tokens, record
+
     target = limit.tokens - params.output_tokens - params.margin_tokens
-    fresh = CacheIntent.fresh(lead_tokens(pool.counter), "a fresh prompt near the limit")
-    near = build_haystack(pool, target, request_seed(*seed_scope, "capacity", 0))
-    near_record = await client.chat(
-        near.messages,
-        max_tokens=params.output_tokens,
-        request_id=run.request_id("capacity-near"),
-        labels=CapacityLabels(prompt=NEAR_LIMIT, planned_tokens=near.planned_tokens).written(),
-        extra_body={"temperature": 0.0},
-        cache=fresh,
-    )
-    run.append(near_record)
-    over_tokens = limit.tokens + params.over_by_tokens
-    over = build_haystack(pool, over_tokens, request_seed(*seed_scope, "capacity", 1))
-    over_record = await client.chat(
-        over.messages,
-        max_tokens=params.output_tokens,
-        request_id=run.request_id("capacity-over"),
-        labels=CapacityLabels(prompt=OVER_LIMIT, planned_tokens=over.planned_tokens).written(),
-        cache=fresh.model_copy(update={"why": "a fresh prompt over the limit"}),
-    )
-    run.append(over_record)
+    near_planned, near_record = await send(NEAR_LIMIT, target)
+    over_planned, over_record = await send(OVER_LIMIT, limit.tokens + params.over_by_tokens)
     served = metrics.prompt_tokens(near_record)
     over_error = over_record.error
     if over_error is not None and over_error.kind == "context_limit":
@@ -82,13 +82,13 @@ async def run_capacity(
         target_tokens=target,
         accepted=accepted,
         prompt_tokens=served,
-        count_error_tokens=None if served is None else served - near.planned_tokens,
+        count_error_tokens=None if served is None else served - near_planned,
         prefill_s=metrics.ttft_s(near_record),
         prefill_tokens_per_s=prefill_rate(near_record),
         near_limit_error=None
         if near_record.error is None
         else f"{near_record.error.kind}: {near_record.error.message}",
-        over_limit_tokens=over.planned_tokens,
+        over_limit_tokens=over_planned,
         over_limit_rejected=rejected,
         over_limit_outcome=outcome,
         request_ids=(near_record.request_id, over_record.request_id),

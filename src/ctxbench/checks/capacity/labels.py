@@ -3,11 +3,11 @@ which the records know as the prompt refused by design)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from ...labels import OVER_LIMIT, Labels
 
-NEAR_LIMIT = "near_limit"
+NEAR_LIMIT: Final = "near_limit"
 
 
 class CapacityLabels(Labels):

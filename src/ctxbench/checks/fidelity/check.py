@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -226,17 +227,11 @@ def _result(
         return FidelityPathResult(**base, error=error, text=f"not compared ({error})")
     found = compare(reference.logprobs, record.logprobs, params.drift_tolerance)
     text = found.text() + (" (cache use not reported)" if served == "cached" and cached is None else "")
+    keeps = FidelityPathResult.model_fields
+    kept = {k.name: getattr(found, k.name) for k in fields(found) if k.name in keeps}
     return FidelityPathResult(
         **base,
-        compared=found.compared,
-        first_divergence=found.first_divergence,
-        identical_fraction=found.identical_fraction,
-        max_logprob_diff=found.max_logprob_diff,
-        max_top_l1=found.max_top_l1,
-        top_overlap=found.top_overlap,
-        bitwise=found.bitwise,
-        verdict=found.verdict,
-        tie_gap=found.tie_gap,
+        **kept,  # the comparison's figures the file keeps (`FidelityPathResult`'s fields)
         text=text,
         reference_text=reference.text if found.first_divergence is not None else "",
         answer_text=record.text if found.first_divergence is not None else "",
