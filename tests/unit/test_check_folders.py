@@ -103,15 +103,19 @@ def test_a_folder_holds_its_parameters_and_the_campaign_file_takes_its_table_fro
         assert Checks.model_fields[check.name].annotation == check.params_type | None, check.name
 
 
-def test_the_labels_every_check_writes_are_read_through_the_record() -> None:
-    """`record.check`, `record.planned_tokens`, `record.warmup`: no module reads those labels by their key
-    (records.py defines them once; a check's own labels are read in its own module)."""
-    by_key = re.compile(r"""labels(\.get\(|\[)\s*["'](check|planned_tokens|warmup)["']""")
-    named = [
-        f"{path.relative_to(ROOT)}: {line.strip()}"
-        for path in ROOT.rglob("*.py")
-        if path.name != "records.py"
-        for line in path.read_text().splitlines()
-        if by_key.search(line)
-    ]
-    assert named == [], named
+def test_each_check_writes_its_requests_labels_through_its_own_model() -> None:
+    """A folder's labels.py holds its `Labels` model, named for the check it belongs to: the labels a record
+    of the check carries say which check sent it (tests/unit/test_labels.py holds every reader to them)."""
+    import importlib
+    import inspect
+
+    from ctxbench.labels import Labels
+
+    for check in CHECKS:
+        module = importlib.import_module(f"ctxbench.checks.{check.name}.labels")
+        models = [
+            m
+            for _, m in inspect.getmembers(module, inspect.isclass)
+            if issubclass(m, Labels) and m.__module__ == module.__name__
+        ]
+        assert [m.model_fields["check"].default for m in models] == [check.name], check.name
