@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Self
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 CHECK_LABEL, PLANNED_LABEL, WARMUP_LABEL, PHASE_LABEL, PROMPT_LABEL = (
     "check",
@@ -54,10 +54,11 @@ class LabelModel(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _empty_is_none(cls, value: object) -> object:
-        """An empty label is no label (records before 2026-12-07 wrote `planned_tokens = ""` for a prompt
-        ctxbench did not plan)."""
-        return None if value == "" else value
+    def _empty_is_none(cls, value: object, info: ValidationInfo) -> object:
+        """An empty label is no label where a label may be absent (records before 2026-12-07 wrote
+        `planned_tokens = ""` for a prompt ctxbench did not plan)."""
+        absent = info.field_name is not None and cls.model_fields[info.field_name].default is None
+        return None if value == "" and absent else value
 
 
 class Labels(LabelModel):
