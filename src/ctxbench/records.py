@@ -185,7 +185,7 @@ class RequestRecord(_Frozen):
 
     @property
     def phase(self) -> str:
-        """The phase of its check it was sent in ("" where its check has none): the probe's `sequential` or
+        """The phase of its check it was sent in ("" where its check has none): the probe's `alone` or
         `concurrent`, the returning users' `build`, `immediate`..."""
         return self.labels.get(PHASE_LABEL, "")
 

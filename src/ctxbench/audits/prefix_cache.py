@@ -335,8 +335,8 @@ def _rule_findings(records: list[RequestRecord], ruled: dict[str, dict[str, int]
                 Finding(
                     record.request_id,
                     "reuse_beyond_rule",
-                    f"{cached} prompt tokens came from the cache; the {record.check} check's rule allows at "
-                    f"most {allowed} (what the requests that ran before it sent)",
+                    f"{cached} prompt tokens came from the cache; the {record.check} check's own rule "
+                    f"(`Check.reuse_bound`) allows at most {allowed}",
                 )
             )
     return findings

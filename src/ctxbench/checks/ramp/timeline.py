@@ -61,21 +61,21 @@ class Timeline:
 def timeline(records: Sequence[RequestRecord], gpu: Sequence[GpuSample] = ()) -> Timeline | None:
     """The spans of the records that carry a `user` label, and the GPU samples taken meanwhile; None when
     no record does."""
-    drawn = [r for r in records if RampLabels.of(r).user is not None]
+    drawn = [(r, labels) for r in records if (labels := RampLabels.of(r)).user is not None]
     if not drawn:
         return None
-    t0 = min(r.sent_ns for r in drawn)
-    t1 = max(r.end_ns for r in drawn)
+    t0 = min(r.sent_ns for r, _ in drawn)
+    t1 = max(r.end_ns for r, _ in drawn)
     bin_s = max(RATE_BIN_S, (t1 - t0) / NS / 400)
     spans = []
-    for record in drawn:
+    for record, labels in drawn:
         first = record.chunks[0].arrived_ns if record.chunks else record.end_ns
         last = record.chunks[-1].arrived_ns if record.chunks else first
         xs, ys = decode_rate_series(record, bin_s, t0)
         spans.append(
             Span(
-                user=RampLabels.of(record).user or 0,
-                turn=str(RampLabels.of(record).turn or "?"),
+                user=labels.user or 0,
+                turn=str(labels.turn or "?"),
                 context_tokens=str(record.planned_tokens or ""),
                 sent_s=(record.sent_ns - t0) / NS,
                 first_s=(first - t0) / NS,

@@ -233,13 +233,12 @@ class ThroughputCheck(Check[ThroughputParams]):
         questions and load of recall under load, a stage of their own."""
         own = ThroughputLabels.parse(labels)
         if own.ask:
-            return f"throughput-ask-u{own.users}"
+            return f"{ASK_UNIT}-u{own.users}"
         if own.warmup:
             return None
-        again = f"-rep{own.repeat}" if own.repeat else ""
         if own.mode == OPEN and own.rate is not None:
-            return f"throughput-r{own.rate:g}{again}"
-        return f"throughput-u{own.users}{again}"
+            return rate_unit(own.rate, own.repeat or 0)
+        return level_unit(own.users or 0, own.repeat or 0)
 
     def stage_load(self, parameters: Mapping[str, Any], records: Sequence[RequestRecord]) -> StageLoad:
         # an open-loop rate, else a closed-loop level's users, who share the prefix; a user's JSONL is
