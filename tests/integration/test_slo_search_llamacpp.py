@@ -75,25 +75,93 @@ def test_the_search_finds_the_slots_a_ttft_limit_allows(tmp_path: Path, tiny: Ti
     assert again.status == "skipped" and len(list(run.records())) == before
 
 
-def test_by_default_a_p99_limit_needs_the_requests_to_bound_it(tmp_path: Path, tiny: TinyModel) -> None:
-    # Issue 56: a p99 from 9 requests was judged like one from 10,000. By default the search judges the upper
-    # end of the p99's 95% interval; 4 requests have none, so the level breaks, saying why, whatever its TTFT.
+def test_a_level_judged_by_its_p99_runs_on_until_decided_and_the_search_concludes(
+    tmp_path: Path, tiny: TinyModel
+) -> None:
+    # Issue 68: with 4 requests a user every level "broke" (4 requests give a p99 no upper end) and the search
+    # stopped at its first probe. Now each level runs on, fresh requests, until its interval decides it.
     _, run = campaign_run(
         tmp_path,
-        "bounded",
+        "decided",
         "[checks.throughput]\nlevels = []\nprompt_tokens = 128\noutput_tokens = 4\nrequests_per_user = 4\n"
         'search = "users"\nsearch_to = 2\nslo = { ttft_p99_s = 600 }\n',
         tiny,
     )
     data = json.loads((run.path / "throughput.json").read_text())
     found = data["search"]
-    assert data["levels"]["1"]["ttft_s"]["p99"] < 600 and data["levels"]["1"]["ttft_s"]["p99_ci"][1] is None
-    assert found["met"] is None and [p["level"] for p in found["probes"]] == [1]
-    (row,) = collect(tmp_path / "bounded" / "results")
-    assert row.cell("slo").text.startswith(
-        "none met TTFT p99 <= 600 s (each p99 by its 95% upper bound) (from 1 users: TTFT p99: 4 request(s) "
-        "give no 95% upper bound (368 needed))"
-    ), row.cell("slo").text
+    assert [(p["level"], p["verdict"]) for p in found["probes"]] == [(1, "met"), (2, "met")]
+    assert (
+        found["met"] == 2 and found["stopped"] == "every level probed met the SLO, up to the highest searched"
+    )
+    records = list(run.records())
+    ids = [r.request_id for r in records]
+    assert len(ids) == len(set(ids))  # every round's requests are fresh: new ids, new prompts
+    for users in ("1", "2"):
+        level = data["levels"][users]
+        # 4 a user first, then one more round aiming at the 368 requests a p99's upper end needs
+        assert level["rounds"] == 2 and level["verdict"] == "met" and level["requests"] >= 368
+        assert level["ttft_s"]["n"] == level["requests"] and level["ttft_s"]["p99_ci"][1] <= 600
+        measured = [r for r in records if r.labels.get("users") == users and not r.warmup]
+        assert sorted(r.request_id for r in measured) == sorted(level["request_ids"])
+        assert sum(r.warmup for r in records if r.labels.get("users") == users) == int(users)  # round 1 only
+    assert all(r.cache is not None and r.cache.reuse == "fresh" for r in records)
+    report = run_report(run)
+    assert "| 1 | 1 | met | 368 (2) |" in report, report  # the requests each probe took, and its rounds
+
+
+def test_a_level_its_cap_stops_undecided_reads_undetermined_never_broke(
+    tmp_path: Path, tiny: TinyModel
+) -> None:
+    _, run = campaign_run(
+        tmp_path,
+        "capped",
+        "[checks.throughput]\nlevels = []\nprompt_tokens = 128\noutput_tokens = 4\nrequests_per_user = 4\n"
+        'search = "users"\nsearch_to = 2\nslo = { ttft_p99_s = 600, max_requests = 20 }\n',
+        tiny,
+    )
+    data = json.loads((run.path / "throughput.json").read_text())
+    found, level = data["search"], data["levels"]["1"]
+    assert (level["requests"], level["rounds"], level["verdict"]) == (20, 2, "undetermined")
+    assert level["stopped_by"] == "max_requests = 20" and level["ttft_s"]["p99"] < 600
+    assert [(p["level"], p["verdict"]) for p in found["probes"]] == [(1, "undetermined")]
+    assert (found["met"], found["broken"], found["above"], found["undetermined"]) == (None, None, 1, [1])
+    (row,) = collect(tmp_path / "capped" / "results")
+    text = row.cell("slo").text
+    assert text.startswith(
+        "none shown to meet TTFT p99 <= 600 s (each percentile by its 95% interval) (1 users undetermined: "
+        "TTFT p99 ["
+    ), text
+    assert "from 20 request(s) (about 368 would decide it)" in text and "broke" not in text
+    report = run_report(run)
+    section = report.split("### The highest level")[1].split("\n#")[0]
+    assert "undetermined: TTFT p99 [" in section and "broke" not in section, section
+
+
+def test_a_rate_search_runs_each_rate_on_until_decided(tmp_path: Path, tiny: TinyModel) -> None:
+    # The rate search by the default judgement: 4 requests a rate give a p90 no upper end (36 do); each rate
+    # runs more arrivals at the same rate until its p90 is decided, met within 60 s or broken by saturating.
+    _, run = campaign_run(
+        tmp_path,
+        "rates-decided",
+        "[checks.throughput]\nlevels = []\nrequests_per_rate = 4\nprompt_tokens = 128\noutput_tokens = 4\n"
+        'search = "rate"\nsearch_from = 8.0\nsearch_to = 16.0\nslo = { ttft_p90_s = 60 }\n',
+        tiny,
+    )
+    data = json.loads((run.path / "throughput.json").read_text())
+    found = data["search"]
+    assert [p["level"] for p in found["probes"]][0] == 8.0
+    assert all(p["verdict"] in ("met", "broke") for p in found["probes"]), found["probes"]
+    for probe in found["probes"]:
+        rate = data["rates"][f"{probe['level']:g}"]
+        if probe["verdict"] == "met":  # shown to meet: at least the 36 requests a p90's upper end needs
+            assert rate["requests"] >= 36 and rate["rounds"] >= 2 and rate["ttft_s"]["p90_ci"][1] <= 60
+        else:
+            assert rate["saturated"], rate
+    records = list(run.records())
+    ids = [r.request_id for r in records]
+    assert len(ids) == len(set(ids))
+    offered = [r for r in records if r.labels.get("rate") == "8"]
+    assert len(offered) == data["rates"]["8"]["requests"] >= 36  # its rounds, every one recorded
 
 
 def test_a_search_over_levels_already_measured_reads_them_back_and_sends_no_request_twice(

@@ -19,6 +19,7 @@ from ..config.deployments import BUILTIN_MODELS, Deployment, ExternalDeployment,
 from ..engines.deployment import plan_deployment
 from ..engines.kinds import engine
 from ..errors import CampaignFileError, CtxbenchError, UsageError
+from ..measure.slo_search import plan_text
 from ..text.blocks import shortest_prompt
 from ..text.tokens import SERVER, load_token_counter
 from .campaign_file import Campaign
@@ -246,6 +247,7 @@ def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -
         warnings = fit_warnings(deployment, checks) + short_trace_warnings(deployment, plan.model, checks)
         lines += [f"  warning: {warning}" for warning in warnings]
         throughput = checks.of(THROUGHPUT)
+        lines += [f"  slo: {line}" for line in (plan_text(throughput) if throughput is not None else [])]
         if throughput is not None and throughput.source not in QUESTIONS:
             try:
                 count = len(read_prompts(Path(throughput.source)))

@@ -11,23 +11,37 @@ from .param_types import MAX_TOKENS_PER_PROMPT, Strict, Tokens
 
 
 class SloParams(Strict):
-    """What a level must meet in the SLO search (docs/metrics.md, "SLO search"): TTFT and TPOT p99 over its
-    successful requests, and the share of its requests that are goodput (within `ttft_slo_s`/`tpot_slo_s`,
-    every successful one where neither is set). At least one."""
+    """What a level must meet in the SLO search (docs/metrics.md, "SLO search"): TTFT and TPOT percentiles
+    over its successful requests, and the share of its requests that are goodput (within
+    `ttft_slo_s`/`tpot_slo_s`, every successful one where neither is set). At least one."""
 
+    ttft_p50_s: float | None = Field(None, gt=0, le=24 * 3600)
+    ttft_p90_s: float | None = Field(None, gt=0, le=24 * 3600)
     ttft_p99_s: float | None = Field(None, gt=0, le=24 * 3600)
+    tpot_p50_s: float | None = Field(None, gt=0, le=3600)
+    tpot_p90_s: float | None = Field(None, gt=0, le=3600)
     tpot_p99_s: float | None = Field(None, gt=0, le=3600)
     goodput_fraction: float | None = Field(None, gt=0, le=1)
-    # A p99 limit is met when the upper end of the p99's 95% confidence interval is within it
-    # ("upper_bound": a level of fewer than 368 requests has none, and breaks it), or when the point
-    # estimate is ("estimate": what a level of few requests can be judged by, said as such).
+    # A percentile limit is met when the upper end of the percentile's 95% interval is within it and broken
+    # when the lower end is over it ("upper_bound"); between the two a level is undetermined and runs on,
+    # fresh requests, until one of them holds or it reaches max_requests or max_s (then it is reported
+    # undetermined, never broken). "estimate" judges the point estimate alone, said as such.
     judged_by: Literal["upper_bound", "estimate"] = "upper_bound"
+    max_requests: int = Field(4096, ge=1, le=10_000_000)  # a level's measured requests, all rounds
+    max_s: float = Field(600.0, gt=0, le=7 * 24 * 3600)  # a level's time, all rounds (MLPerf: 600 s a point)
 
     @model_validator(mode="after")
     def _some_limit(self) -> SloParams:
-        if self.ttft_p99_s is None and self.tpot_p99_s is None and self.goodput_fraction is None:
-            raise ValueError("slo sets no limit; give ttft_p99_s, tpot_p99_s or goodput_fraction")
+        if not self.limits() and self.goodput_fraction is None:
+            raise ValueError(
+                "slo sets no limit; give ttft_p99_s (or _p50_s, _p90_s), tpot_p99_s (...) or goodput_fraction"
+            )
         return self
+
+    def limits(self) -> dict[str, float]:
+        """The percentile limits set, by key: {"ttft_p99_s": 0.25}."""
+        keys = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s")
+        return {key: getattr(self, key) for key in keys if getattr(self, key) is not None}
 
 
 class AskParams(Strict):

@@ -31,10 +31,33 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from ..config.load_params import SloParams, ThroughputParams
-from .stats import samples_for_upper
+from .stats import Decision, decide, samples_for_upper, samples_to_decide
 
-Limit = Literal["ttft_p99_s", "tpot_p99_s", "goodput_fraction", "failed", "saturated", "no_answer"]
-_NAMES = {"ttft_p99_s": "TTFT p99", "tpot_p99_s": "TPOT p99", "goodput_fraction": "goodput share"}
+Limit = Literal[
+    "ttft_p50_s",
+    "ttft_p90_s",
+    "ttft_p99_s",
+    "tpot_p50_s",
+    "tpot_p90_s",
+    "tpot_p99_s",
+    "goodput_fraction",
+    "failed",
+    "saturated",
+    "no_answer",
+]
+# each percentile limit: its figure in a level, and which percentile (0-1)
+PERCENTILE_LIMITS: dict[Limit, tuple[str, str, float]] = {
+    "ttft_p50_s": ("ttft_s", "p50", 0.5),
+    "ttft_p90_s": ("ttft_s", "p90", 0.9),
+    "ttft_p99_s": ("ttft_s", "p99", 0.99),
+    "tpot_p50_s": ("tpot_s", "p50", 0.5),
+    "tpot_p90_s": ("tpot_s", "p90", 0.9),
+    "tpot_p99_s": ("tpot_s", "p99", 0.99),
+}
+_NAMES = {
+    **{limit: f"{limit[:4].upper()} {limit[5:8]}" for limit in PERCENTILE_LIMITS},  # "TTFT p99"
+    "goodput_fraction": "goodput share",
+}
 
 
 @dataclass(frozen=True)
@@ -44,7 +67,8 @@ class Breach:
     limit: Limit
     value: float | None = None
     bound: float | None = None
-    samples: int | None = None  # a p99 judged by its upper bound that has none: the requests it had
+    samples: int | None = None  # recorded before "undetermined" was: a p99 with no upper bound, its requests
+    low_end: bool = False  # the value is the percentile's 95% low end (judged by its interval)
 
     def text(self) -> str:
         if self.samples is not None:
@@ -60,44 +84,99 @@ class Breach:
             return "no request answered"
         unit = "" if self.limit == "goodput_fraction" else " s"
         sign = "<" if self.limit == "goodput_fraction" else ">"
-        return f"{_NAMES[self.limit]} {self.value:.3g}{unit} {sign} {self.bound:g}{unit}"
+        judged = " (its 95% low end)" if self.low_end else ""
+        return f"{_NAMES[self.limit]} {self.value:.3g}{unit}{judged} {sign} {self.bound:g}{unit}"
 
 
-def breaches(level: Mapping[str, Any], slo: SloParams) -> list[Breach]:
-    """The limits a level's figures (a `throughput.json` level or rate) break; [] where it meets the SLO."""
+@dataclass(frozen=True)
+class Undecided:
+    """A percentile limit a level's requests could not judge yet: the limit lies inside its 95% interval (or
+    an end is missing); `needed` is what the next round aims at (`stats.samples_to_decide`)."""
+
+    limit: Limit
+    low: float | None
+    high: float | None
+    bound: float
+    samples: int
+    needed: int
+
+    def text(self) -> str:
+        ends = ", ".join("too few" if end is None else f"{end:.3g}" for end in (self.low, self.high))
+        return (
+            f"{_NAMES[self.limit]} [{ends}] s around {self.bound:g} s from {self.samples} request(s) "
+            f"(about {self.needed} would decide it)"
+        )
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A level against an SLO: met (every limit met), broke (a limit decidedly broken), or undetermined (none
+    broken, some not decided by its requests); never "broke" for a limit its requests could not judge."""
+
+    verdict: Decision
+    breaches: list[Breach]
+    undecided: list[Undecided]
+
+    def needed(self) -> int:
+        """The requests the level aims at next to decide every undecided limit (0: decided)."""
+        return max((u.needed for u in self.undecided), default=0)
+
+    def recorded(self) -> dict[str, Any]:
+        """As a probe or repeat records it in `throughput.json`'s search."""
+        return {
+            "met": self.verdict == "met",
+            "verdict": self.verdict,
+            "breaches": [asdict(b) for b in self.breaches],
+            "undecided": [asdict(u) for u in self.undecided],
+        }
+
+
+def judge(level: Mapping[str, Any], slo: SloParams) -> Judgement:
+    """A level's figures (a `throughput.json` level or rate) against the SLO (docs/metrics.md, "SLO
+    search")."""
     requests, failed = level["requests"], level["failed"]
     if requests - failed <= 0:
-        return [Breach("no_answer")]
-    out = []
+        return Judgement("broke", [Breach("no_answer")], [])
+    out: list[Breach] = []
+    undecided: list[Undecided] = []
     if level.get("saturated"):
         out.append(Breach("saturated"))
-    limits: tuple[tuple[Limit, float | None], ...] = (
-        ("ttft_p99_s", slo.ttft_p99_s),
-        ("tpot_p99_s", slo.tpot_p99_s),
-    )
-    for limit, bound in limits:
-        figures = level[limit.removesuffix("_p99_s") + "_s"]
-        value, interval = figures["p99"], figures.get("p99_ci")
+    for limit, (figure, name, q) in PERCENTILE_LIMITS.items():
+        bound = getattr(slo, limit)
+        figures = level[figure]
+        value, interval = figures.get(name), figures.get(f"{name}_ci")
         if bound is None or value is None:
             continue
-        if slo.judged_by == "upper_bound" and interval is not None:  # (None: a level recorded before bounds)
-            if interval[1] is None:
-                out.append(Breach(limit, None, bound, samples=figures["n"]))
-                continue
-            value = interval[1]
-        if value > bound:
-            out.append(Breach(limit, value, bound))
+        if slo.judged_by == "estimate" or interval is None:  # (None: a level recorded before bounds)
+            if value > bound:
+                out.append(Breach(limit, value, bound))
+            continue
+        decided = decide((interval[0], interval[1]), bound)
+        if decided == "broke":
+            out.append(Breach(limit, interval[0], bound, low_end=True))
+        elif decided == "undetermined":
+            n = figures["n"]
+            needed = samples_to_decide(n, q)
+            undecided.append(Undecided(limit, interval[0], interval[1], bound, n, needed))
     if slo.goodput_fraction is not None:
         share = level["goodput_requests"] / requests
         if share < slo.goodput_fraction:
             out.append(Breach("goodput_fraction", share, slo.goodput_fraction))
     elif failed:
         out.append(Breach("failed", failed))
-    return out
+    verdict: Decision = "broke" if out else "undetermined" if undecided else "met"
+    return Judgement(verdict, out, undecided)
+
+
+def breaches(level: Mapping[str, Any], slo: SloParams) -> list[Breach]:
+    """The limits a level's figures decidedly break; [] where it meets the SLO or is undetermined."""
+    return judge(level, slo).breaches
 
 
 def bracket(probes: Sequence[tuple[float, bool]]) -> tuple[float | None, float | None]:
-    """(highest level met below the lowest broken, lowest broken) from (level, met) pairs."""
+    """(highest level met below the lowest not met, lowest not met) from (level, met) pairs: a level that
+    broke the SLO or stayed undetermined bounds the search from above alike (the answer is the highest level
+    shown to meet), though only one that broke is ever said to have broken it."""
     broken = min((level for level, met in probes if not met), default=None)
     met = max(
         (level for level, ok in probes if ok and (broken is None or level < broken)),
@@ -158,30 +237,41 @@ Measure = Callable[[float, int], Awaitable[Mapping[str, Any]]]
 
 async def search(params: ThroughputParams, start: float, measure: Measure) -> dict[str, Any]:
     """Probe levels by the rule, `measure(level, run)` giving a level's figures (run 0 the probe, 1.. the
-    repeats); returns the search's part of `throughput.json`."""
+    repeats; each level runs until the SLO decides it or its cap, `_Levels`); returns the search's part of
+    `throughput.json`."""
     assert params.slo is not None and params.search is not None
+    slo = params.slo
     probes: list[dict[str, Any]] = []
     pairs: list[tuple[float, bool]] = []
     while (level := next_level(params, start, pairs)) is not None:
-        broke = breaches(await measure(level, 0), params.slo)
-        probes.append({"level": level, "met": not broke, "breaches": [asdict(b) for b in broke]})
-        pairs.append((level, not broke))
-    met, broken = bracket(pairs)
-    runs = [not probe["breaches"] for probe in probes if probe["level"] == met]
+        figures = await measure(level, 0)
+        judged = judge(figures, slo)
+        probes.append({"level": level, **judged.recorded(), "requests": figures["requests"]})
+        pairs.append((level, judged.verdict == "met"))
+    met, above = bracket(pairs)
+    runs = [probe["met"] for probe in probes if probe["level"] == met]
     repeats: list[dict[str, Any]] = []
     if met is not None:  # the level found, repeated
         for run in range(1, params.search_repeats):
-            broke = breaches(await measure(met, run), params.slo)
-            repeats.append({"run": run, "met": not broke, "breaches": [asdict(b) for b in broke]})
-            runs.append(not broke)
+            figures = await measure(met, run)
+            judged = judge(figures, slo)
+            repeats.append({"run": run, **judged.recorded(), "requests": figures["requests"]})
+            runs.append(judged.verdict == "met")
+    first = {p["level"]: p for p in reversed(probes)}  # a level's first probe (a level is probed once)
+    broken = min((p["level"] for p in probes if p["verdict"] == "broke"), default=None)
     return {
         "by": params.search,
-        "slo": params.slo.model_dump(mode="json"),
+        "slo": slo.model_dump(mode="json"),
         "start": start,
         "probes": probes,
         "met": met,
+        # the level the search could not go past: it broke the SLO, or its requests could not decide it
+        "above": above,
+        "above_verdict": None if above is None else first[above]["verdict"],
+        "above_by": [] if above is None else _why(first[above]),
         "broken": broken,
-        "broken_by": next(p["breaches"] for p in probes if p["level"] == broken) if broken else [],
+        "broken_by": [] if broken is None else first[broken]["breaches"],
+        "undetermined": sorted(p["level"] for p in probes if p["verdict"] == "undetermined"),
         "stopped": stopped_because(params, pairs),
         "repeats": repeats,
         "met_runs": sum(runs),
@@ -189,33 +279,90 @@ async def search(params: ThroughputParams, start: float, measure: Measure) -> di
     }
 
 
+def _why(probe: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return list(probe["undecided"] if probe["verdict"] == "undetermined" else probe["breaches"])
+
+
+def plan_text(params: ThroughputParams) -> list[str]:
+    """What the SLO asks of each level before anything runs (the dry run): the requests each judged percentile
+    needs before a level can be shown to meet it, the cap of a level, and the search's longest duration."""
+    slo = params.slo
+    if slo is None:
+        return []
+    lines = []
+    for limit, (_, _, q) in PERCENTILE_LIMITS.items():
+        bound = getattr(slo, limit)
+        if bound is None:
+            continue
+        lines.append(
+            f"{_NAMES[limit]} <= {bound:g} s: a level is shown to meet it from {samples_for_upper(q)} "
+            "requests (its 95% upper end), to break it once its low end passes the limit; until then it runs"
+            if slo.judged_by == "upper_bound"
+            else f"{_NAMES[limit]} <= {bound:g} s: judged by the estimate alone (judged_by = 'estimate')"
+        )
+    levels = len(params.levels) + len(params.rates) + len(params.rates_of_capacity)
+    probes = params.search_probes + params.search_repeats - 1 if params.search else 0
+    lines.append(
+        f"each level stops undecided at max_requests = {slo.max_requests} or max_s = {slo.max_s:g} s "
+        f"(then it is undetermined, never broken); {levels} listed level(s) and at most {probes} search "
+        f"probe(s) and repeat(s): at most {(levels + probes) * slo.max_s / 3600:.2g} h of load"
+    )
+    return lines
+
+
 def breach_text(breach: Mapping[str, Any]) -> str:
-    """A recorded breach (`throughput.json`'s `search.broken_by`) in words."""
-    return Breach(**breach).text()
+    """A recorded breach (`throughput.json`'s `search.broken_by`) or undecided limit in words."""
+    return Undecided(**breach).text() if "needed" in breach else Breach(**breach).text()
+
+
+def probe_text(probe: Mapping[str, Any]) -> str:
+    """A recorded probe's verdict: "met", "broke: TTFT p99 ...", "undetermined: TTFT p99 [...] ..."."""
+    verdict = probe.get("verdict") or ("met" if probe["met"] else "broke")  # (no verdict: recorded before)
+    if verdict == "met":
+        return "met"
+    return f"{verdict}: " + "; ".join(breach_text(b) for b in _why({**probe, "verdict": verdict}))
+
+
+def above_text(found: Mapping[str, Any], unit: str) -> tuple[float | None, str]:
+    """The level above the answer and what it did: (level, "4 users broke it: ..." / "4 users undetermined:
+    ..."); a search recorded before "undetermined" was names its lowest broken level."""
+    if "above" in found:
+        level, verdict, why = found["above"], found["above_verdict"], found["above_by"]
+    else:
+        level, verdict, why = found["broken"], "broke", found["broken_by"]
+    if level is None:
+        return None, "nothing probed broke it"
+    reasons = "; ".join(breach_text(b) for b in why)
+    said = "broke it" if verdict == "broke" else "undetermined"
+    return level, f"{level:g}{unit} {said}: {reasons}"
 
 
 def slo_text(slo: Mapping[str, Any]) -> str:
     """A recorded SLO (`search.slo`) in words: "TTFT p99 <= 2 s, goodput >= 0.9"."""
-    parts = [
-        f"{name} <= {slo[key]:g} s"
-        for name, key in (("TTFT p99", "ttft_p99_s"), ("TPOT p99", "tpot_p99_s"))
-        if slo.get(key) is not None
-    ]
+    parts = [f"{_NAMES[key]} <= {slo[key]:g} s" for key in PERCENTILE_LIMITS if slo.get(key) is not None]
     if slo.get("goodput_fraction") is not None:
         parts.append(f"goodput >= {slo['goodput_fraction']:g} of requests")
-    judged = {"upper_bound": " (each p99 by its 95% upper bound)", "estimate": " (each p99 as estimated)"}
-    p99 = slo.get("ttft_p99_s") is not None or slo.get("tpot_p99_s") is not None
-    return ", ".join(parts) + (judged.get(slo.get("judged_by", ""), "") if p99 else "")
+    judged = {
+        "upper_bound": " (each percentile by its 95% interval)",
+        "estimate": " (each percentile as estimated)",
+    }
+    if not any(slo.get(key) is not None for key in PERCENTILE_LIMITS):
+        return ", ".join(parts)
+    if slo.get("judged_by") == "upper_bound" and "max_requests" not in slo:  # recorded before undetermined
+        judged["upper_bound"] = " (each p99 by its 95% upper bound)"
+    return ", ".join(parts) + judged.get(slo.get("judged_by", ""), "")
 
 
 def search_text(found: Mapping[str, Any]) -> str:
     """A recorded search (`throughput.json`'s `search`) in a line: the level found within the SLO, the level
-    above it that broke it and which limit, and with repeats in how many runs the level met it."""
+    above it that broke it (or that its requests could not decide) and why, and with repeats in how many runs
+    the level met it."""
     unit = " users" if found["by"] == "users" else " req/s"
-    slo, met, broken = slo_text(found["slo"]), found["met"], found["broken"]
-    why = "; ".join(breach_text(b) for b in found["broken_by"])
+    slo, met = slo_text(found["slo"]), found["met"]
+    above, said = above_text(found, unit)
     if met is None:
-        return f"none met {slo} (from {broken:g}{unit}: {why})"
-    above = f"{broken:g}{unit} broke it: {why}" if broken is not None else "nothing probed broke it"
+        if found.get("above_verdict") == "undetermined":
+            return f"none shown to meet {slo} ({said})"
+        return f"none met {slo} (from {said.replace(' broke it', '', 1)})"
     runs = f"; met in {found['met_runs']}/{found['runs']} runs" if found["runs"] > 1 else ""
-    return f"{met:g}{unit} within {slo} ({above}){runs}"
+    return f"{met:g}{unit} within {slo} ({said}){runs}"

@@ -5,8 +5,12 @@
 - `median_interval`: a seeded percentile-bootstrap interval of a median (TTFT, decode rate over requests
   or over repeats).
 - `verdict`: "established" only when two intervals do not overlap; otherwise "not established".
-- `quantile_bounds`: the distribution-free (order-statistic) confidence interval of a percentile, with
-  `samples_for_upper` the fewest values that give it an upper end (368 for p99 at 95%).
+- `percentile`: ctxbench's one percentile (linear between closest ranks, NumPy's default); every report,
+  console line, cell and figure prints it (an export whose format fixes another says so).
+- `quantile_bounds`: the distribution-free (order-statistic) confidence interval of a percentile, widened
+  to hold its estimate where few values put the estimate outside the ranks, with `samples_for_upper` the
+  fewest values that give it an upper end (368 for p99 at 95%).
+- `decide`: whether a percentile's interval puts it within a limit (met), over it (broke), or neither yet.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 Z95 = 1.959963984540054
 
@@ -116,9 +121,13 @@ def quantile_bounds(
     # upper rank u: the smallest with P(B <= u - 1) >= 1 - tail
     low = next((rank for rank in range(n, 0, -1) if cdf[rank - 1] <= tail), None)
     high = next((rank for rank in range(1, n + 1) if cdf[rank - 1] >= 1 - tail), None)
+    # The estimate (`percentile`, interpolated) can fall outside the ranks' values when they are few: 2 values
+    # put a p99's low end at the larger, the estimate just under it. Widening an interval to hold its estimate
+    # keeps its coverage (a superset covers at least as often), and a reader never sees "0.042 [0.043, ...]".
+    estimate = _interpolated(ordered, q)
     return (
-        None if low is None else ordered[low - 1],
-        None if high is None else ordered[high - 1],
+        None if low is None else min(ordered[low - 1], estimate),
+        None if high is None else max(ordered[high - 1], estimate),
     )
 
 
@@ -129,13 +138,37 @@ def samples_for_upper(q: float, confidence: float = 0.95) -> int:
     return math.ceil(math.log(tail) / math.log(q))
 
 
+Decision = Literal["met", "broke", "undetermined"]
+
+
+def decide(bounds: tuple[float | None, float | None], limit: float) -> Decision:
+    """A percentile against a limit by its 95% interval: met when the upper end is at or under the limit,
+    broke when the lower end is over it, else undetermined (an end missing, or the limit inside)."""
+    low, high = bounds
+    if high is not None and high <= limit:
+        return "met"
+    if low is not None and low > limit:
+        return "broke"
+    return "undetermined"
+
+
+def samples_to_decide(n: int, q: float) -> int:
+    """The values a percentile left undetermined by `n` aims at next: enough for an upper end
+    (`samples_for_upper`), else twice as many (the interval narrows about as 1/sqrt(n))."""
+    return max(samples_for_upper(q), 2 * n)
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """The q-th percentile (0-100) with linear interpolation between closest ranks, as NumPy's default
     (and so vLLM `bench serve`, which calls `np.percentile`)."""
     if not values:
         return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
+    return _interpolated(sorted(values), q / 100)
+
+
+def _interpolated(ordered: Sequence[float], q: float) -> float:
+    """The q-th quantile (0-1) of sorted values, linear between closest ranks (`percentile`)."""
+    position = (len(ordered) - 1) * q
     low = math.floor(position)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)

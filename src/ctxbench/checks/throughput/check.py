@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...client.chat import ChatClient
 from ...config.load_params import ThroughputParams
 from ...measure import metrics
-from ...measure.slo_search import search
+from ...measure.slo_search import judge, search
 from ...measure.steady import steady_state
 from ...records import RequestRecord
 from ...render.cell import Cell
@@ -91,21 +92,62 @@ class _Levels:
         params, run = self.params, self.run
         level = Level(self.client, self.prompts, params, run, self.scope, users, self.on_request, repeat)
         self.snapshot(unit, "before")
-        if params.ray_actors > 0:
-            from .ray import users_over_ray
+        began = time.perf_counter()
 
-            records = await users_over_ray(level)
-        elif params.client_processes > 1 and users > 1:
-            records = await users_in_processes(level)
-        else:
-            started = time.perf_counter()
-            per_user = await asyncio.gather(*(run_user(level, user, started) for user in range(users)))
-            records = [r for mine in per_user for r in mine]
+        async def another(first: int, more: int, budget_s: float) -> list[RequestRecord]:
+            per_user = math.ceil(more / users)
+            return await self._closed(
+                dataclasses.replace(level, first=first, per_user=per_user, budget_s=budget_s)
+            )
+
+        def figures(records: Sequence[RequestRecord]) -> dict[str, Any]:
+            return level_summary([r for r in records if not r.warmup], params, run.attempt)
+
+        store[key] = await self._until_decided(began, await self._closed(level), figures, another)
         self.snapshot(unit, "after")
-        measured = [r for r in records if not r.warmup]
-        store[key] = level_summary(measured, params, run.attempt)
         self._finish(unit)
         return store[key]
+
+    async def _closed(self, level: Level) -> list[RequestRecord]:
+        """One round of a closed-loop level, on the client processes or Ray actors the params ask for."""
+        if self.params.ray_actors > 0:
+            from .ray import users_over_ray
+
+            return await users_over_ray(level)
+        if self.params.client_processes > 1 and level.users > 1:
+            return await users_in_processes(level)
+        started = time.perf_counter()
+        per_user = await asyncio.gather(*(run_user(level, user, started) for user in range(level.users)))
+        return [r for mine in per_user for r in mine]
+
+    async def _until_decided(
+        self,
+        began: float,
+        records: list[RequestRecord],
+        figures_of: Callable[[Sequence[RequestRecord]], dict[str, Any]],
+        another: Callable[[int, int, float], Awaitable[list[RequestRecord]]],
+    ) -> dict[str, Any]:
+        """A level's figures once the SLO decides them (met or broke), or its cap is reached (undetermined,
+        and why it stopped): while undetermined, `another(first, more, budget_s)` runs a further round of
+        `more` fresh requests numbered from `first`, aiming at the requests that would decide it
+        (`Judgement.needed`), within `max_requests` and `max_s` for the level. Without an SLO: one round."""
+        slo, figures, rounds = self.params.slo, figures_of(records), 1
+        while slo is not None and (judged := judge(figures, slo)).verdict == "undetermined":
+            spent = time.perf_counter() - began
+            target = min(judged.needed(), slo.max_requests)
+            if target <= figures["requests"] or spent >= slo.max_s:
+                figures["stopped_by"] = (
+                    f"max_requests = {slo.max_requests}"
+                    if target <= figures["requests"]
+                    else f"max_s = {slo.max_s:g} s"
+                )
+                break
+            first = 1 + max(ThroughputLabels.of(r).index or 0 for r in records)
+            records = [*records, *await another(first, target - figures["requests"], slo.max_s - spent)]
+            rounds, figures = rounds + 1, figures_of(records)
+        if slo is not None:
+            figures["verdict"], figures["rounds"] = judge(figures, slo).verdict, rounds
+        return figures
 
     async def rate(self, rate: float, repeat: int = 0) -> Mapping[str, Any]:
         """An open-loop rate (`repeat` > 0: a search's repeat of it)."""
@@ -115,19 +157,34 @@ class _Levels:
         if unit in self.done and key in store and "skipped" not in store[key]:
             return store[key]
         self.snapshot(unit, "before")
+        began = time.perf_counter()
+        params, client, prompts = self.params, self.client, self.prompts
+
+        async def another(first: int, more: int, budget_s: float) -> list[RequestRecord]:
+            count = max(1, min(more, math.ceil(budget_s * rate)))  # a rate's arrivals take count / rate s
+            return await run_rate(
+                client,
+                prompts,
+                params,
+                self.run,
+                self.scope,
+                rate,
+                extra,
+                self.on_request,
+                repeat,
+                first,
+                count,
+            )
+
+        def figures(records: Sequence[RequestRecord]) -> dict[str, Any]:
+            return rate_summary(list(records), params, rate, self.run.attempt)
+
+        extra = extra_body(params)
         records = await run_rate(
-            self.client,
-            self.prompts,
-            self.params,
-            self.run,
-            self.scope,
-            rate,
-            extra_body(self.params),
-            self.on_request,
-            repeat,
+            client, prompts, params, self.run, self.scope, rate, extra, self.on_request, repeat
         )
+        store[key] = await self._until_decided(began, records, figures, another)
         self.snapshot(unit, "after")
-        store[key] = rate_summary(records, self.params, rate, self.run.attempt)
         self._finish(unit)
         return store[key]
 

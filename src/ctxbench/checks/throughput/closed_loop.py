@@ -37,7 +37,11 @@ def extra_body(params: ThroughputParams) -> dict[str, object]:
 class Level:
     """One closed-loop level as its users run it, in this process, over client processes or Ray actors: the
     client, the prompts, the check's params, the run its records go to, the seed scope, the level's users, who
-    hears of each request, and a search's repeat of the level (`repeat` > 0: its own prompts and ids)."""
+    hears of each request, and a search's repeat of the level (`repeat` > 0: its own prompts and ids).
+
+    A level judged against an SLO runs in rounds until its requests decide it (`check._Levels`): a later
+    round's users number their requests on from `first` (fresh prompts and ids, no warm-up), each sending
+    `per_user` (None: the params' count or duration), none sent `budget_s` or more after the round began."""
 
     client: ChatClient
     prompts: PromptMaker
@@ -47,6 +51,9 @@ class Level:
     users: int
     on_request: Callable[[RequestRecord], None] | None = None
     repeat: int = 0
+    first: int = 0
+    per_user: int | None = None
+    budget_s: float | None = None
 
     def job(self, settings: dict[str, Any], index: int, count: int) -> WorkerJob:
         """The share of the level's users that client process or actor `index` of `count` runs."""
@@ -61,6 +68,9 @@ class Level:
             index,
             tuple(range(index, self.users, count)),
             self.repeat,
+            self.first,
+            self.per_user,
+            self.budget_s,
         )
 
 
@@ -74,15 +84,16 @@ async def run_user(level: Level, user: int, started: float) -> list[RequestRecor
     out = []
     # A little jitter so that U users do not all arrive in the same millisecond of the first step.
     await asyncio.sleep(random.Random(request_seed(*scope, "tput-start", users, user)).uniform(0, 0.05))
-    for index in itertools.count():
+    per_user = level.per_user if level.per_user is not None else params.requests_per_user
+    measured = 0  # this round's
+    for index in itertools.count(level.first):
         warmup = index < params.warmup_requests
-        measured = index - params.warmup_requests
-        if not warmup and (
-            measured >= params.requests_per_user
-            if params.requests_per_user is not None
-            else time.perf_counter() - started >= params.duration_s
-        ):
+        elapsed = time.perf_counter() - started
+        if level.budget_s is not None and elapsed >= level.budget_s:
             break
+        if not warmup and (measured >= per_user if per_user is not None else elapsed >= params.duration_s):
+            break
+        measured += not warmup
         enqueued = time.perf_counter_ns()  # before the prompt is built: client-side time is queueing, shown
         seed = request_seed(*scope, "throughput", users, user, index, *again)
         messages, planned = await asyncio.to_thread(prompts, seed, user * 100_000 + index)
@@ -125,10 +136,25 @@ class WorkerJob:
     process: int
     user_ids: tuple[int, ...]
     repeat: int = 0  # a search's repeat of the level (`run_user`)
+    first: int = 0  # a later round's (`Level`)
+    per_user: int | None = None
+    budget_s: float | None = None
 
     async def run_users(self, client: ChatClient, run: RunDir, started: float) -> None:
         """This job's users, from `started` (perf_counter), each record appended to `run`."""
-        level = Level(client, self.prompts, self.params, run, self.scope, self.users, None, self.repeat)
+        level = Level(
+            client,
+            self.prompts,
+            self.params,
+            run,
+            self.scope,
+            self.users,
+            None,
+            self.repeat,
+            self.first,
+            self.per_user,
+            self.budget_s,
+        )
         await asyncio.gather(*(run_user(level, u, started) for u in self.user_ids))
 
 

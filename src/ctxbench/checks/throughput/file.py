@@ -29,6 +29,11 @@ class Load(_Open):
     ttft_s: Stats
     tpot_s: Stats
     request_ids: list[str] = []  # the measured requests, in `requests.jsonl`
+    # judged against an SLO (`slo_search.judge`): met, broke or undetermined after `rounds` rounds, and what
+    # stopped an undetermined one ("max_requests = 4096"); absent without an SLO
+    verdict: str | None = None
+    rounds: int = 1
+    stopped_by: str | None = None
 
 
 class Level(Load):
@@ -60,6 +65,9 @@ class Rate(_Open):
     goodput_per_s: float | None = None
     ttft_s: Stats = Stats()
     tpot_s: Stats = Stats()
+    verdict: str | None = None  # as a closed-loop level's (`Load`)
+    rounds: int = 1
+    stopped_by: str | None = None
 
 
 class ThroughputFile(CheckFile):

@@ -39,17 +39,21 @@ async def run_rate(
     extra_body: dict[str, object],
     on_request: Callable[[RequestRecord], None] | None = None,
     repeat: int = 0,
+    first: int = 0,
+    count: int | None = None,
 ) -> list[RequestRecord]:
     """Offer `rate` requests a second. `prompts(seed, index)` gives a request's messages and planned tokens
     (the many-users check's `PromptMaker`); all are built before the first is due. A search's repeat of the
-    rate (`repeat` > 0) has its own arrivals, prompts and request ids."""
-    count = params.requests_at(rate)
+    rate (`repeat` > 0) has its own arrivals, prompts and request ids. A later round of a rate the SLO has not
+    decided (`check._Levels`) offers `count` more, numbered on from `first`, on arrivals of its own."""
+    count = params.requests_at(rate) if count is None else count
     again = (repeat,) if repeat else ()
-    due = due_times(rate, count, params.arrival, request_seed(*scope, "arrivals", rate, *again))
+    later = (first,) if first else ()
+    due = due_times(rate, count, params.arrival, request_seed(*scope, "arrivals", rate, *again, *later))
 
     def build() -> list[Due]:
         requests = []
-        for k, at_s in enumerate(due):
+        for k, at_s in enumerate(due, start=first):
             messages, planned = prompts(request_seed(*scope, "open-loop", rate, k, *again), 1_000_000 + k)
             labels = ThroughputLabels(
                 mode=OPEN,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...measure.slo_search import breach_text, slo_text
+from ...measure.slo_search import above_text, probe_text, slo_text
 from ...render.tables import bounded_text, fmt, markdown_table
 
 
@@ -17,6 +17,13 @@ def _figures(data: Mapping[str, Any], by: str, level: float, run: int) -> Mappin
     if by == "users":
         return data.get("levels", {}).get(str(int(level)))
     return data.get("rates", {}).get(f"{level:g}")
+
+
+def _requests(level: Mapping[str, Any]) -> str:
+    """The measured requests that decided a probe, and in how many rounds (`_Levels`)."""
+    if "requests" not in level:
+        return "n/a"
+    return f"{level['requests']:,}" + (f" ({level['rounds']})" if level.get("rounds", 1) > 1 else "")
 
 
 def search_lines(data: Mapping[str, Any]) -> list[str]:
@@ -39,30 +46,39 @@ def search_lines(data: Mapping[str, Any]) -> list[str]:
             [
                 str(number),
                 f"{probe['level']:g}" + (f" (repeat {run})" if run else ""),
-                "met" if probe["met"] else "broke: " + "; ".join(breach_text(b) for b in probe["breaches"]),
+                probe_text(probe),
+                _requests(level),
                 bounded_text(level.get("ttft_s", {}).get("p99"), level.get("ttft_s", {}).get("p99_ci")),
                 bounded_text(level.get("tpot_s", {}).get("p99"), level.get("tpot_s", {}).get("p99_ci"), 4),
                 fmt(share),
                 fmt(level.get("output_tokens_per_s"), 1),
             ]
         )
-    met, broken = found["met"], found["broken"]
+    met = found["met"]
+    _, said = above_text(found, f" {unit}")
+    runs = f", met in {found['met_runs']} of {found['runs']} runs" if found["runs"] > 1 else ""
     answer = (
-        f"no level probed met it (the lowest, {broken:g} {unit}, broke it)"
-        if met is None
-        else f"**{met:g} {unit}**"
-        + (f", met in {found['met_runs']} of {found['runs']} runs" if found["runs"] > 1 else "")
-        + (f"; {broken:g} {unit} broke it" if broken is not None else "; nothing probed broke it")
+        f"no level probed met it (the lowest, {said})" if met is None else f"**{met:g} {unit}**{runs}; {said}"
     )
     return [
         *head,
         f"SLO: {slo_text(found['slo'])}. The search doubles {unit} from {found['start']:g} until a level "
-        "breaks the SLO, then bisects between the highest level met and the lowest broken, each probe a "
-        f'level measured like those above (docs/metrics.md, "SLO search"); it stopped because '
+        "breaks the SLO, then bisects between the highest level met and the lowest not met, each probe a "
+        "level measured like those above, run until its requests decide it or its cap "
+        f'(docs/metrics.md, "SLO search"); it stopped because '
         f"{found['stopped']}. Highest level within the SLO: {answer}.",
         "",
         markdown_table(
             rows,
-            ["probe", unit, "SLO", "TTFT p99 s [95%]", "TPOT p99 s [95%]", "goodput share", "output tok/s"],
+            [
+                "probe",
+                unit,
+                "SLO",
+                "requests (rounds)",
+                "TTFT p99 s [95%]",
+                "TPOT p99 s [95%]",
+                "goodput share",
+                "output tok/s",
+            ],
         ),
     ]
