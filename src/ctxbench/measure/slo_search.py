@@ -54,10 +54,15 @@ PERCENTILE_LIMITS: dict[Limit, tuple[str, str, float]] = {
     "tpot_p90_s": ("tpot_s", "p90", 0.9),
     "tpot_p99_s": ("tpot_s", "p99", 0.99),
 }
-_NAMES = {
+_NAMES: dict[str, str] = {
     **{limit: f"{limit[:4].upper()} {limit[5:8]}" for limit in PERCENTILE_LIMITS},  # "TTFT p99"
     "goodput_fraction": "goodput share",
 }
+
+
+def limit_name(limit: str) -> str:
+    """ "TTFT p99" for "ttft_p99_s"."""
+    return _NAMES[limit]
 
 
 @dataclass(frozen=True)

@@ -10,18 +10,21 @@ reader (`results_plots.load_run`, `extract_distribution`) takes from `<report di
 definitions, followed here:
 - times in integer nanoseconds; `ttft` to the first non-empty fragment of any kind (`metrics.first_text_s`,
   as the run report's MLPerf view), `tpot` ctxbench's TPOT, `latency` issue to the last byte (E2E),
-  `output_sequence_lengths` the server's output tokens;
+  `output_sequence_lengths` the server's output tokens, `input_sequence_lengths` its prompt tokens;
 - percentiles at upstream's grid (`PERCENTILES`) by NumPy's `method="lower"` (an observed value, not
-  interpolated: unlike every other ctxbench percentile), keyed as Python writes the float ("99.0");
+  interpolated: every other ctxbench percentile is `stats.percentile`, linear between ranks; the run
+  report's MLPerf view names both), keyed as Python writes the float ("99.0");
   `median` the "50.0" one, `std_dev` the sample standard deviation, a histogram over log-spaced edges;
 - `qps` completed / duration and `tps` output tokens / duration over the stage's window (first send to
   last end: ctxbench's window), `legacy_loadgen_window_duration_ns` null (not the LoadGen window);
 - `test_started_at` 0, as upstream writes it ("TODO: surface session_started_ns"); `version` names the
   tool that measured (ctxbench), `git_sha` its commit; `run_config` the load pattern as upstream's
   `LoadPattern` names it, and a `ctxbench` section saying which run, stage and deployment it is.
-Not written: upstream's `early_stopping` estimates (LoadGen's method at 99% confidence, not computed
-here; the run report gives distribution-free 95% intervals instead), accuracy, and constant-rate
-open-loop rates (upstream has no such load pattern).
+- `early_stopping_percentiles` in `ttft`, `tpot` and `latency`, right after `percentiles`: LoadGen's
+  early-stopping estimate at 99% confidence of each grid percentile from the median up, None where the
+  requests are too few (`measure/early_stopping.py`, checked against upstream's own function);
+- `finish_reason_counts` by upstream's six reasons, from each request's finish reason.
+Not written: accuracy, and constant-rate open-loop rates (upstream has no such load pattern).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .. import __version__
 from ..checks.throughput import THROUGHPUT
-from ..measure import metrics
+from ..measure import early_stopping, metrics
 from ..records import RequestRecord
 from ..store.run_dir import RunDir
 from ..store.run_files import MANIFEST_FILE, Manifest
@@ -45,7 +48,9 @@ from .llmd_report import stages
 
 UPSTREAM = {
     "repository": "mlcommons/endpoints",
-    "report": "src/inference_endpoint/metrics/report.py@03cd909097caf5b7afb13daaa82dee5c6f439806",
+    "report": "src/inference_endpoint/metrics/report.py@ea3327530376fef63d706f4105612e17c2c80a8d",
+    "early_stopping": "src/inference_endpoint/metrics/early_stopping.py"
+    "@ea3327530376fef63d706f4105612e17c2c80a8d",
     "percentiles": "src/inference_endpoint/async_utils/services/metrics_aggregator/registry.py"
     "@021c223cd202d56a797d90cd6cc40864ca4ef573",
     "load_pattern": "src/inference_endpoint/config/schema.py (LoadPattern)",
@@ -65,7 +70,8 @@ class Histogram(BaseModel):
 
 
 class Series(BaseModel):
-    """One metric's rollup, as `_series_to_metric_dict` shapes it (what upstream's `display` reads)."""
+    """One metric's rollup, as `_series_to_metric_dict` shapes it (what upstream's `display` reads); the tail
+    latencies carry their early-stopping estimates right after `percentiles`, as upstream places them."""
 
     model_config = ConfigDict(extra="forbid")
     total: int
@@ -75,6 +81,7 @@ class Series(BaseModel):
     avg: float
     std_dev: float
     percentiles: dict[str, float]
+    early_stopping_percentiles: dict[str, float | None] | None = None
     histogram: Histogram
 
 
@@ -102,14 +109,21 @@ class ResultSummary(BaseModel):
     tpot: dict[str, Any]
     latency: dict[str, Any]
     output_sequence_lengths: dict[str, Any]
+    input_sequence_lengths: dict[str, Any]
     legacy_loadgen_window_duration_ns: int | None = None
     qps: float | None = None
     tps: float | None = None
+    finish_reason_counts: dict[str, int] = {}
     run_config: dict[str, Any] | None = None
 
 
-def series(values: Sequence[int]) -> dict[str, Any]:
-    """The rollup of integer samples, {} without any (upstream's empty series)."""
+# upstream's tracked finish reasons; any other a server sends counts as "other"
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "function_call", "other")
+
+
+def series(values: Sequence[int], tail: bool = False) -> dict[str, Any]:
+    """The rollup of integer samples, {} without any (upstream's empty series); `tail`: a latency, with its
+    early-stopping estimates."""
     if not values:
         return {}
     ordered = sorted(values)
@@ -133,8 +147,16 @@ def series(values: Sequence[int]) -> dict[str, Any]:
         avg=avg,
         std_dev=std_dev,
         percentiles=percentiles,
+        early_stopping_percentiles=(
+            {
+                key: None if v is None else float(v)
+                for key, v in early_stopping.estimates(ordered, PERCENTILES).items()
+            }
+            if tail
+            else None
+        ),
         histogram=Histogram(buckets=list(zip(edges, edges[1:], strict=False)), counts=counts),
-    ).model_dump(mode="json")
+    ).model_dump(mode="json", exclude_none=True)
 
 
 def _ns(values: Sequence[float | None]) -> list[int]:
@@ -158,7 +180,7 @@ def summary_of(
     duration = window_ns / NS if window_ns > 0 else None
     return ResultSummary(
         version=f"ctxbench {__version__}",
-        git_sha=manifest.model_extra.get("git_revision") if manifest.model_extra else None,
+        git_sha=manifest.git_revision,
         test_started_at=0,
         n_samples_issued=len(records),
         n_samples_completed=len(ok),
@@ -166,17 +188,30 @@ def summary_of(
         duration_ns=window_ns if window_ns > 0 else None,
         state="complete",
         complete=True,
-        ttft=series(_ns([metrics.first_text_s(r) for r in ok])),
-        tpot=series(_ns([metrics.tpot_s(r) for r in ok])),
-        latency=series(_ns([metrics.e2e_s(r) for r in ok])),
+        ttft=series(_ns([metrics.first_text_s(r) for r in ok]), tail=True),
+        tpot=series(_ns([metrics.tpot_s(r) for r in ok]), tail=True),
+        latency=series(_ns([metrics.e2e_s(r) for r in ok]), tail=True),
         output_sequence_lengths=series(lengths),
+        input_sequence_lengths=series([p for r in ok if (p := metrics.prompt_tokens(r)) is not None]),
         qps=None if duration is None else len(ok) / duration,
         tps=None if duration is None or not lengths else sum(lengths) / duration,
+        finish_reason_counts=finish_reasons(ok),
         run_config={
             "load_pattern": pattern.model_dump(exclude_none=True),
             "ctxbench": {"run_id": run_id, "stage": stage, "deployment": manifest.deployment},
         },
     )
+
+
+def finish_reasons(records: Sequence[RequestRecord]) -> dict[str, int]:
+    """How many requests ended for each of upstream's reasons (a reason it does not track is "other"; a
+    request whose server named none is not counted, as upstream counts only what it was told)."""
+    counts = dict.fromkeys(FINISH_REASONS, 0)
+    for record in records:
+        if record.finish_reason is not None:
+            reason = record.finish_reason if record.finish_reason in counts else "other"
+            counts[reason] += 1
+    return counts
 
 
 def export_endpoints(results: Path, out: Path) -> list[Path]:
