@@ -78,9 +78,9 @@ def test_a_percentile_is_written_with_its_interval_or_says_too_few() -> None:
     # a recorded figure keeps its recorded value and interval; one recorded before intervals gets its
     # interval from the requests it was measured over, never a recomputed value
     recorded = Stats(
-        n=100, p50=50.0, p90=90.0, p99=99.0, p50_ci=(1.0, 2.0), p90_ci=(3.0, None), p99_ci=(4.0, None)
+        n=100, p50=50.0, p90=90.0, p99=99.0, p50_ci=(41.0, 62.0), p90_ci=(83.0, None), p99_ci=(95.0, None)
     )
-    assert stats_text(recorded, values, 0) == "50 [1, 2] / 90 [3, too few] / 99 [4, too few]"
+    assert stats_text(recorded, values, 0) == "50 [41, 62] / 90 [83, too few] / 99 [95, too few]"
     older = Stats(n=100, p50=50.0, p90=90.0, p99=99.0)
     assert stats_text(older, values, 1, (0.5,)) == f"50.0 [{low:.1f}, {high:.1f}]"
 
@@ -111,3 +111,11 @@ def test_a_limit_is_met_by_the_upper_end_broken_by_the_lower_and_else_undetermin
     assert stats.decide((None, None), 0.2) == "undetermined"
     # what an undetermined percentile asks for next: an upper end, else twice the requests
     assert stats.samples_to_decide(4, 0.99) == 368 and stats.samples_to_decide(400, 0.99) == 800
+
+
+def test_an_interval_recorded_without_its_estimate_is_shown_holding_it() -> None:
+    from ctxbench.render.tables import bounded_text
+
+    # what a run recorded before 2026-12-08 could hold for 2 requests: a p99 under its own low end
+    assert bounded_text(0.0429, (0.043, None)) == "0.043 [0.043, too few]"
+    assert bounded_text(0.0429, (0.010, 0.0420), 4) == "0.0429 [0.0100, 0.0429]"

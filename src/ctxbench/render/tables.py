@@ -156,6 +156,9 @@ def bounded_text(value: float | None, bounds: Sequence[float | None] | None, dig
     low, high = bounds
     if low is None and high is None:
         return f"{fmt(value, digits)} [too few]"
+    # an interval recorded before `quantile_bounds` held its estimate (2026-12-08) is shown widened to it
+    low = None if low is None else min(low, value)
+    high = None if high is None else max(high, value)
     ends = ["too few" if end is None else fmt(end, digits) for end in (low, high)]
     return f"{fmt(value, digits)} [{ends[0]}, {ends[1]}]"
 
