@@ -19,6 +19,7 @@ from ctxbench.report.run_report import run_report
 from ctxbench.results.evidence import collect
 from ctxbench.store.counters import counter_deltas
 from ctxbench.store.run_dir import RunDir
+from ctxbench.text.tokens import HfTokenCounter
 
 pytestmark = pytest.mark.engine
 
@@ -292,3 +293,55 @@ async def test_a_client_process_that_cannot_start_fails_the_level_with_a_message
         with pytest.raises(CtxbenchError, match="did not start"):
             await throughput.run_throughput(client, prompts, spec, run, ("t",))
     assert not run.completed_units()
+
+
+G = "gamma delta epsilon zeta eta theta iota kappa"  # longer than "alpha", so token counts tell them apart
+
+
+def test_the_prompt_files_people_have_run_as_their_tools_read_them(tmp_path: Path, tiny: TinyModel) -> None:
+    # Issue 69: the ShareGPT .json `vllm bench serve` reads was refused by its name (the same bytes as .jsonl
+    # ran), a conversation of one turn refused the whole file, and text-part messages were refused, though
+    # vLLM, SGLang and llama.cpp take them. Each now runs against llama-server, sending what it says.
+    sharegpt = tmp_path / "ShareGPT_V3_unfiltered_cleaned_split.json"
+    sharegpt.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "a",
+                    "conversations": [{"from": "human", "value": "alpha"}, {"from": "gpt", "value": "b"}],
+                },
+                {"id": "one turn", "conversations": [{"from": "human", "value": "skipped"}]},
+                {"id": "empty", "conversations": []},
+                {"id": "c", "conversations": [{"from": "human", "value": G}, {"from": "gpt", "value": "d"}]},
+            ]
+        )
+    )
+    parts = tmp_path / "parts.jsonl"
+    parts.write_text(
+        json.dumps(
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}],
+                    }
+                ]
+            }
+        )
+        + "\n"
+    )
+    counter = HfTokenCounter.from_path(tiny.tokenizer_dir)
+    for name, source, sent in (("sharegpt", sharegpt, {"alpha", G}), ("parts", parts, {"one\ntwo"})):
+        run = run_one(
+            tmp_path / name,
+            "[checks.throughput]\nlevels = [1]\nrequests_per_user = 4\noutput_tokens = 4\n"
+            f'source = "{source}"\n',
+            tiny_llamacpp(tiny),
+        )
+        records = [r for r in run.records() if r.check == "throughput"]
+        assert len(records) == 5 and all(r.ok for r in records), [r.error for r in records]
+        # the server counted what the file says, and nothing skipped was sent
+        counted = {counter.count_chat([{"role": "user", "content": text}]) for text in sent}
+        assert {metrics.prompt_tokens(r) for r in records} == counted, counted
+        data = json.loads((run.path / "throughput.json").read_text())
+        assert data["levels"]["1"]["requests"] == 4 and data["spec"]["source"] == str(source)

@@ -37,6 +37,55 @@ def test_sharegpt_files_are_read_as_vllm_and_sglang_read_them(tmp_path: Path) ->
     assert read_prompts(array) == read_prompts(lines) == expected
 
 
+def test_sharegpt_entries_are_kept_or_skipped_by_vllms_rule(tmp_path: Path) -> None:
+    # Issue 69: a real ShareGPT .json holds conversations of one turn and empty ones; vLLM's loader keeps
+    # those of 2 turns or more and reads the first turn; ctxbench refused the whole file at the first one.
+    import json
+
+    from ctxbench.checks.prompts import read_prompt_file
+    from ctxbench.config.load_params import ThroughputParams
+
+    entries = [
+        *SHAREGPT,
+        {"id": "empty", "conversations": []},
+        {"id": "one", "conversations": [{"from": "human", "value": "alone"}]},
+        {
+            "id": "bot first",
+            "conversations": [{"from": "gpt", "value": "hi"}, {"from": "human", "value": "and?"}],
+        },
+        {"id": "no human", "conversations": [{"from": "gpt", "value": "a"}, {"from": "gpt", "value": "b"}]},
+    ]
+    path = tmp_path / "ShareGPT_V3_unfiltered_cleaned_split.json"
+    path.write_text(json.dumps(entries))
+    read = read_prompt_file(path)
+    assert read.prompts == [
+        [{"role": "user", "content": "hello"}],
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": "why?"}],
+        [{"role": "user", "content": "and?"}],  # the first human turn is the prompt
+    ]
+    assert read.skipped == 3 and read.text("s.json").startswith(
+        "3 from s.json (3 ShareGPT conversation(s) skipped"
+    )
+    assert ThroughputParams(source=str(path)).source == str(
+        path
+    )  # a .json source is taken, as vllm bench takes it
+    with pytest.raises(ValueError, match=r"a \.jsonl or \.json file"):
+        ThroughputParams(source="prompts.txt")
+
+
+def test_messages_whose_content_is_a_list_of_text_parts_are_sent_as_their_text(tmp_path: Path) -> None:
+    # Issue 69: OpenAI content parts (vLLM, SGLang and llama.cpp take them) were refused.
+    path = tmp_path / "parts.jsonl"
+    path.write_text(
+        '{"messages": [{"role": "system", "content": [{"type": "text", "text": "be brief"}]}, '
+        '{"role": "user", "content": [{"type": "text", "text": "first"}, '
+        '{"type": "text", "text": "second"}]}]}\n'
+    )
+    assert read_prompts(path) == [
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": "first\nsecond"}]
+    ]
+
+
 @pytest.mark.parametrize(
     "text, words",
     [
@@ -45,9 +94,24 @@ def test_sharegpt_files_are_read_as_vllm_and_sglang_read_them(tmp_path: Path) ->
         ("\n", "no prompts"),
         # the server answers HTTP 400 "All non-assistant messages must contain 'content'": named here first
         ('{"prompt": "ok"}\n{"messages": [{"role": "user"}]}\n', r':2: messages\[0\] needs a "role" and a'),
-        ('[{"conversations": [{"from": "gpt", "value": "x"}]}]', r"p.jsonl\[0\]: the conversation has no"),
-        ('[{"conversations": [{"from": "bot", "value": "x"}]}]', r'conversations\[0\] needs "from"'),
-        ('[{"conversations": [{"from": ["human"], "value": "x"}]}]', r'conversations\[0\] needs "from"'),
+        # every ShareGPT entry skipped (fewer than 2 turns, or no human turn): nothing to send, said so
+        ('[{"conversations": [{"from": "gpt", "value": "x"}]}]', r"no prompts in the file \(1 ShareGPT"),
+        (
+            '[{"conversations": [{"from": "bot", "value": "x"}, {"from": "human", "value": "y"}]}]',
+            r'conversations\[0\] needs "from"',
+        ),
+        (
+            '[{"conversations": [{"from": ["human"], "value": "x"}, {"from": "gpt", "value": "y"}]}]',
+            r'conversations\[0\] needs "from"',
+        ),
+        (
+            '{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}\n',
+            r"content\[0\] is a 'image_url' part",
+        ),
+        (
+            '{"messages": [{"role": "user", "content": []}]}\n',
+            r'messages\[0\] needs a "role" and a "content"',
+        ),
     ],
 )
 def test_bad_prompts_files_name_the_file_and_line(tmp_path: Path, text: str, words: str) -> None:

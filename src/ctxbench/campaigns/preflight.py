@@ -10,7 +10,7 @@ from pathlib import Path
 from ..checks.catalog import Checks
 from ..checks.catalog import selected as selected_checks
 from ..checks.needle import NEEDLE
-from ..checks.prompts import QUESTIONS, read_prompts
+from ..checks.prompts import QUESTIONS, read_prompt_file, read_prompts
 from ..checks.ramp import RAMP
 from ..checks.sessions import SESSIONS
 from ..checks.throughput import THROUGHPUT
@@ -250,8 +250,9 @@ def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -
         lines += [f"  slo: {line}" for line in (plan_text(throughput) if throughput is not None else [])]
         if throughput is not None and throughput.source not in QUESTIONS:
             try:
-                count = len(read_prompts(Path(throughput.source)))
-                lines.append(f"  prompts: {count} from {throughput.source}")
+                lines.append(
+                    f"  prompts: {read_prompt_file(Path(throughput.source)).text(throughput.source)}"
+                )
             except CtxbenchError as exc:
                 lines.append(f"  warning: {exc} (a run refuses it)")
         try:

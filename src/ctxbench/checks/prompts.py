@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..config.jsonl import json_values
@@ -27,12 +28,38 @@ SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistan
 }
 
 
+@dataclass(frozen=True)
+class PromptFile:
+    """A prompts file as read: each prompt's messages, and the ShareGPT entries skipped as vLLM's loader skips
+    them (fewer than 2 turns), with those that have no human turn to send."""
+
+    prompts: list[list[dict[str, str]]]
+    skipped: int = 0
+
+    def text(self, path: str) -> str:
+        """What the file holds, for the dry run: "12 prompts from x.json (3 conversations skipped: ...)"."""
+        skipped = (
+            f" ({self.skipped} ShareGPT conversation(s) skipped: fewer than 2 turns or no human turn, as "
+            "vLLM's loader skips them)"
+            if self.skipped
+            else ""
+        )
+        return f"{len(self.prompts)} from {path}{skipped}"
+
+
 def read_prompts(path: Path) -> list[list[dict[str, str]]]:
-    """The user's prompts -> chat messages per prompt. JSONL of `{"prompt": "..."}`, `{"messages": [...]}`
-    (OpenAI's) or `{"conversations": [{"from": ..., "value": ...}]}` (ShareGPT's) lines, or a JSON array of
-    such objects (the ShareGPT file `vllm bench serve` and SGLang read). A ShareGPT conversation is sent up
-    to its first human turn, as those tools send it. Every entry is checked here, each error naming its
-    file and line (or index in an array)."""
+    """The user's prompts -> chat messages per prompt (`read_prompt_file`)."""
+    return read_prompt_file(path).prompts
+
+
+def read_prompt_file(path: Path) -> PromptFile:
+    """The user's prompts. JSONL of `{"prompt": "..."}`, `{"messages": [...]}` (OpenAI's, each `content` a
+    string or a list of text parts, joined by newlines) or `{"conversations": [{"from": ..., "value": ...}]}`
+    (ShareGPT's) lines, or a JSON array of such objects (the ShareGPT `.json` that `vllm bench serve` and
+    SGLang read). A ShareGPT conversation is read by vLLM's loader's rule: one of fewer than 2 turns is
+    skipped, not fatal; the prompt is its first human turn (after the system turn, where one comes first);
+    one with no human turn is skipped too. Every other entry is checked here, each error naming its file and
+    line (or index in an array)."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -47,42 +74,73 @@ def read_prompts(path: Path) -> list[list[dict[str, str]]]:
         each = 'write one object a line, {"prompt": "..."}, {"messages": [...]} or {"conversations": [...]}.'
         lines = list(json_values(path, text.splitlines(), PromptSourceError, each))
         entries, places = [entry for _, _, entry in lines], [where for _, where, _ in lines]
-    prompts = [_messages(entry, where) for entry, where in zip(entries, places, strict=True)]
+    read = [_messages(entry, where) for entry, where in zip(entries, places, strict=True)]
+    prompts = [messages for messages in read if messages is not None]
     if not prompts:
-        raise PromptSourceError(f"{path}: no prompts in the file.")
-    return prompts
+        skipped = f" ({len(read)} ShareGPT conversation(s) skipped: fewer than 2 turns or no human turn)"
+        raise PromptSourceError(f"{path}: no prompts in the file{skipped if read else ''}.")
+    return PromptFile(prompts, len(read) - len(prompts))
 
 
-def _messages(entry: object, where: str) -> list[dict[str, str]]:
+def _content(content: object, where: str) -> str | None:
+    """A message's content as the text sent: a string, or a list of text parts joined by newlines (as vLLM
+    joins them for a string-format chat template); None where it is neither."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or not content:
+        return None
+    texts = []
+    for index, part in enumerate(content):
+        if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            raise PromptSourceError(
+                f'{where}: content[{index}] is a {kind!r} part; ctxbench sends text alone: give {{"type": '
+                '"text", "text": "..."}} parts or a content string.'
+            )
+        texts.append(part["text"])
+    return "\n".join(texts)
+
+
+def _messages(entry: object, where: str) -> list[dict[str, str]] | None:
+    """One entry's messages; None for a ShareGPT conversation skipped by vLLM's rule."""
     if isinstance(entry, dict) and isinstance(entry.get("prompt"), str):
         return [{"role": "user", "content": entry["prompt"]}]
     if isinstance(entry, dict) and isinstance(entry.get("messages"), list):
-        messages = entry["messages"]
-        for index, message in enumerate(messages):
+        messages = []
+        for index, message in enumerate(entry["messages"]):
+            content = (
+                _content(message.get("content"), f"{where}: messages[{index}]")
+                if isinstance(message, dict)
+                else None
+            )
             if not (
-                isinstance(message, dict)
-                and isinstance(message.get("role"), str)
-                and isinstance(message.get("content"), str)
+                isinstance(message, dict) and isinstance(message.get("role"), str) and content is not None
             ):
                 raise PromptSourceError(
-                    f'{where}: messages[{index}] needs a "role" and a "content" string (a server refuses it).'
+                    f'{where}: messages[{index}] needs a "role" and a "content" string or list of text parts '
+                    "(a server refuses it)."
                 )
+            messages.append({"role": message["role"], "content": content})
         if not messages:
             raise PromptSourceError(f"{where}: messages is empty.")
-        return [{"role": m["role"], "content": m["content"]} for m in messages]
+        return messages
     if isinstance(entry, dict) and isinstance(entry.get("conversations"), list):
-        turns = []
-        for index, turn in enumerate(entry["conversations"]):
+        conversation = entry["conversations"]
+        if len(conversation) < 2:  # vLLM's loader keeps conversations of 2 turns or more
+            return None
+        turns: list[dict[str, str]] = []
+        for index, turn in enumerate(conversation):
             said = turn.get("from") if isinstance(turn, dict) else None
             role = SHAREGPT_ROLES.get(said) if isinstance(said, str) else None
             if role is None or not isinstance(turn.get("value"), str):
                 raise PromptSourceError(
                     f'{where}: conversations[{index}] needs "from" (human, gpt or system) and a "value" text.'
                 )
-            turns.append({"role": role, "content": turn["value"]})
             if role == "user":
-                return turns
-        raise PromptSourceError(f"{where}: the conversation has no human turn to send.")
+                return [*turns, {"role": "user", "content": turn["value"]}]
+            if role == "system" and not turns:
+                turns.append({"role": "system", "content": turn["value"]})
+        return None  # no human turn to send
     raise PromptSourceError(f'{where}: needs a "prompt" string, a "messages" list or a "conversations" list.')
 
 

@@ -76,7 +76,7 @@ class ThroughputParams(Strict):
     requests_per_user: int | None = Field(None, ge=1, le=100_000)  # None: run each level for duration_s
     duration_s: float = Field(60.0, gt=0, le=24 * 3600)
     warmup_requests: int = Field(1, ge=0, le=1000)
-    # prose, code, or a JSONL file of {"prompt": ...} or {"messages": [...]} lines
+    # prose, code, or a .jsonl of {"prompt": ...}, {"messages": [...]} or ShareGPT lines, or a ShareGPT .json
     source: str = Field("prose", max_length=4096)
     shared_prefix_tokens: int = Field(0, ge=0, le=MAX_TOKENS_PER_PROMPT)
     ttft_slo_s: float | None = Field(None, gt=0)
@@ -204,6 +204,9 @@ class ThroughputParams(Strict):
     @field_validator("source")
     @classmethod
     def _known_source(cls, value: str) -> str:
-        if value not in ("prose", "code") and not value.endswith(".jsonl"):
-            raise ValueError(f"source {value!r}: use prose, code, or the path of a .jsonl file of prompts")
+        if value not in ("prose", "code") and not value.endswith((".jsonl", ".json")):
+            raise ValueError(
+                f"source {value!r}: use prose, code, or the path of a .jsonl or .json file of prompts (a ShareGPT "
+                ".json as vllm bench serve reads it, or prompt/messages/conversations lines)"
+            )
         return value
