@@ -112,3 +112,20 @@ def test_an_engine_that_prints_exactly_gets_no_rounding(tmp_path: Path, off_by: 
     )
     found = {a.name: a for a in engine_agreement(run)}["prompt_tokens_all"]
     assert found.rounding == 0 and found.exact is None and found.agrees is (off_by == 0)
+
+
+def test_a_share_gauge_is_averaged_over_engines_and_a_counter_summed() -> None:
+    # Issue 69: vLLM with two data-parallel engines labels each one's KV usage; two engines a quarter full
+    # read as half full when summed like counters.
+    text = (
+        "# TYPE vllm:kv_cache_usage_perc gauge\n"
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25\n'
+        'vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.25\n'
+        "# TYPE vllm:prompt_tokens counter\n"
+        'vllm:prompt_tokens_total{engine="0",model_name="m"} 100\n'
+        'vllm:prompt_tokens_total{engine="1",model_name="m"} 50\n'
+    )
+    from ctxbench.engines.prom import parse_metrics
+
+    common = common_metrics(parse_metrics(text))
+    assert common["kv_cache_usage"] == 0.25 and common["prompt_tokens"] == 150

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from ctxbench.results.columns import COLUMNS
 from ctxbench.results.evidence import collect
 from ctxbench.results.llmd_figures import aggregate
-from ctxbench.results.llmd_report import export_llmd
+from ctxbench.results.llmd_report import export_llmd, read_export
 from ctxbench.results.llmd_schema import BenchmarkReportV02, Run, Statistics
 from ctxbench.results.summary import Summary, summarize
 
@@ -87,7 +87,7 @@ def test_every_stage_of_every_recorded_run_is_a_report_that_validates(
     for name, files in exported.items():
         assert files, name
         for path in files:
-            data = json.loads(path.read_text())
+            data = read_export(path)  # YAML, as llm-d's analysis reads it
             assert BenchmarkReportV02.model_validate(data).dump() == data, path  # fields and types
             for key, kind in EXAMPLE_SHAPE.items():
                 assert isinstance(at(data, key), kind), (path, key)
@@ -100,14 +100,30 @@ def test_every_stage_of_every_recorded_run_is_a_report_that_validates(
             )
     # the 1M runs recorded their GPU: an inference engine with its accelerator; the others have none to name
     assert any(kind == "inference_engine" and "H200" in accel for kind, accel in kinds), kinds
-    stages = {path.stem for path in exported["h200-1m"]}
+    stages = {read_export(path)["run"]["uid"].split("/", 1)[1] for path in exported["h200-1m"]}
     assert {"capacity", "needle-1048576", "ramp-u1", "ramp-u2"} <= stages
+
+
+def test_the_files_are_named_as_llmds_analysis_finds_them_and_sort_in_load_order(
+    exported: dict[str, list[Path]],
+) -> None:
+    # Issue 69: llm-d's analysis looks for `benchmark_report_v0.2,_*.yaml` and found none of ctxbench's
+    # `<stage>.json`; renamed, its stages sorted u1, u16, u4, u64.
+    for files in exported.values():
+        assert files and all(path.match("benchmark_report_v0.2,_*.yaml") for path in files)
+    levels = [p for p in exported["h200-many-users"] if "throughput-u" in p.name]
+    by_run: dict[str, list[Path]] = {}
+    for path in levels:
+        by_run.setdefault(path.parent.name, []).append(path)
+    for paths in by_run.values():
+        users = [int(read_export(p)["run"]["uid"].rsplit("-u", 1)[1]) for p in sorted(paths)]
+        assert users == sorted(users) and len(users) > 2, users  # a sort by name is load order
 
 
 def test_the_reports_figures_are_the_runs_own(exported: dict[str, list[Path]]) -> None:
     for path in exported["h200-many-users"]:
-        data = json.loads(path.read_text())
-        users = path.stem.removeprefix("throughput-u")
+        data = read_export(path)
+        users = data["run"]["uid"].split("/", 1)[1].removeprefix("throughput-u")
         level = json.loads(
             (RECORDED / "h200-many-users" / "runs" / path.parent.name / "throughput.json").read_text()
         )["levels"][users]
@@ -185,7 +201,8 @@ def test_the_export_command_writes_both_formats_and_names_a_bad_one(tmp_path: Pa
     args = ["export", "--results", results, "--format", "llm-d-report", "--out", str(tmp_path / "b21")]
     done = run_main([*args, "--llmd-version", "0.2.1"])
     assert done.exit_code == 0 and "v0.2.1: 5 file(s)" in done.output, done.output
-    assert all(json.loads(f.read_text())["version"] == "0.2.1" for f in (tmp_path / "b21").rglob("*.json"))
+    written = list((tmp_path / "b21").rglob("benchmark_report_v0.2,_*.yaml"))
+    assert len(written) == 5 and all(read_export(f)["version"] == "0.2.1" for f in written)
     many = str(RECORDED / "h200-many-users")
     done = run_main(
         ["export", "--results", many, "--format", "mlperf-endpoints", "--out", str(tmp_path / "ep")]

@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args, get_origin
 import pytest
 from pydantic import BaseModel
 
-from ctxbench.results.llmd_report import export_llmd
+from ctxbench.results.llmd_report import export_llmd, read_export
 from ctxbench.results.llmd_schema import REPORTS, UPSTREAM, VERSIONS, load_report
 
 SHAPE = json.loads((Path(__file__).parents[1] / "fixtures" / "llmd_upstream_shape.json").read_text())
@@ -126,7 +126,8 @@ def test_every_recorded_run_exports_in_both_versions_and_names_what_ran(
     for name, files in exported.items():
         assert files, name
         for path in files:
-            data = json.loads(path.read_text())
+            data = read_export(path)
+            stage = data["run"]["uid"].split("/", 1)[1]
             assert data["version"] == name.split("/")[0]
             assert load_report(data).dump() == data, path
             engine = data["scenario"]["stack"][0]["standardized"]
@@ -136,9 +137,9 @@ def test_every_recorded_run_exports_in_both_versions_and_names_what_ran(
             assert model == "tiny-llama.gguf", path  # the model, not the alias it was served under
             load = data["scenario"]["load"]["standardized"]
             peak = data["scenario"]["load"]["native"]["config"]["peak_in_flight"]
-            if "concurrency" in load and not path.stem.startswith(("throughput", "ramp")):
+            if "concurrency" in load and not stage.startswith(("throughput", "ramp")):
                 assert load["concurrency"] == peak, path  # what it ran, measured
-            if path.stem == "trace":
+            if stage == "trace":
                 assert "concurrency" not in load and load["rate_qps"] > 0
             latency = data["results"]["request_performance"]["aggregate"]["latency"]
             ttft = latency.get("time_to_first_token")
@@ -147,9 +148,9 @@ def test_every_recorded_run_exports_in_both_versions_and_names_what_ran(
                     ttft["min"] <= ttft["p0p1"] <= ttft["p25"] <= ttft["p75"] <= ttft["p99p9"] <= ttft["max"]
                 )
             sessions = data["results"].get("session_performance")
-            multi = next((p for p in ("ramp-u", "sessions-s") if path.stem.startswith(p)), None)
+            multi = next((p for p in ("ramp-u", "sessions-s") if stage.startswith(p)), None)
             if name.startswith("0.2.1/") and multi is not None:  # a user's or an agent session's turns
-                users = int(path.stem.removeprefix(multi))
+                users = int(stage.removeprefix(multi))
                 assert sessions["sessions"]["total"] == users, path
             else:
                 assert sessions is None, path

@@ -206,7 +206,7 @@ class ThroughputParams(Strict):
     def _known_source(cls, value: str) -> str:
         if value not in ("prose", "code") and not value.endswith((".jsonl", ".json")):
             raise ValueError(
-                f"source {value!r}: use prose, code, or the path of a .jsonl or .json file of prompts (a ShareGPT "
-                ".json as vllm bench serve reads it, or prompt/messages/conversations lines)"
+                f"source {value!r}: use prose, code, or the path of a .jsonl or .json file of prompts (a "
+                "ShareGPT .json as vllm bench serve reads it, or prompt/messages/conversations lines)"
             )
         return value

@@ -74,17 +74,25 @@ def rounding_error(value: float, digits: int | None) -> float:
     return 0.5 * 10 ** (math.floor(math.log10(abs(value))) - digits + 1)
 
 
+# Common names whose value is a share (0-1) of something each engine has its own of: over label sets (vLLM
+# labels each data-parallel engine's gauge) they are averaged: two engines a quarter full are not half full.
+FRACTIONS = frozenset({"kv_cache_usage"})
+
+
 def common_metrics(samples: dict[str, float]) -> dict[str, float]:
     """The engine's samples under ctxbench's common names (docs/metrics.md), summed over label sets
-    (vLLM labels each sample with its model and engine index). A name the engine lacks is left out."""
+    (vLLM labels each sample with its model and engine index), a share (`FRACTIONS`) averaged over them. A
+    name the engine lacks is left out."""
     by_name: dict[str, float] = {}
+    sets: dict[str, int] = {}
     for key, value in samples.items():
         name = key.split("{", 1)[0]
         by_name[name] = by_name.get(name, 0.0) + value
+        sets[name] = sets.get(name, 0) + 1
     common: dict[str, float] = {}
     for name, sources in COMMON_METRICS.items():
         for source in sources:
             if source in by_name:
-                common[name] = by_name[source]
+                common[name] = by_name[source] / sets[source] if name in FRACTIONS else by_name[source]
                 break
     return common

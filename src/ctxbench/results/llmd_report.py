@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from .. import __version__
 from ..checks.base import StageLoad
 from ..checks.catalog import CHECKS_BY_NAME
@@ -250,15 +252,36 @@ def run_reports(run: RunDir, version: Version = "0.2") -> list[BenchmarkReportV0
     return reports
 
 
+# llm-d-benchmark's analysis finds reports by this glob (`**/benchmark_report_v0.2,_*.yaml`, the comma is
+# theirs) and reads them with `yaml.safe_load`; a file sorted by name sorts by the stage number written in it.
+PREFIX = "benchmark_report_v0.2,_"
+
+
+def report_file(number: int, stage: str) -> str:
+    """`benchmark_report_v0.2,_stage_000_throughput-u1.yaml`: the name llm-d's analysis looks for, with the
+    stage's place in load order zero-padded: a sort by name is load order (u1, u4, u16; not u1, u16, u4)."""
+    return f"{PREFIX}stage_{number:03d}_{stage}.yaml"
+
+
+def read_export(path: Path) -> dict[str, Any]:
+    """An exported report, read as llm-d's analysis reads it."""
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not an llm-d report (a YAML mapping)")
+    return data
+
+
 def export_llmd(results: Path, out: Path, version: Version = "0.2") -> list[Path]:
-    """Every run's stages under `results/runs` as `out/<run_id>/<stage>.json`; the files written."""
+    """Every run's stages under `results/runs` as `out/<run_id>/<report_file>`, YAML as llm-d writes its own
+    (both versions under llm-d's v0.2 name: 0.2.1 is a revision of it, its `version` inside says which); the
+    files written."""
     written = []
     for manifest in sorted((results / "runs").glob(f"*/{MANIFEST_FILE}")):
         run = RunDir(manifest.parent)
-        for report in run_reports(run, version):
+        for number, report in enumerate(run_reports(run, version)):
             stage = report.run.uid.split("/", 1)[1]
-            path = out / run.run_id / f"{stage}.json"
+            path = out / run.run_id / report_file(number, stage)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(report.dump(), indent=2) + "\n")
+            path.write_text(yaml.safe_dump(report.dump(), sort_keys=False, allow_unicode=True))
             written.append(path)
     return written
