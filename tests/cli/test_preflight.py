@@ -144,6 +144,40 @@ def test_a_bad_prompt_file_is_refused_before_the_engine_starts(tmp_path: Path) -
     refused(path, tmp_path, "prompts.jsonl:2", '"prompt" string')
 
 
+def test_the_dry_run_says_what_each_judged_percentile_needs_and_what_a_prompt_file_holds(
+    tmp_path: Path,
+) -> None:
+    # Issue 68: the dry run said nothing of the 368 requests a p99 needs before a level can meet it. Issue 69:
+    # nothing of the ShareGPT conversations a run would skip.
+    import json
+
+    path = campaign(tmp_path, LLAMA)
+    (tmp_path / "sg.json").write_text(
+        json.dumps(
+            [
+                {"conversations": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"}]},
+                {"conversations": [{"from": "human", "value": "alone"}]},
+            ]
+        )
+    )
+    path.write_text(
+        path.read_text().replace(
+            "[checks.trace]",
+            '[checks.throughput]\nlevels = [1, 2]\nrequests_per_user = 4\nsearch = "users"\n'
+            f'source = "{tmp_path / "sg.json"}"\n'
+            "slo = { ttft_p99_s = 0.25, tpot_p90_s = 0.05, max_s = 120 }\n\n[checks.trace]",
+        )
+    )
+    dry = ctxbench("run", str(path), "--dry-run", cwd=tmp_path)
+    assert dry.returncode == EXIT_OK, dry.stderr
+    text = " ".join(dry.stdout.split())
+    assert "TTFT p99 <= 0.25 s: a level is shown to meet it from 368 requests" in text, text
+    assert "TPOT p90 <= 0.05 s: a level is shown to meet it from 36 requests" in text
+    assert "max_requests = 4096 or max_s = 120 s (then it is undetermined, never broken)" in text
+    assert "2 listed level(s) and at most 8 search probe(s)" in text and "at most 0.33 h of load" in text
+    assert "prompts: 1 from" in text and "(1 ShareGPT conversation(s) skipped" in text
+
+
 def test_help_texts_keep_their_brackets(tmp_path: Path) -> None:
     assert "'ctxbench[ray]'" in " ".join(ctxbench("run", "--help", cwd=tmp_path).stdout.split())
     assert "`[checks.trace]`" in " ".join(ctxbench("sample-trace", "--help", cwd=tmp_path).stdout.split())
