@@ -181,6 +181,30 @@ def test_mlperf_agentic_conversations_become_sessions_by_their_lengths(tmp_path:
     # no recorded reply: the row's max tokens; the second conversation starts stagger_s later
     assert b.turns[0].output_tokens == 40 and b.turns[0].at_s == 2.0
     assert a.shared_prefix == b.shared_prefix is not None and a.shared_prefix_tokens >= 1
+    # Issue 69: upstream's budget caps a recorded reply (186 tokens replayed where upstream asks 64), a
+    # conversation's later rows take its first user row's budget, and a first turn's delay is kept
+    long_reply = "word " * 300
+    rows = [
+        {
+            "conversation_id": "c",
+            "turn": 1,
+            "role": "user",
+            "content": "go",
+            "max_new_tokens": 64,
+            "delay_seconds": 2.5,
+        },
+        {"conversation_id": "c", "turn": 2, "role": "assistant", "content": long_reply},
+        {"conversation_id": "c", "turn": 3, "role": "tool", "tool_results": [{"content": "ok"}]},
+        {"conversation_id": "c", "turn": 4, "role": "assistant", "content": long_reply},
+        {"conversation_id": "d", "turn": 1, "role": "user", "content": "hi"},
+        {"conversation_id": "d", "turn": 2, "role": "assistant", "content": long_reply},
+    ]
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert counter.count_many([long_reply])[0] > 128
+    c, d = sessions_of_mlperf_agentic(trace, counter, stagger_s=2.0)
+    assert [t.output_tokens for t in c.turns] == [64, 64]  # the tool row takes the first user row's budget
+    assert c.turns[0].at_s == 2.5 and c.turns[1].gap_s == 0.0  # the first turn's delay, from the start
+    assert d.turns[0].output_tokens == 128 and d.turns[0].at_s == 2.0  # upstream's default budget
     trace.write_text('{"conversation_id": "a", "turn": 1, "role": "system", "content": "x"}\n')
     with pytest.raises(
         TraceFileError, match=r"agentic.jsonl:1: role is 'system'; give user, assistant or tool"

@@ -153,9 +153,14 @@ def sessions_of_mooncake(
 
 # MLPerf Endpoints' agentic dataset, as mlcommons/endpoints reads it:
 # src/inference_endpoint/dataset_manager/agentic_inference_dataset.py,
-# commit 593295d688012eef24ddb90be34fd1c1de1a687e.
+# commit 593295d688012eef24ddb90be34fd1c1de1a687e; the reply budget and the first turn's delay as at
+# ea3327530376fef63d706f4105612e17c2c80a8d (with load_generator/agentic_inference_strategy.py, which delays a
+# first turn from its conversation's start).
 MLPERF_ROLES = ("user", "assistant", "tool")
 MLPERF_DEFAULT_MAX_TOKENS = 128  # its default when a conversation names none
+# the keys a conversation's first user row lends its later rows that lack them (those of upstream's
+# _PROPAGATED_KEYS that set a budget)
+MLPERF_PROPAGATED = ("max_new_tokens", "max_completion_tokens")
 
 
 def sessions_of_mlperf_agentic(
@@ -165,8 +170,10 @@ def sessions_of_mlperf_agentic(
     tool, content, system, tool_calls, tool_results, delay_seconds, max tokens) as sessions, by their lengths
     and timings, not their text. A client row (user or tool) is a turn: its new text as long as its content
     (a tool row: its tool results' contents), counted with the deployment's tokenizer; its reply as long as
-    the recorded assistant row after it (content and tool calls), else the row's max tokens, else 128, as
-    MLPerf's default; sent `delay_seconds` after the previous reply (MLPerf's tool and user time). A
+    the recorded assistant row after it (content and tool calls) within upstream's budget (the row's max
+    tokens, else its conversation's first user row's, else 128), the budget where no reply is recorded; sent
+    `delay_seconds` after the previous reply (MLPerf's tool and user time), a first turn that long after its
+    conversation's start. A
     conversation's `system` text is its shared prefix (conversations with the same text share it). The
     conversations start `stagger_s` apart, in the file's order."""
     rows: dict[str, list[tuple[int, dict[str, Any], str]]] = {}
@@ -191,7 +198,8 @@ def sessions_of_mlperf_agentic(
         system = next(
             (e["system"] for e in ordered if isinstance(e.get("system"), str) and e["system"]), None
         )
-        budget = next((_max_tokens(e) for e in ordered if e["role"] == "user" and _max_tokens(e)), None)
+        first_user = next((e for e in ordered if e["role"] == "user"), {})
+        defaults = {k: first_user[k] for k in MLPERF_PROPAGATED if first_user.get(k) is not None}
         recorded: list[RecordedTurn] = []
         for position, entry in enumerate(ordered):
             if entry["role"] == "assistant":
@@ -199,10 +207,15 @@ def sessions_of_mlperf_agentic(
             reply = next((e for e in ordered[position + 1 :] if e["role"] == "assistant"), None)
             output = counter.count_many([_text(reply)])[0] if reply else 0
             new = max(1, counter.count_many([_text(entry)])[0])
-            output = output or _max_tokens(entry) or budget or MLPERF_DEFAULT_MAX_TOKENS
+            # upstream's request budget: the row's max tokens, else its conversation's first user row's, else
+            # 128; the recorded reply is replayed at its length within that budget, never beyond it
+            budget = _max_tokens({**defaults, **entry}) or MLPERF_DEFAULT_MAX_TOKENS
+            output = min(output, budget) if output else budget
             delay = entry.get("delay_seconds")
             gap = float(delay) if isinstance(delay, int | float) and not isinstance(delay, bool) else 0.0
-            at, after = (index * stagger_s, None) if not recorded else (None, gap)
+            gap = max(gap, 0.0)
+            # a first turn's delay counts from its conversation's start, as upstream's scheduler applies it
+            at, after = (index * stagger_s + gap, None) if not recorded else (None, gap)
             recorded.append(RecordedTurn(new, max(1, output), at, after))
         if not recorded:
             continue
