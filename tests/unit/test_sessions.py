@@ -193,8 +193,13 @@ def test_mlperf_agentic_conversations_become_sessions_by_their_lengths(tmp_path:
             "max_new_tokens": 64,
             "delay_seconds": 2.5,
         },
-        {"conversation_id": "c", "turn": 2, "role": "assistant", "content": long_reply},
-        {"conversation_id": "c", "turn": 3, "role": "tool", "tool_results": [{"content": "ok"}]},
+        {"conversation_id": "c", "turn": 2, "role": "assistant", "content": long_reply, "tool_calls": call},
+        {
+            "conversation_id": "c",
+            "turn": 3,
+            "role": "tool",
+            "tool_results": [{"tool_call_id": "c1", "content": "ok"}],
+        },
         {"conversation_id": "c", "turn": 4, "role": "assistant", "content": long_reply},
         {"conversation_id": "d", "turn": 1, "role": "user", "content": "hi"},
         {"conversation_id": "d", "turn": 2, "role": "assistant", "content": long_reply},
@@ -246,3 +251,75 @@ def test_a_missing_session_trace_is_refused_naming_its_key_and_sessions_too_long
     (deployment,) = campaign.deployments
     warnings = fit_warnings(deployment, campaign.checks_for(deployment))
     assert any(w.startswith("sessions grow to about ") and "2048-token slot" in w for w in warnings), warnings
+
+
+def _agentic(*rows: dict) -> list[dict]:
+    return [{"conversation_id": "a", "turn": n, **row} for n, row in enumerate(rows, start=1)]
+
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+USER = {"role": "user", "content": "go"}
+ASKS = {"role": "assistant", "content": None, "tool_calls": [CALL]}
+RESULT = {"role": "tool", "tool_results": [{"tool_call_id": "c1", "content": "ok"}]}
+
+
+@pytest.mark.parametrize(
+    "rows, words",
+    [
+        # Issue 69: files MLPerf Endpoints refuses were read (its own rules, agentic.py)
+        (
+            [
+                *_agentic(USER),
+                {"conversation_id": "b", "turn": 1, **USER},
+                {"conversation_id": "a", "turn": 2, "role": "assistant", "content": "x"},
+            ],
+            r"jsonl:3: the rows of conversation 'a' are not together",
+        ),
+        (
+            _agentic(USER, {"role": "assistant", "content": "x"}, RESULT),
+            r"jsonl:3: a tool row follows an assistant",
+        ),
+        (
+            _agentic(USER, ASKS, USER),
+            r"jsonl:3: turn 3 is a user row after a assistant|a user row after tool calls",
+        ),
+        (
+            _agentic({"role": "assistant", "content": "x"}),
+            r"jsonl:1: turn 1 is a assistant row after a start row",
+        ),
+        (
+            _agentic(USER, {"role": "assistant", "content": ""}),
+            r"jsonl:2: an assistant row needs non-empty content",
+        ),
+        (
+            _agentic(USER, {**ASKS, "tool_calls": [{**CALL, "type": "x"}]}),
+            r'tool_calls\[0\]: type must be "function"',
+        ),
+        (
+            _agentic(USER, ASKS, {"role": "tool", "tool_results": [{"content": "ok"}]}),
+            r"tool_results\[0\] needs a",
+        ),
+        (_agentic({"role": "user", "content": ""}), r"jsonl:1: a user row needs non-empty content"),
+        ([{"conversation_id": "a", "turn": 2, **USER}], r"has turns \[2\]; number them 1, 2"),
+        ([{"conversation_id": "a\u00e9", "turn": 1, **USER}], r"not printable ASCII"),
+    ],
+)
+def test_an_agentic_file_mlperf_refuses_is_refused_at_its_line(
+    tmp_path: Path, rows: list[dict], words: str
+) -> None:
+    trace = tmp_path / "agentic.jsonl"
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(TraceFileError, match=words):
+        sessions_of_mlperf_agentic(trace, HfTokenCounter.from_path(tiny_model().tokenizer_dir))
+
+
+def test_an_agentic_tool_loop_mlperf_accepts_is_read() -> None:
+    from ctxbench.checks.sessions.agentic import check_conversation
+
+    rows = [
+        (n, row, f"f:{n}")
+        for n, row in enumerate(
+            [USER, ASKS, RESULT, ASKS, RESULT, {"role": "assistant", "content": "done"}, USER], start=1
+        )
+    ]
+    check_conversation("a", rows)  # user -> assistant -> (tool -> assistant)* -> user

@@ -32,6 +32,7 @@ from typing import Any
 from ...config.jsonl import json_values, read_lines
 from ...text.tokens import TokenCounter
 from ..trace import TraceFileError, read_trace
+from .agentic import check_conversation, check_grouping
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,7 @@ def sessions_of_mlperf_agentic(
     conversation's `system` text is its shared prefix (conversations with the same text share it). The
     conversations start `stagger_s` apart, in the file's order."""
     rows: dict[str, list[tuple[int, dict[str, Any], str]]] = {}
+    order: list[tuple[str, str]] = []
     for _, entry, where in _json_lines(path):
         if entry.get("_type") == "dataset_metadata":
             continue
@@ -190,8 +192,12 @@ def sessions_of_mlperf_agentic(
         if entry.get("role") not in MLPERF_ROLES:
             raise TraceFileError(f"{where}: role is {entry.get('role')!r}; give user, assistant or tool")
         rows.setdefault(str(conversation), []).append((_whole(entry, "turn", where, 1), entry, where))
+        order.append((str(conversation), where))
     if not rows:
         raise TraceFileError(f"{path}: no conversation rows; one JSON object a line")
+    check_grouping(order)  # what upstream refuses, refused here before anything starts (agentic.py)
+    for name, turns in rows.items():
+        check_conversation(name, sorted(turns, key=lambda t: t[0]))
     sessions = []
     for index, (name, turns) in enumerate(list(rows.items())[: max_sessions or None]):
         ordered = [entry for _, entry, _ in sorted(turns, key=lambda t: t[0])]
