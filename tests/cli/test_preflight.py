@@ -178,6 +178,77 @@ def test_the_dry_run_says_what_each_judged_percentile_needs_and_what_a_prompt_fi
     assert "prompts: 1 from" in text and "(1 ShareGPT conversation(s) skipped" in text
 
 
+def sessions_campaign(tmp_path: Path, trace_format: str, lines: list[str]) -> Path:
+    """A campaign of the sessions check replaying `lines` as a trace of `trace_format`."""
+    path = campaign(tmp_path, LLAMA)
+    (tmp_path / "s.jsonl").write_text("".join(line + "\n" for line in lines))
+    path.write_text(
+        path.read_text().replace(
+            "[checks.trace]",
+            f'[checks.sessions]\ntrace = "{tmp_path / "s.jsonl"}"\ntrace_format = "{trace_format}"\n\n'
+            "[checks.trace]",
+        )
+    )
+    return path
+
+
+FIRST = '{"session": "a", "turn": 1, "timestamp": 0, "input_tokens": 300, "output_tokens": 8}'
+USER = '{"conversation_id": "a", "turn": 1, "role": "user", "content": "go"}'
+
+
+@pytest.mark.parametrize(
+    ("trace_format", "lines", "words"),
+    [
+        # Issue 69: 17 malformed sessions traces passed the dry run; the run started the engine, then failed
+        (
+            "sessions",
+            [FIRST, '{"session": "a", "turn": 2, "gap_s": -1, "input_tokens": 9, "output_tokens": 8}'],
+            ("s.jsonl:2", "gap_s is -1"),
+        ),
+        (
+            "sessions",
+            [
+                FIRST.replace('"timestamp": 0', '"timestamp": 5000'),
+                '{"session": "a", "turn": 2, "timestamp": 10, "input_tokens": 9, "output_tokens": 8}',
+            ],
+            ("s.jsonl:2", "before an earlier turn"),
+        ),
+        ("sessions", [FIRST, FIRST], ("s.jsonl:2", "turn 1 again")),
+        ("sessions", [FIRST.replace("300", "99999999999")], ("s.jsonl:1", "input_tokens is 99999999999")),
+        (
+            "sessions",
+            [FIRST, '{"session": "a", "turn": 2, "gap_s": 1e12, "input_tokens": 9, "output_tokens": 8}'],
+            ("s.jsonl:2", "gap_s", "a replay waits at most a day"),
+        ),
+        ("sessions", ['{"session": "a", "turn": 1, "timestamp": 0}'], ("s.jsonl:1", "input_tokens")),
+        ("sessions", ["not json"], ("s.jsonl:1",)),
+        (
+            "mooncake",
+            ['{"timestamp": 0, "input_length": 100, "output_length": 4}'],
+            ("s.jsonl:1", "no hash_ids"),
+        ),
+        (
+            "mlperf-agentic",
+            [USER, USER.replace('"turn": 1', '"turn": 2')],
+            ("s.jsonl:2", "a user row after a user"),
+        ),
+    ],
+)
+def test_a_bad_sessions_trace_is_refused_before_the_engine_starts(
+    tmp_path: Path, trace_format: str, lines: list[str], words: tuple[str, ...]
+) -> None:
+    refused(sessions_campaign(tmp_path, trace_format, lines), tmp_path, *words)
+
+
+def test_the_dry_run_says_what_a_sessions_trace_holds(tmp_path: Path) -> None:
+    second = '{"session": "a", "turn": 2, "gap_s": 2.5, "input_tokens": 100, "output_tokens": 8}'
+    path = sessions_campaign(tmp_path, "sessions", [FIRST, second])
+    dry = ctxbench("run", str(path), "--dry-run", cwd=tmp_path)
+    assert dry.returncode == EXIT_OK, dry.stderr
+    text = " ".join(dry.stdout.split())
+    assert "sessions trace: 1 session(s), 2 turn(s) (new text 100-300 tokens a turn, gaps 2.5-2.5 s)" in text
+
+
 def test_help_texts_keep_their_brackets(tmp_path: Path) -> None:
     assert "'ctxbench[ray]'" in " ".join(ctxbench("run", "--help", cwd=tmp_path).stdout.split())
     assert "`[checks.trace]`" in " ".join(ctxbench("sample-trace", "--help", cwd=tmp_path).stdout.split())

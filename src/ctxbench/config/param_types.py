@@ -12,6 +12,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 # a deployment's `read_timeout_s`).
 DEFAULT_READ_TIMEOUT_S = 1800.0
 MAX_TOKENS_PER_PROMPT = 1 << 24  # 16M: beyond any model's window; a typo like 1000M is caught here
+# The longest a recorded trace may ask a replay to wait (a gap, a delay, a line's time from the start): a
+# day. A line asking for more is refused as read (a gap of 1e12 s waited for ever).
+MAX_WAIT_S = 24 * 3600
 _SUFFIXES = {"k": 1024, "m": 1024 * 1024}
 
 

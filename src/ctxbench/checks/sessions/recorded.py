@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config.jsonl import json_values, read_lines
+from ...config.param_types import MAX_TOKENS_PER_PROMPT, MAX_WAIT_S
 from ...text.tokens import TokenCounter
 from ..trace import TraceFileError, read_trace
 from .agentic import check_conversation, check_grouping
@@ -56,11 +57,18 @@ def read_session_trace(path: Path, max_sessions: int | None = None) -> list[Reco
     """ctxbench's session-trace JSONL: sessions in the order of their first turn, turns by `turn`."""
     lines = read_lines(path, TraceFileError, "the session trace")
     rows: dict[str, list[tuple[int, dict[str, object], str]]] = {}
+    seen: dict[tuple[str, int], str] = {}
     for _number, where, entry in json_values(path, lines, TraceFileError, "each line is one turn object"):
         if not isinstance(entry, dict) or "session" not in entry:
             raise TraceFileError(f'{where}: a line is a turn object with "session", "input_tokens", ...')
-        turn = _whole(entry, "turn", where, 1, default=len(rows.get(str(entry["session"]), [])) + 1)
-        rows.setdefault(str(entry["session"]), []).append((turn, entry, where))
+        session = str(entry["session"])
+        turn = _whole(entry, "turn", where, 1, default=len(rows.get(session, [])) + 1)
+        if (session, turn) in seen:
+            raise TraceFileError(
+                f"{where}: session {session!r} turn {turn} again (first at {seen[session, turn]})"
+            )
+        seen[session, turn] = where
+        rows.setdefault(session, []).append((turn, entry, where))
     sessions = [_session(name, sorted(turns, key=lambda t: t[0])) for name, turns in rows.items()]
     if not sessions:
         raise TraceFileError(f"{path}: the session trace has no turns; one JSON object a line")
@@ -68,24 +76,36 @@ def read_session_trace(path: Path, max_sessions: int | None = None) -> list[Reco
     return sessions[:max_sessions] if max_sessions else sessions
 
 
-def _whole(entry: dict[str, object], key: str, where: str, minimum: int, default: int | None = None) -> int:
+def _whole(
+    entry: dict[str, object],
+    key: str,
+    where: str,
+    minimum: int,
+    default: int | None = None,
+    maximum: int = MAX_TOKENS_PER_PROMPT,
+) -> int:
     value = entry.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise TraceFileError(f"{where}: {key} is {value!r}; give a whole number of at least {minimum}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise TraceFileError(f"{where}: {key} is {value!r}; give a whole number from {minimum} to {maximum}")
     return value
 
 
 def _seconds(entry: dict[str, object], key: str, where: str, scale: float) -> float | None:
+    """A time the line asks the replay to wait (`scale`: to seconds), at most `MAX_WAIT_S`."""
     value = entry.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise TraceFileError(f"{where}: {key} is {value!r}; give a number of at least 0")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value * scale <= MAX_WAIT_S:
+        unit = "s" if scale == 1.0 else "ms"
+        raise TraceFileError(
+            f"{where}: {key} is {value!r}; give a number from 0 to {MAX_WAIT_S / scale:g} ({unit}: a replay "
+            "waits at most a day for a line)"
+        )
     return float(value) * scale
 
 
 def _session(name: str, rows: list[tuple[int, dict[str, object], str]]) -> RecordedSession:
-    turns = []
+    turns: list[RecordedTurn] = []
     for index, (_, entry, where) in enumerate(rows):
         at = _seconds(entry, "timestamp", where, 1e-3)
         gap = _seconds(entry, "gap_s", where, 1.0)
@@ -96,6 +116,12 @@ def _session(name: str, rows: list[tuple[int, dict[str, object], str]]) -> Recor
         if index > 0 and at is None and gap is None:
             raise TraceFileError(
                 f"{where}: a later turn needs a timestamp or a gap_s after the previous reply"
+            )
+        before = [t.at_s for t in turns if t.at_s is not None]
+        if at is not None and before and at < max(before):
+            raise TraceFileError(
+                f"{where}: timestamp {at * 1000:g} ms is before an earlier turn of session {name!r} "
+                f"({max(before) * 1000:g} ms); a session's turns run in order"
             )
         turns.append(
             RecordedTurn(
@@ -116,6 +142,11 @@ def sessions_of_mooncake(
 ) -> list[RecordedSession]:
     """A Mooncake trace as sessions (the module's docstring says how they are found)."""
     requests = read_trace(path, max_requests)
+    for request in requests:
+        if not request.hash_ids:  # sessions are found by them
+            raise TraceFileError(
+                f"{path}:{request.line}: no hash_ids; a Mooncake line lists its prompt's blocks"
+            )
     chains: list[list[int]] = []  # request indexes per session
     last_of: dict[tuple[int, ...], int] = {}  # a session's latest hash ids -> the session
     for index, request in enumerate(requests):
@@ -177,30 +208,10 @@ def sessions_of_mlperf_agentic(
     conversation's start. A
     conversation's `system` text is its shared prefix (conversations with the same text share it). The
     conversations start `stagger_s` apart, in the file's order."""
-    rows: dict[str, list[tuple[int, dict[str, Any], str]]] = {}
-    order: list[tuple[str, str]] = []
-    for _, entry, where in _json_lines(path):
-        if entry.get("_type") == "dataset_metadata":
-            continue
-        conversation = entry.get("conversation_id")
-        if (
-            not isinstance(conversation, str | int)
-            or isinstance(conversation, bool)
-            or str(conversation) == ""
-        ):
-            raise TraceFileError(f"{where}: conversation_id is {conversation!r}; give a non-empty string")
-        if entry.get("role") not in MLPERF_ROLES:
-            raise TraceFileError(f"{where}: role is {entry.get('role')!r}; give user, assistant or tool")
-        rows.setdefault(str(conversation), []).append((_whole(entry, "turn", where, 1), entry, where))
-        order.append((str(conversation), where))
-    if not rows:
-        raise TraceFileError(f"{path}: no conversation rows; one JSON object a line")
-    check_grouping(order)  # what upstream refuses, refused here before anything starts (agentic.py)
-    for name, turns in rows.items():
-        check_conversation(name, sorted(turns, key=lambda t: t[0]))
+    rows = read_mlperf_agentic(path)
     sessions = []
     for index, (name, turns) in enumerate(list(rows.items())[: max_sessions or None]):
-        ordered = [entry for _, entry, _ in sorted(turns, key=lambda t: t[0])]
+        ordered = [entry for _, entry, _ in turns]
         system = next(
             (e["system"] for e in ordered if isinstance(e.get("system"), str) and e["system"]), None
         )
@@ -229,6 +240,62 @@ def sessions_of_mlperf_agentic(
         tokens = counter.count_many([system])[0] if system else 0
         sessions.append(RecordedSession(name, prefix, max(tokens, 1) if prefix else 0, tuple(recorded)))
     return sessions
+
+
+def read_mlperf_agentic(path: Path) -> dict[str, list[tuple[int, dict[str, Any], str]]]:
+    """MLPerf Endpoints' agentic rows by conversation, in file order, each conversation's rows by turn, every
+    row checked as upstream checks it (`agentic.py`); no token is counted (what the dry run reads)."""
+    rows: dict[str, list[tuple[int, dict[str, Any], str]]] = {}
+    order: list[tuple[str, str]] = []
+    for _, entry, where in _json_lines(path):
+        if entry.get("_type") == "dataset_metadata":
+            continue
+        conversation = entry.get("conversation_id")
+        if (
+            not isinstance(conversation, str | int)
+            or isinstance(conversation, bool)
+            or str(conversation) == ""
+        ):
+            raise TraceFileError(f"{where}: conversation_id is {conversation!r}; give a non-empty string")
+        if entry.get("role") not in MLPERF_ROLES:
+            raise TraceFileError(f"{where}: role is {entry.get('role')!r}; give user, assistant or tool")
+        rows.setdefault(str(conversation), []).append((_whole(entry, "turn", where, 1), entry, where))
+        delay = entry.get("delay_seconds")
+        if isinstance(delay, int | float) and not isinstance(delay, bool) and delay > MAX_WAIT_S:
+            raise TraceFileError(
+                f"{where}: delay_seconds is {delay!r}; give at most {MAX_WAIT_S} "
+                "(a replay waits a day at most)"
+            )
+        order.append((str(conversation), where))
+    if not rows:
+        raise TraceFileError(f"{path}: no conversation rows; one JSON object a line")
+    check_grouping(order)  # what upstream refuses, refused here before anything starts (agentic.py)
+    ordered = {name: sorted(turns, key=lambda t: t[0]) for name, turns in rows.items()}
+    for name, turns in ordered.items():
+        check_conversation(name, turns)
+    return ordered
+
+
+def trace_text(path: Path, trace_format: str, block_tokens: int, max_sessions: int | None) -> str:
+    """What a sessions trace holds, read and checked as a run reads it (its errors raised), for the dry run:
+    "3 sessions, 7 turns (new text 100-300 tokens a turn, gaps 1-4 s) from x.jsonl"."""
+    if trace_format == "mlperf-agentic":
+        rows = read_mlperf_agentic(path)
+        clients = sum(1 for rows_of in rows.values() for _, row, _ in rows_of if row["role"] != "assistant")
+        return f"{len(rows)} conversation(s), {clients} client turn(s) from {path}"
+    sessions = (
+        sessions_of_mooncake(path, block_tokens, max_sessions)
+        if trace_format == "mooncake"
+        else read_session_trace(path, max_sessions)
+    )
+    turns = [turn for session in sessions for turn in session.turns]
+    new = [turn.new_tokens for turn in turns]
+    gaps = [turn.gap_s for turn in turns if turn.gap_s is not None]
+    spread = f", gaps {min(gaps):g}-{max(gaps):g} s" if gaps else ""
+    return (
+        f"{len(sessions)} session(s), {len(turns)} turn(s) (new text {min(new)}-{max(new)} tokens a "
+        f"turn{spread}) from {path}"
+    )
 
 
 def _text(entry: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ...client.chat import ChatClient
 from ...config.jsonl import json_values, read_lines
+from ...config.param_types import MAX_TOKENS_PER_PROMPT, MAX_WAIT_S
 from ...errors import CtxbenchError, UsageError
 from ...measure import metrics
 from ...measure.arrivals import lag_growth, lateness_s
@@ -71,10 +72,12 @@ def _parse(where: str, number: int, entry: object) -> TraceRequest:
     if not isinstance(entry, dict):
         raise TraceFileError(f"{where}: a line is a JSON object with timestamp, input_length, output_length")
 
-    def number_at(key: str, minimum: float) -> float:
+    def number_at(key: str, minimum: float, maximum: float) -> float:
         value = entry.get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
-            raise TraceFileError(f"{where}: {key} is {value!r}; give a number of at least {minimum:g}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not minimum <= value <= maximum:
+            raise TraceFileError(
+                f"{where}: {key} is {value!r}; give a number from {minimum:g} to {maximum:g}"
+            )
         return value
 
     ids = entry.get("hash_ids", [])
@@ -82,9 +85,9 @@ def _parse(where: str, number: int, entry: object) -> TraceRequest:
         raise TraceFileError(f"{where}: hash_ids is {ids!r}; give a list of integers (the prompt's blocks)")
     return TraceRequest(
         line=number,
-        timestamp_ms=number_at("timestamp", 0),
-        input_length=int(number_at("input_length", 1)),
-        output_length=int(number_at("output_length", 1)),
+        timestamp_ms=number_at("timestamp", 0, MAX_WAIT_S * 1000),  # ms: a trace of at most a day
+        input_length=int(number_at("input_length", 1, MAX_TOKENS_PER_PROMPT)),
+        output_length=int(number_at("output_length", 1, MAX_TOKENS_PER_PROMPT)),
         hash_ids=tuple(ids),
     )
 
