@@ -12,9 +12,7 @@ from ..checks.catalog import selected as selected_checks
 from ..checks.needle import NEEDLE
 from ..checks.prompts import QUESTIONS, read_prompt_file, read_prompts
 from ..checks.ramp import RAMP
-from ..checks.sessions import SESSIONS
-from ..checks.sessions.params import SessionsParams
-from ..checks.sessions.recorded import trace_text
+from ..checks.sessions import SESSIONS, describe_trace
 from ..checks.throughput import THROUGHPUT
 from ..checks.trace import TRACE, read_trace
 from ..config.deployments import BUILTIN_MODELS, Deployment, ExternalDeployment, LlamaCppDeployment
@@ -213,15 +211,8 @@ def preflight(campaign: Campaign, selected: list[Deployment]) -> None:
         if throughput is not None and throughput.source not in QUESTIONS:
             read_prompts(Path(throughput.source))  # a bad line named now, not after the engine started
         sessions = checks.of(SESSIONS)
-        if sessions is not None and sessions.trace is not None:
-            _sessions_trace(sessions)
-
-
-def _sessions_trace(params: SessionsParams) -> str:
-    """The sessions check's trace, read and checked as its run reads it (a bad line raises here): what it
-    holds, in a line."""
-    assert params.trace is not None
-    return trace_text(params.trace, params.trace_format, params.block_tokens, params.max_sessions)
+        if sessions is not None:
+            describe_trace(sessions)  # every line of its trace read and checked, as its run reads them
 
 
 def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -> list[str]:
@@ -261,11 +252,11 @@ def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -
         throughput = checks.of(THROUGHPUT)
         lines += [f"  slo: {line}" for line in (plan_text(throughput) if throughput is not None else [])]
         sessions = checks.of(SESSIONS)
-        if sessions is not None and sessions.trace is not None:
-            try:
-                lines.append(f"  sessions trace: {_sessions_trace(sessions)}")
-            except CtxbenchError as exc:
-                lines.append(f"  warning: {exc} (a run refuses it)")
+        try:
+            holds = describe_trace(sessions) if sessions is not None else None
+            lines += [f"  sessions trace: {holds}"] if holds else []
+        except CtxbenchError as exc:
+            lines.append(f"  warning: {exc} (a run refuses it)")
         if throughput is not None and throughput.source not in QUESTIONS:
             try:
                 lines.append(

@@ -34,6 +34,7 @@ from ...config.param_types import MAX_TOKENS_PER_PROMPT, MAX_WAIT_S
 from ...text.tokens import TokenCounter
 from ..trace import TraceFileError, read_trace
 from .agentic import check_conversation, check_grouping
+from .params import SessionsParams
 
 
 @dataclass(frozen=True)
@@ -276,9 +277,17 @@ def read_mlperf_agentic(path: Path) -> dict[str, list[tuple[int, dict[str, Any],
     return ordered
 
 
+def describe_trace(params: SessionsParams) -> str | None:
+    """What the check's trace holds, read and checked as its run reads it (a bad line raises here, before
+    anything starts), for the dry run; None without a trace."""
+    if params.trace is None:
+        return None
+    return trace_text(params.trace, params.trace_format, params.block_tokens, params.max_sessions)
+
+
 def trace_text(path: Path, trace_format: str, block_tokens: int, max_sessions: int | None) -> str:
-    """What a sessions trace holds, read and checked as a run reads it (its errors raised), for the dry run:
-    "3 sessions, 7 turns (new text 100-300 tokens a turn, gaps 1-4 s) from x.jsonl"."""
+    """What a sessions trace holds: "3 session(s), 7 turn(s) (new text 100-300 tokens a turn, gaps 1-4 s)
+    from x.jsonl"."""
     if trace_format == "mlperf-agentic":
         rows = read_mlperf_agentic(path)
         clients = sum(1 for rows_of in rows.values() for _, row, _ in rows_of if row["role"] != "assistant")
