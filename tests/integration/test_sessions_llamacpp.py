@@ -5,10 +5,14 @@ the planner's forecast puts it and moves when the cache budget moves."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from campaigns import run_one, tiny_llamacpp
+from campaigns import run_one, tiny_llamacpp, write_campaign
 
 from ctxbench.audits.prefix_cache import audit_run
 from ctxbench.campaigns.suite import run_suite
@@ -19,6 +23,7 @@ from ctxbench.checks.sessions.params import SessionsParams
 from ctxbench.engines.build import LlamaCppBuild
 from ctxbench.engines.llamacpp import LlamaServerConfig
 from ctxbench.engines.models import TinyModel
+from ctxbench.errors import EXIT_INTERRUPTED
 from ctxbench.measure import metrics
 from ctxbench.report.decide import readings
 from ctxbench.report.run_report import claims_summary, run_report
@@ -271,3 +276,42 @@ def test_mlperf_agentic_conversations_replay_by_their_lengths_and_delays(
     # the tool turn found its whole previous prompt in the slot (the random model's reply, re-read, may vary)
     assert data is not None and (data.turns[1].cached_tokens or 0) >= (metrics.prompt_tokens(first) or 1)
     assert not audit_run(run).findings
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_replay_waiting_out_a_long_gap_ends_at_once_on_a_signal(
+    tiny: TinyModel, tmp_path: Path, sig: signal.Signals
+) -> None:
+    # Issue 69: a trace line's gap of 1e12 s waited for ever and SIGTERM there printed a traceback. A gap is
+    # now at most a day (refused beyond, before anything starts); waiting one out, a signal ends the run:
+    # exit 130, said so, no traceback, the first turn's record kept.
+    trace = tmp_path / "gaps.jsonl"
+    trace.write_text(
+        '{"session": "a", "turn": 1, "timestamp": 0, "input_tokens": 200, "output_tokens": 4}\n'
+        '{"session": "a", "turn": 2, "gap_s": 3600, "input_tokens": 100, "output_tokens": 4}\n'
+    )
+    path = write_campaign(tmp_path, f'[checks.sessions]\ntrace = "{trace}"\n', tiny_llamacpp(tiny))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ctxbench", "run", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's Ctrl-C reaches it
+    )
+    try:
+        deadline = time.monotonic() + 120
+        answered = False
+        while time.monotonic() < deadline and not answered and child.poll() is None:
+            time.sleep(0.1)
+            answered = any(
+                "sessions-trace-0-t1" in requests.read_text()
+                for requests in (tmp_path / "results" / "runs").glob("*/requests.jsonl")
+            )
+        assert answered, "the first turn never came back"
+        child.send_signal(sig)
+        _, stderr = child.communicate(timeout=30)  # not the hour the gap asks for
+    finally:
+        child.kill()
+    assert child.returncode == EXIT_INTERRUPTED, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr, stderr
