@@ -214,6 +214,13 @@ def test_a_mooncake_trace_replays_as_sessions_at_its_own_times(tiny: TinyModel, 
     assert by_gap["0-1 s"] >= 0.9 and by_gap["1-5 s"] < 0.2
     report = run_report(run)
     assert "| gap | turns | hit ratio |" in report and "| 1-5 s | 2 |" in report
+    # Issue 69: the section described the parameters' defaults ("8 turns of 2048 tokens with fixed 30 s
+    # gaps"), which never ran, and never named the trace; it names the trace and what was sent of it
+    section = report.split("## Agent sessions")[1].split("\n## ")[0]
+    prompts = [line["input_length"] for line in MOONCAKE]
+    assert f"A recorded trace replayed at its own times: `{trace}` (mooncake), 3 sessions, 6 turns" in section
+    assert f"prompts of {min(prompts)}-{max(prompts)} tokens" in section and "the trace's gaps (" in section
+    assert "2048 new tokens" not in section and "fixed 30 s gaps" not in section, section
     assert not audit_run(run).findings
 
 

@@ -92,6 +92,13 @@ def gaps_words(spec: dict[str, Any]) -> str:
     return f"{spec['gap']} {gap:g} s gaps{scaled}"
 
 
+def traced_gaps_words(data: SessionsFile) -> str:
+    """A replayed trace's gaps as they were sent: "the trace's gaps (1.0-4.2 s)" (its timing, where no turn
+    returned)."""
+    gaps = [t.gap_s for t in data.turns if t.gap_s is not None]
+    return f"the trace's gaps ({min(gaps):.1f}-{max(gaps):.1f} s)" if gaps else "the trace's timing"
+
+
 def forecast_words(forecast: SessionsForecast | None) -> str:
     if forecast is None:
         return "no forecast: the planner models llama.cpp's slots and host prompt cache, and vLLM's KV pool"
@@ -103,7 +110,7 @@ def summary_words(data: SessionsFile) -> str:
     """'holds 8 sessions of 65536 tokens with fixed 30 s gaps; at 16 sessions returning turns find 12% of
     their context cached'."""
     tokens = session_tokens(data)
-    gaps = gaps_words(data.spec)
+    gaps = gaps_words(data.spec) if not data.spec.get("trace") else traced_gaps_words(data)
     cliff = next((level for level in data.levels if level.sessions == data.cliff), None)
     held = (
         f"holds {data.held} session{'s' * (data.held != 1)} of {tokens} tokens with {gaps}"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ...render.run_read import RunRead
 from ...render.tables import fmt, markdown_table, recorded_text, relative
-from .cell import forecast_of, forecast_words, gaps_words, summary_words
+from .cell import forecast_of, forecast_words, gaps_words, summary_words, traced_gaps_words
 from .file import HELD_SHARE, SessionsFile
 from .forecast import SessionsForecast
 
@@ -39,6 +39,27 @@ def counted(forecast: SessionsForecast | None) -> str:
     if forecast is None:
         return ""
     return f", counting {forecast.session_tokens} tokens a session (`checks.sessions.forecast`)"
+
+
+def _what_ran(data: SessionsFile) -> str:
+    """The levels the parameters asked for, or, for a replayed trace, the trace and what was sent of it (its
+    sessions, turns, prompts and gaps as the records hold them; the parameters' turns and gaps never ran)."""
+    spec = data.spec
+    if not spec.get("trace"):
+        return (
+            f"Levels of {', '.join(map(str, spec['sessions']))} sessions at once, each up to {spec['turns']} "
+            f"turns over a {spec['system_tokens']}-token system prompt shared within its level, each turn "
+            f"adding {spec['turn_tokens']} new tokens and a reply of {spec['max_tokens']}, with "
+            f"{gaps_words(spec)} between turns."
+        )
+    sessions = {(t.sessions, t.session) for t in data.turns}
+    prompts = [t.prompt_tokens for t in data.turns if t.prompt_tokens is not None]
+    sizes = f", prompts of {min(prompts)}-{max(prompts)} tokens" if prompts else ""
+    return (
+        f"A recorded trace replayed at its own times: `{spec['trace']}` "
+        f"({spec.get('trace_format', 'sessions')}), {len(sessions)} sessions, {len(data.turns)} turns"
+        f"{sizes}, {traced_gaps_words(data)} between turns as sent."
+    )
 
 
 def sessions_section(read: RunRead) -> list[str]:
@@ -78,11 +99,8 @@ def sessions_section(read: RunRead) -> list[str]:
         "",
         "## Agent sessions",
         "",
-        f"Levels of {', '.join(map(str, spec['sessions']))} sessions at once, each up to {spec['turns']} "
-        f"turns over a {spec['system_tokens']}-token system prompt shared within its level, each turn adding "
-        f"{spec['turn_tokens']} new tokens and a reply of {spec['max_tokens']}, with {gaps_words(spec)} "
-        f"between turns.{scaled} A returning turn's hit ratio is its cached tokens over its whole previous "
-        f"context (prompt and reply as the server counted them); a level holds at "
+        f"{_what_ran(data)}{scaled} A returning turn's hit ratio is its cached tokens over its whole "
+        f"previous context (prompt and reply as the server counted them); a level holds at "
         f"{spec['hit_threshold']:.0%}. TTFT medians with their 95% intervals (docs/metrics.md, "
         '"Intervals").',
         f"- Measured: {summary_words(data)}.",
