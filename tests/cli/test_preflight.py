@@ -240,6 +240,39 @@ def test_a_bad_sessions_trace_is_refused_before_the_engine_starts(
     refused(sessions_campaign(tmp_path, trace_format, lines), tmp_path, *words)
 
 
+@pytest.mark.parametrize(
+    ("trace_format", "lines", "where"),
+    [
+        # the second turn carries the first turn and its reply: 1500 + 8 + 600 prompt tokens, 8 more to reply
+        (
+            "sessions",
+            [
+                FIRST.replace("300", "1500"),
+                FIRST.replace('"turn": 1, "timestamp": 0', '"turn": 2, "gap_s": 1').replace("300", "600"),
+            ],
+            "s.jsonl:2",
+        ),
+        (
+            "mooncake",
+            [
+                GOOD_TRACE.strip(),
+                '{"timestamp": 5, "input_length": 3000, "output_length": 4, "hash_ids": [7]}',
+            ],
+            "s.jsonl:2",
+        ),
+    ],
+)
+def test_a_sessions_trace_turn_longer_than_the_slot_is_refused_before_the_engine_starts(
+    tmp_path: Path, trace_format: str, lines: list[str], where: str
+) -> None:
+    # Issue 69: a turn no slot can hold was sent, and failed, after the engine started
+    path = sessions_campaign(tmp_path, trace_format, lines)
+    path.write_text(
+        path.read_text().replace('model = "m.gguf"', 'model = "m.gguf"\nctx_size = 4096\nparallel = 2')
+    )
+    refused(path, tmp_path, where, "more than the 2048-token slot of d")
+
+
 def test_the_dry_run_says_what_a_sessions_trace_holds(tmp_path: Path) -> None:
     second = '{"session": "a", "turn": 2, "gap_s": 2.5, "input_tokens": 100, "output_tokens": 8}'
     path = sessions_campaign(tmp_path, "sessions", [FIRST, second])

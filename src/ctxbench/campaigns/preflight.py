@@ -12,7 +12,7 @@ from ..checks.catalog import selected as selected_checks
 from ..checks.needle import NEEDLE
 from ..checks.prompts import QUESTIONS, read_prompt_file, read_prompts
 from ..checks.ramp import RAMP
-from ..checks.sessions import SESSIONS, describe_trace
+from ..checks.sessions import SESSIONS, check_fits, describe_trace
 from ..checks.throughput import THROUGHPUT
 from ..checks.trace import TRACE, read_trace
 from ..config.deployments import BUILTIN_MODELS, Deployment, ExternalDeployment, LlamaCppDeployment
@@ -213,6 +213,9 @@ def preflight(campaign: Campaign, selected: list[Deployment]) -> None:
         sessions = checks.of(SESSIONS)
         if sessions is not None:
             describe_trace(sessions)  # every line of its trace read and checked, as its run reads them
+            slot = slot_tokens(deployment)
+            if slot is not None:
+                check_fits(sessions, slot, deployment.name)
 
 
 def dry_run(campaign: Campaign, names: list[str], results: Path | None = None) -> list[str]:

@@ -44,6 +44,7 @@ class RecordedTurn:
     at_s: float | None  # seconds from the trace's start (a first turn, or a turn given by timestamp)
     gap_s: float | None  # idle seconds after the previous reply ended
     prompt_tokens: int | None = None  # the whole prompt, where the trace gives it (Mooncake's input_length)
+    where: str | None = None  # the trace's file:line, for an error that names it
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ def _session(name: str, rows: list[tuple[int, dict[str, object], str]]) -> Recor
                 output_tokens=_whole(entry, "output_tokens", where, 1),
                 at_s=at,
                 gap_s=gap,
+                where=where,
             )
         )
     _, first, where = rows[0]
@@ -178,7 +180,11 @@ def sessions_of_mooncake(
                 before = requests[chain[position - 1]]
                 new = max(1, request.input_length - before.input_length - before.output_length)
             at = request.timestamp_ms / 1000
-            turns.append(RecordedTurn(new, request.output_length, at, None, request.input_length))
+            turns.append(
+                RecordedTurn(
+                    new, request.output_length, at, None, request.input_length, f"{path}:{request.line}"
+                )
+            )
         prefix = f"mooncake-{'-'.join(map(str, head.hash_ids[:shared]))}" if shared else None
         sessions.append(RecordedSession(f"m{number}", prefix, shared * block_tokens, tuple(turns)))
     return sessions[:max_sessions] if max_sessions else sessions
@@ -275,6 +281,31 @@ def read_mlperf_agentic(path: Path) -> dict[str, list[tuple[int, dict[str, Any],
     for name, turns in ordered.items():
         check_conversation(name, turns)
     return ordered
+
+
+def check_fits(params: SessionsParams, slot: int, deployment: str) -> None:
+    """Refuse, at its line, a recorded turn whose prompt and reply cannot fit a request's slot (the context a
+    replay gives it: its session's shared prefix and every earlier turn and reply, then its own new text; a
+    Mooncake line's own input_length). MLPerf agentic conversations are counted only once their tokenizer is
+    loaded, so they are not checked here."""
+    if params.trace is None or params.trace_format == "mlperf-agentic":
+        return
+    sessions = (
+        sessions_of_mooncake(params.trace, params.block_tokens, params.max_sessions)
+        if params.trace_format == "mooncake"
+        else read_session_trace(params.trace, params.max_sessions)
+    )
+    for session in sessions:
+        context = session.shared_prefix_tokens
+        for number, turn in enumerate(session.turns, start=1):
+            prompt = turn.prompt_tokens if turn.prompt_tokens is not None else context + turn.new_tokens
+            if prompt + turn.output_tokens > slot:
+                raise TraceFileError(
+                    f"{turn.where or params.trace}: session {session.name!r} turn {number} needs about "
+                    f"{prompt} prompt tokens and {turn.output_tokens} for its reply, more than the "
+                    f"{slot}-token slot of {deployment}; a larger context per slot, or a trace that fits it"
+                )
+            context = prompt + turn.output_tokens
 
 
 def describe_trace(params: SessionsParams) -> str | None:
