@@ -281,3 +281,26 @@ def test_a_search_interrupted_mid_level_resumes_with_each_level_measured_once_an
     assert sorted(int(r.labels["users"]) for r in second) == [2] * 6 + [3] * 9
     audit = audit_run(run)
     assert audit.findings == () and audit.audited_requests == len([r for r in records if r.ok])
+
+
+def test_a_level_spread_over_client_processes_runs_its_rounds_there_too(
+    tmp_path: Path, tiny: TinyModel
+) -> None:
+    # The rounds a judged level runs go through the same executor as its first: two client processes here,
+    # each round's requests numbered on from the last, fresh, and every one back in the run.
+    _, run = campaign_run(
+        tmp_path,
+        "processes",
+        "[checks.throughput]\nlevels = [2]\nprompt_tokens = 128\noutput_tokens = 4\nrequests_per_user = 2\n"
+        'client_processes = 2\nsearch = "users"\nsearch_to = 2\nslo = { ttft_p90_s = 600 }\n',
+        tiny,
+    )
+    data = json.loads((run.path / "throughput.json").read_text())
+    level = data["levels"]["2"]
+    assert (level["verdict"], level["rounds"], level["requests"]) == ("met", 2, 36)  # a p90's upper end: 36
+    records = [
+        r for r in run.records() if r.check == "throughput" and not r.warmup and r.labels.get("users") == "2"
+    ]
+    assert sorted(r.request_id for r in records) == sorted(level["request_ids"])
+    assert len({r.request_id for r in records}) == 36
+    assert {r.labels.get("client_process") for r in records} == {"0", "1"}  # both processes, both rounds
